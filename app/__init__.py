@@ -1,0 +1,1 @@
+"""Chatgate: a streaming chat gateway whose output is marker-safe."""

@@ -1,0 +1,66 @@
+"""Gateway settings: one `CHATGATE_` prefix, read from the environment and `.env`."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful assistant. The user's message may start with an HTML comment "
+    "<!-- MSG_CONTEXT: {...} --> that holds the conversation so far; use it, never repeat it. "
+    "Answer the user, then on a new line append exactly one comment of the form "
+    '<!-- METADATA: {"language": "<ISO 639-1 code>", "sources": [<URLs you used>], '
+    '"awaiting": "question"|"decision"|"task"|null} --> '
+    "where awaiting says whether you are waiting for the user to answer a question, make a "
+    "decision or finish a task."
+)
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set; see the configuration table in README.md."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CHATGATE_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    database_url: str = Field(
+        default="sqlite+aiosqlite:///./var/chatgate.db",
+        validation_alias=AliasChoices("CHATGATE_DATABASE_URL", "DATABASE_URL", "database_url"),
+    )
+    upstream_base_url: str | None = None
+    upstream_api_key: str = "not-needed"
+    upstream_model: str = "demo-1"
+    upstream_temperature: float = 0.7
+    upstream_max_tokens: int = 1024
+    upstream_connect_timeout_s: float = 5.0
+    first_token_timeout_s: float = 30.0
+    upstream_read_timeout_s: float = 60.0
+
+    auth_mode: Literal["keys", "off"] = "keys"
+    max_content_chars: int = 32_000
+    context_budget_chars: int = 12_000
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    keepalive_s: float = 15.0
+    stale_streaming_after_s: float = 600.0
+
+    log_level: str = "INFO"
+    trace_streams: Literal["off", "errors", "all"] = "errors"
+
+    title_calls: bool = True
+    price_file: str | None = None
+
+    autonomy_enabled: bool = False
+    autonomy_idle_seconds: int = 300
+    autonomy_max_followups: int = 2
+    followup_poll_s: float = 1.0
+    followup_lease_s: float = 120.0
+    followup_max_attempts: int = 3
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return Settings()
