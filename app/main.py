@@ -1,18 +1,105 @@
-"""The Starlette application factory (the gateway issue fills in the routes)."""
+"""The Starlette application factory. The lifespan owns the database, the one shared
+httpx.AsyncClient under the AsyncOpenAI client, and the background tasks; it refuses to start
+when the store's integrity check fails."""
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
+
+from app.api.errors import (
+    ApiError,
+    api_error_handler,
+    http_exception_handler,
+    unhandled_error_handler,
+)
+from app.api.middleware import RequestContextMiddleware
+from app.api.routes import api_routes
+from app.logging import configure_logging, get_logger
+from app.services.runtime import Runtime
+from app.services.shield import drain_shielded
+from app.services.turn import TurnDeps
+from app.settings import Settings, get_settings
+from app.store import integrity
+from app.store import messages as message_store
+from app.store.db import Database
+from app.upstream import UpstreamClient, make_http_client, make_openai_client
+from app.usage.pricing import load_price_table
+
+log = get_logger("main")
+
+#: How long shutdown waits for turns that are still being stored.
+SHUTDOWN_DRAIN_S = 10.0
 
 
-async def healthz(_: Request) -> JSONResponse:
-    """Process is up; says nothing about the database (that is /readyz)."""
-    return JSONResponse({"status": "ok"})
+def _web_routes() -> list[BaseRoute]:
+    """The page at `/` (app.web), when that package is present."""
+    try:
+        from app.web import web_routes
+    except ImportError:
+        return []
+    routes: list[BaseRoute] = web_routes()
+    return routes
 
 
-def create_app() -> Starlette:
-    """Build the gateway application."""
-    return Starlette(routes=[Route("/healthz", healthz)])
+async def sweep_stale_streaming(db: Database, older_than_s: float) -> int:
+    """Step 7: rows left `streaming` by a dead process become `interrupted`."""
+    async with db.transaction() as session:
+        count = await message_store.interrupt_stale_streaming(
+            session, datetime.timedelta(seconds=older_than_s)
+        )
+    if count:
+        log.warning("stale_streaming_interrupted", count=count, older_than_s=older_than_s)
+    return count
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    db = Database(settings.database_url)
+    http = make_http_client(settings)
+    client = make_openai_client(settings, http)
+    upstream = UpstreamClient(client, settings)
+    turns = TurnDeps(db=db, upstream=upstream, prices=load_price_table(settings.price_file),
+                     settings=settings)
+    return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
+                   turns=turns)
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """Build the gateway application (settings default to the environment's)."""
+    settings = settings or get_settings()
+    configure_logging(settings.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        rt = build_runtime(settings)
+        try:
+            await integrity.check_synthetic_roundtrip(rt.db)
+            await sweep_stale_streaming(rt.db, settings.stale_streaming_after_s)
+            app.state.runtime = rt
+            log.info("gateway_started", upstream=settings.upstream_base_url,
+                     model=settings.upstream_model, auth_mode=settings.auth_mode,
+                     database=rt.db.backend)
+            yield
+        finally:
+            await rt.background.stop()
+            await drain_shielded(SHUTDOWN_DRAIN_S)
+            await rt.http.aclose()
+            await rt.db.dispose()
+            log.info("gateway_stopped")
+
+    return Starlette(
+        routes=[*api_routes(), *_web_routes()],
+        middleware=[Middleware(RequestContextMiddleware)],
+        exception_handlers={
+            ApiError: api_error_handler,
+            HTTPException: http_exception_handler,
+            Exception: unhandled_error_handler,
+        },
+        lifespan=lifespan,
+    )

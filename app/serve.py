@@ -1,13 +1,138 @@
-"""What `scripts/serve` runs: the gateway under uvicorn on loopback."""
+"""What `scripts/serve` runs: migrate the database to head, start the demo model server on a
+free loopback port when no upstream is configured (and say so), then run the gateway under
+uvicorn. Auth is off when binding to loopback unless CHATGATE_AUTH_MODE is set explicitly.
+
+    python -m app.serve [--host 127.0.0.1] [--port 8000]
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import ipaddress
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
 import uvicorn
+from sqlalchemy.engine import make_url
+
+from app.logging import configure_logging, get_logger
+from app.main import create_app
+from app.settings import Settings, get_settings
+from app.store.migrations import upgrade_to_head
+
+log = get_logger("serve")
+
+DEMO_START_TIMEOUT_S = 20.0
 
 
-def main() -> None:
-    """Start the gateway."""
-    uvicorn.run("app.main:create_app", factory=True, host="127.0.0.1", port=8000)
+def free_loopback_port() -> int:
+    """A port the OS says is free on 127.0.0.1 (tiny race; fine for a dev helper)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def wait_until_up(
+    url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Poll `url` until it answers 200; fail early if the process died."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{url}: the process exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up within {timeout_s} s")
+
+
+@contextmanager
+def demo_model_server() -> Iterator[str]:
+    """The demo model server as a child process; yields its OpenAI base URL."""
+    port = free_loopback_port()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "app.demo_llm", "--host", "127.0.0.1", "--port", str(port)]
+    )
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}/healthz", DEMO_START_TIMEOUT_S, child)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+
+def effective_settings(base: Settings, host: str, upstream_url: str | None) -> Settings:
+    """Auth off on loopback unless set explicitly; the demo server's URL when started."""
+    update: dict[str, object] = {}
+    if "auth_mode" not in base.model_fields_set and "CHATGATE_AUTH_MODE" not in os.environ:
+        update["auth_mode"] = "off" if is_loopback(host) else "keys"
+    if upstream_url is not None:
+        update["upstream_base_url"] = upstream_url
+    return base.model_copy(update=update)
+
+
+def run(host: str, port: int) -> None:
+    base = get_settings()
+    configure_logging(base.log_level)
+    asyncio.run(upgrade_to_head(base.database_url))
+    log.info("database_migrated", database_url=_redacted(base.database_url))
+    with _upstream(base) as upstream_url:
+        settings = effective_settings(base, host, upstream_url)
+        log.info("gateway_listening", url=f"http://{host}:{port}/",
+                 auth_mode=settings.auth_mode, upstream=settings.upstream_base_url)
+        uvicorn.run(create_app(settings), host=host, port=port, log_config=None,
+                    timeout_graceful_shutdown=5)
+
+
+@contextmanager
+def _upstream(settings: Settings) -> Iterator[str | None]:
+    if settings.upstream_base_url:
+        yield None
+        return
+    with demo_model_server() as url:
+        log.warning(
+            "demo_upstream_started",
+            message=f"No CHATGATE_UPSTREAM_BASE_URL set: started the built-in demo model "
+                    f"server at {url} and pointed the gateway at it.",
+            upstream=url,
+        )
+        yield url
+
+
+def _redacted(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="scripts/serve", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    run(args.host, args.port)
 
 
 if __name__ == "__main__":

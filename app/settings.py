@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     upstream_connect_timeout_s: float = 5.0
     first_token_timeout_s: float = 30.0
     upstream_read_timeout_s: float = 60.0
+    upstream_max_retries: int = 1
 
     auth_mode: Literal["keys", "off"] = "keys"
     max_content_chars: int = 32_000

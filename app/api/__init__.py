@@ -1,0 +1,1 @@
+"""HTTP shell: routes, auth, JSON errors, SSE."""

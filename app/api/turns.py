@@ -1,0 +1,32 @@
+"""POST /api/threads/{id}/messages: validate, open the turn (404/409 before any stream
+starts), then stream it as SSE."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.api import bodies
+from app.api.auth import authenticate
+from app.api.errors import ApiError, not_found
+from app.api.sse import TurnStreamResponse
+from app.api.state import runtime
+from app.services.turn import ThreadNotFound, open_turn
+from app.store.errors import ContentTooLong, ThreadBusy
+
+
+async def post_message(request: Request) -> Response:
+    principal = await authenticate(request)
+    thread_id = bodies.thread_id(request)
+    rt = runtime(request)
+    body = await bodies.json_object(request)
+    content = bodies.message_content(body, rt.settings.max_content_chars)
+    try:
+        turn = await open_turn(rt.turns, principal.user_id, thread_id, content)
+    except ThreadNotFound as exc:
+        raise not_found() from exc
+    except ThreadBusy as exc:
+        raise ApiError(409, "thread_busy", "this thread is already streaming an answer") from exc
+    except ContentTooLong as exc:
+        raise ApiError(413, "content_too_long", str(exc)) from exc
+    return TurnStreamResponse(turn, ping_s=rt.settings.keepalive_s)

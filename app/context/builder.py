@@ -1,0 +1,89 @@
+"""Builds the single user message sent upstream: `<!-- MSG_CONTEXT: {json} -->`, a newline,
+then the user's text. The JSON is made marker-proof by writing `<`, `>` and `&` as `\\u003c`,
+`\\u003e`, `\\u0026`: outside strings JSON never contains those characters, so escaping them in
+the encoded text changes no value, and no `-->` or `<!--` can appear inside the block."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_MARKER_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One earlier message as the model sees it."""
+
+    role: str
+    content: str
+    time: datetime.datetime
+
+    def as_json(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content, "time": _iso(self.time)}
+
+
+def _iso(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def encode_context_json(payload: dict[str, Any]) -> str:
+    """Compact JSON with `<`, `>`, `&` escaped, so the text cannot end or open a marker."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.translate(_MARKER_SAFE)
+
+
+def _cost(item: ContextItem) -> int:
+    """Characters the item adds to the encoded history (its escaped JSON plus a comma)."""
+    return len(encode_context_json(item.as_json())) + 1
+
+
+def select_within_budget(items: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
+    """The newest items whose encoded size fits the budget, oldest first.
+
+    Whole messages only: the walk goes from newest to oldest and stops at the first message
+    that no longer fits, so the model never sees a gap in the middle of the conversation."""
+    kept: list[ContextItem] = []
+    used = 0
+    for item in reversed(items):
+        cost = _cost(item)
+        if used + cost > budget_chars:
+            break
+        kept.append(item)
+        used += cost
+    kept.reverse()
+    return kept
+
+
+def build_msg_context(
+    history: Sequence[ContextItem],
+    *,
+    budget_chars: int,
+    summary: str | None = None,
+    memories: Iterable[ContextItem] = (),
+) -> str:
+    """The `<!-- MSG_CONTEXT: {...} -->` marker: recent history within the budget, the
+    thread summary if any, and (for later retrieval work) relevant older memories."""
+    payload: dict[str, Any] = {
+        "history": [item.as_json() for item in select_within_budget(history, budget_chars)]
+    }
+    if summary:
+        payload["summary"] = summary
+    recalled = [item.as_json() for item in memories]
+    if recalled:
+        payload["memories"] = recalled
+    return f"<!-- MSG_CONTEXT: {encode_context_json(payload)} -->"
+
+
+def build_upstream_messages(
+    system_prompt: str, msg_context: str, user_text: str
+) -> list[dict[str, str]]:
+    """The chat messages of the upstream request: the system prompt, then one user message
+    holding the context marker, a newline and the user's text verbatim."""
+    return [
+        {"role": "system", "content": system_prompt},
+        {"role": "user", "content": f"{msg_context}\n{user_text}"},
+    ]

@@ -1,0 +1,239 @@
+"""The demo model's HTTP shell: OpenAI-compatible routes over the pure scenarios.
+
+Streams are plain `data: <json>\\n\\n` frames ending with `data: [DONE]`, exactly what the
+OpenAI SDK parses. Starlette's StreamingResponse cancels the body generator when the client
+disconnects (uvicorn speaks ASGI spec 2.3), which is how a cancelled stream is noticed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from app.demo_llm.recorder import Recorder, StreamOutcome
+from app.demo_llm.scenarios import (
+    Reply,
+    apply_max_tokens,
+    chat_input,
+    count_tokens,
+    plan_completion,
+    plan_reply,
+    prompt_tokens,
+)
+from app.demo_llm.settings import DemoSettings
+from app.logging import get_logger
+
+log = get_logger("demo_llm")
+
+
+class StreamAborted(Exception):
+    """Raised inside a stream to cut the connection without finishing the response."""
+
+
+class AbortableStreamingResponse(StreamingResponse):
+    """A StreamingResponse that, on StreamAborted, returns without completing the body.
+
+    uvicorn then closes the connection, so the client sees a transport error mid-stream
+    (an incomplete chunked body), as with a crashed model server, without a traceback.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except StreamAborted:
+            log.info("demo_stream_aborted")
+
+
+class ChunkWriter:
+    """Serialises chat.completion.chunk frames for one response."""
+
+    def __init__(self, model: str, include_usage: bool) -> None:
+        self.completion_id = f"chatcmpl-demo{uuid.uuid4().hex[:20]}"
+        self.created = int(time.time())
+        self.model = model
+        self.include_usage = include_usage
+
+    def _frame(self, choices: list[dict[str, Any]], usage: dict[str, int] | None) -> bytes:
+        chunk: dict[str, Any] = {
+            "id": self.completion_id, "object": "chat.completion.chunk",
+            "created": self.created, "model": self.model, "system_fingerprint": None,
+            "choices": choices,
+        }
+        if self.include_usage:
+            chunk["usage"] = usage
+        data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
+        return b"data: " + data.encode() + b"\n\n"
+
+    def delta(self, delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+        """One choice delta (role, content or the final empty delta with finish_reason)."""
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return self._frame([choice], None)
+
+    def usage(self, prompt: int, completion: int) -> bytes:
+        """The include_usage chunk: no choices, only usage."""
+        return self._frame([], usage_dict(prompt, completion))
+
+
+def usage_dict(prompt: int, completion: int) -> dict[str, int]:
+    """OpenAI's usage object."""
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def error_response(status: int, message: str, code: str, kind: str) -> JSONResponse:
+    """An OpenAI-style error body (which also has the gateway's `code` and `message`)."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+async def stream_frames(
+    reply: Reply, writer: ChunkWriter, settings: DemoSettings, recorder: Recorder, prompt: int
+) -> AsyncIterator[bytes]:
+    """Role chunk, content deltas at the configured pace, finish chunk, usage, [DONE]."""
+    recorder.stream_started()
+    outcome: StreamOutcome = "cancelled"
+    sent: list[str] = []
+    try:
+        yield writer.delta({"role": "assistant", "content": ""})
+        for index, piece in enumerate(reply.pieces):
+            if index == reply.abort_after:
+                outcome = "aborted"
+                raise StreamAborted(reply.scenario)
+            first_pause = settings.slow_first_s if index == 0 and reply.slow_first else 0.0
+            await asyncio.sleep(first_pause + settings.delay_ms / 1000)
+            sent.append(piece)
+            yield writer.delta({"content": piece})
+        yield writer.delta({}, reply.finish_reason)
+        if writer.include_usage and reply.send_usage:
+            yield writer.usage(prompt, count_tokens("".join(sent)))
+        yield b"data: [DONE]\n\n"
+        outcome = "completed"
+    finally:
+        recorder.stream_ended(outcome)
+        log.info("demo_stream_end", scenario=reply.scenario, outcome=outcome, pieces=len(sent))
+
+
+async def chat_completions(request: Request) -> Response:
+    """POST /v1/chat/completions, streaming or not."""
+    state: DemoState = request.app.state.demo
+    try:
+        body = await request.json()
+    except ValueError:
+        return error_response(400, "Body is not JSON.", "invalid_json", "invalid_request_error")
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages or not all(
+        isinstance(m, dict) for m in messages
+    ):
+        return error_response(400, "`messages` must be a non-empty list of objects.",
+                              "invalid_messages", "invalid_request_error")
+    stream = body.get("stream") is True
+    chat = chat_input(messages)
+    reply = plan_reply(chat) if stream else plan_completion(chat)
+    reply = apply_max_tokens(reply, _max_tokens(body))
+    state.recorder.record(body, reply.scenario, stream)
+    log.info("demo_request", scenario=reply.scenario, stream=stream, pieces=len(reply.pieces))
+    if reply.http_error is not None:
+        return error_response(reply.http_error, reply.error_message, "demo_" + reply.scenario,
+                              "server_error")
+    model = str(body.get("model") or state.settings.model)
+    if not stream:
+        return await _completion(reply, model, prompt_tokens(messages), state.settings)
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    frames = stream_frames(reply, ChunkWriter(model, include_usage), state.settings,
+                           state.recorder, prompt_tokens(messages))
+    return AbortableStreamingResponse(
+        frames, media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+async def _completion(reply: Reply, model: str, prompt: int, settings: DemoSettings) -> Response:
+    if reply.slow_first:
+        await asyncio.sleep(settings.slow_first_s)
+    text = reply.text
+    return JSONResponse({
+        "id": f"chatcmpl-demo{uuid.uuid4().hex[:20]}", "object": "chat.completion",
+        "created": int(time.time()), "model": model, "system_fingerprint": None,
+        "choices": [{
+            "index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+            "logprobs": None, "finish_reason": reply.finish_reason,
+        }],
+        "usage": usage_dict(prompt, count_tokens(text)),
+    })
+
+
+async def list_models(request: Request) -> JSONResponse:
+    """GET /v1/models."""
+    state: DemoState = request.app.state.demo
+    model = {"id": state.settings.model, "object": "model", "created": 0, "owned_by": "chatgate"}
+    return JSONResponse({"object": "list", "data": [model]})
+
+
+async def debug_requests(request: Request) -> JSONResponse:
+    """GET /v1/_debug/requests?limit=N: the last N request bodies, oldest first."""
+    state: DemoState = request.app.state.demo
+    try:
+        limit = int(request.query_params.get("limit", "20"))
+    except ValueError:
+        return error_response(400, "`limit` must be an integer.", "invalid_limit",
+                              "invalid_request_error")
+    return JSONResponse({"requests": state.recorder.recent(limit)})
+
+
+async def debug_stats(request: Request) -> JSONResponse:
+    """GET /v1/_debug/stats: request and stream outcome counters."""
+    state: DemoState = request.app.state.demo
+    return JSONResponse(state.recorder.stats())
+
+
+async def debug_reset(request: Request) -> Response:
+    """POST /v1/_debug/reset: forget recorded requests and counters."""
+    state: DemoState = request.app.state.demo
+    state.recorder.reset()
+    return Response(status_code=204)
+
+
+async def healthz(_: Request) -> JSONResponse:
+    """Process is up."""
+    return JSONResponse({"status": "ok"})
+
+
+class DemoState:
+    """Per-app settings and recorder (kept on app.state.demo)."""
+
+    def __init__(self, settings: DemoSettings) -> None:
+        self.settings = settings
+        self.recorder = Recorder(limit=settings.record_limit)
+
+
+def create_demo_app(settings: DemoSettings | None = None) -> Starlette:
+    """The demo model server as a Starlette app."""
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/_debug/requests", debug_requests, methods=["GET"]),
+        Route("/v1/_debug/stats", debug_stats, methods=["GET"]),
+        Route("/v1/_debug/reset", debug_reset, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ])
+    app.state.demo = DemoState(settings or DemoSettings())
+    return app

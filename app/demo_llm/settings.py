@@ -1,0 +1,20 @@
+"""Demo model server settings (`CHATGATE_DEMO_` prefix), separate from the gateway's."""
+
+from __future__ import annotations
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class DemoSettings(BaseSettings):
+    """Pace and limits of the demo model; tests pass small values directly."""
+
+    model_config = SettingsConfigDict(env_prefix="CHATGATE_DEMO_", env_file=".env", extra="ignore")
+
+    delay_ms: float = 15.0
+    """Pause before each content delta."""
+    slow_first_s: float = 5.0
+    """Extra pause before the first content delta in the `[slow-first]` scenario."""
+    model: str = "demo-1"
+    """The model id `GET /v1/models` lists (any requested model name is accepted)."""
+    record_limit: int = 200
+    """How many request bodies `GET /v1/_debug/requests` keeps."""

@@ -1,0 +1,1 @@
+"""Services compose store calls and the upstream client; handlers stay thin."""

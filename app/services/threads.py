@@ -1,0 +1,57 @@
+"""Thread and history use cases, as JSON-ready dicts (the API shape lives here, once)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from app.services.recorder import iso_utc
+from app.store import messages as message_store
+from app.store import threads as thread_store
+from app.store.db import Database
+from app.store.models import Message
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    return {
+        "id": str(message.id),
+        "role": message.role,
+        "content": message.content,
+        "status": message.status,
+        "metadata": message.meta,
+        "created_at": iso_utc(message.created_at),
+    }
+
+
+async def create_thread(db: Database, user_id: str, title: str | None) -> dict[str, Any]:
+    async with db.transaction() as session:
+        thread = await thread_store.create_thread(session, user_id, title)
+    return {"id": str(thread.id), "title": thread.title, "created_at": iso_utc(thread.created_at)}
+
+
+async def list_threads(db: Database, user_id: str) -> list[dict[str, Any]]:
+    async with db.transaction() as session:
+        summaries = await thread_store.list_threads(session, user_id)
+    return [
+        {"id": str(t.id), "title": t.title, "message_count": t.message_count,
+         "preview": t.preview, "updated_at": iso_utc(t.updated_at)}
+        for t in summaries
+    ]
+
+
+async def thread_messages(
+    db: Database, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool
+) -> list[dict[str, Any]] | None:
+    """The thread's messages as the user sees them, or None if it is not the user's."""
+    async with db.transaction() as session:
+        if await thread_store.get_thread(session, user_id, thread_id) is None:
+            return None
+        rows = await message_store.visible_history(
+            session, user_id, thread_id, include_synthetic=include_synthetic
+        )
+    return [message_json(m) for m in rows]
+
+
+async def delete_thread(db: Database, user_id: str, thread_id: uuid.UUID) -> bool:
+    async with db.transaction() as session:
+        return await thread_store.delete_thread(session, user_id, thread_id)

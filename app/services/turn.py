@@ -1,0 +1,365 @@
+"""One chat turn: open (one transaction), stream the upstream answer through the MarkerFilter,
+finish (one transaction, shielded from cancellation).
+
+    turn = await open_turn(deps, user_id, thread_id, content)   # ThreadNotFound, ThreadBusy
+    async for event in turn.events(): ...                         # TurnEvent, SSE-ready
+
+The SSE route and (later) the follow-up worker both drive a turn through `events()`. No
+database session is open while the stream runs. Whatever ends the stream (completion, an
+upstream failure, the client leaving, cancellation), `finish()` stores the visible text that
+was sent, an honest status, the metadata and the llm_calls, exactly once."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import structlog
+
+from app.context import ContextItem, build_msg_context, build_upstream_messages
+from app.logging import get_logger
+from app.services.observers import TurnObserver
+from app.services.recorder import TurnRecorder, utcnow
+from app.services.shield import run_shielded
+from app.services.turn_usage import main_call_record
+from app.settings import Settings
+from app.store import messages as message_store
+from app.store import threads as thread_store
+from app.store.db import Database
+from app.store.models import Message, Thread
+from app.store.records import FinishedMessage
+from app.stream import MarkerFilter
+from app.upstream import ProviderUsage, UpstreamClient, UpstreamError, UpstreamStream
+from app.usage.pricing import PriceTable
+
+log = get_logger("services.turn")
+
+#: Messages read for the context; the character budget then keeps the newest that fit.
+CONTEXT_HISTORY_LIMIT = 200
+
+TurnStatus = Literal["complete", "interrupted", "failed"]
+
+
+class ThreadNotFound(Exception):
+    """No such thread for this user (a foreign thread is the same as a missing one)."""
+
+
+@dataclass
+class TurnDeps:
+    """What every turn needs; built once by the application lifespan."""
+
+    db: Database
+    upstream: UpstreamClient
+    prices: PriceTable
+    settings: Settings
+    observers: list[TurnObserver] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    """One event for the client: SSE `event:` name, JSON data and (deltas) an `id:`."""
+
+    event: str
+    data: dict[str, Any]
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnFailure:
+    """Why a turn failed: an upstream code or `internal_error`/`storage_error`."""
+
+    code: str
+    message: str
+
+
+def _context_items(history: Sequence[Message]) -> list[ContextItem]:
+    """What the model sees of earlier messages: nothing empty (failed before a token)."""
+    return [
+        ContextItem(role=m.role, content=m.content, time=m.created_at)
+        for m in history
+        if m.content and m.status != "streaming"
+    ]
+
+
+async def open_turn(
+    deps: TurnDeps,
+    user_id: str,
+    thread_id: uuid.UUID,
+    content: str,
+    *,
+    synthetic: bool = False,
+    trigger_type: str | None = None,
+    trigger_reason: str | None = None,
+) -> Turn:
+    """Step 1: in ONE transaction read the history, store the user message and open the
+    assistant message (`streaming`). Raises ThreadNotFound, or ThreadBusy (nothing stored)."""
+    async with deps.db.transaction() as session:
+        thread = await thread_store.get_thread(session, user_id, thread_id)
+        if thread is None:
+            raise ThreadNotFound(str(thread_id))
+        history = await message_store.context_history(
+            session, thread.id, limit=CONTEXT_HISTORY_LIMIT
+        )
+        user_message = await message_store.append_user_message(
+            session, thread, content, synthetic=synthetic,
+            trigger_type=trigger_type, trigger_reason=trigger_reason,
+            max_chars=deps.settings.max_content_chars,
+        )
+        assistant = await message_store.open_assistant_message(session, thread)
+    return Turn(deps, thread, user_message, assistant, _context_items(history))
+
+
+class Turn:
+    """The state of one turn between open and finish."""
+
+    def __init__(
+        self,
+        deps: TurnDeps,
+        thread: Thread,
+        user_message: Message,
+        assistant: Message,
+        history: list[ContextItem],
+    ) -> None:
+        self.deps = deps
+        self.thread = thread
+        self.user_id = user_message.user_id
+        self.user_message = user_message
+        self.message_id = assistant.id
+        self.history = history
+        self.summary: str | None = thread.summary
+        self.memories: list[ContextItem] = []
+        self.recorder = TurnRecorder()
+        self.filter = MarkerFilter()
+        self.sent: list[str] = []
+        self.raw_parts: list[str] = []
+        self.chunks = 0
+        self.provider_usage: ProviderUsage | None = None
+        self.response_model: str | None = None
+        self.upstream_messages: list[dict[str, str]] = []
+        self.status: TurnStatus = "interrupted"
+        self.failure: TurnFailure | None = None
+        self._stream: UpstreamStream | None = None
+        self.call_started = utcnow()
+        self.first_token_at: datetime.datetime | None = None
+        self._warnings_seen = 0
+        self._filter_closed = False
+        self.finish_reason: str | None = None
+        self._finished: FinishedMessage | None = None
+        self._store_failed = False
+        self._finishing = False
+
+    @property
+    def log_ids(self) -> dict[str, str]:
+        return {"user_id": self.user_id, "thread_id": str(self.thread.id),
+                "message_id": str(self.message_id)}
+
+    # -- the pipeline -------------------------------------------------------------------
+
+    async def events(self) -> AsyncGenerator[TurnEvent, None]:
+        """Steps 2-6: the SSE events of the turn, in order. Cancelling or closing this
+        iterator interrupts the turn; it is stored either way."""
+        structlog.contextvars.bind_contextvars(**self.log_ids)
+        try:
+            yield TurnEvent("message_start", {
+                "thread_id": str(self.thread.id),
+                "user_message_id": str(self.user_message.id),
+                "assistant_message_id": str(self.message_id),
+            })
+            for observer in self.deps.observers:
+                await observer.before_main(self)
+            self._build_request()
+            async with aclosing(self._main_call()) as visible:
+                async for text in visible:
+                    yield self._delta(text)
+            self.status = "complete"
+        except UpstreamError as exc:
+            self._fail(TurnFailure(exc.code, exc.message))
+            rest = self._close_filter()
+            if rest:
+                yield self._delta(rest)
+        except Exception as exc:
+            log.exception("turn_error", error=type(exc).__name__)
+            self._fail(TurnFailure("internal_error", "the gateway failed; see the server log"))
+        finally:
+            await run_shielded(self.finish())
+        for event in self._closing_events():
+            yield event
+
+    def _build_request(self) -> None:
+        """Step 2: system prompt, then MSG_CONTEXT + newline + the user's text."""
+        with self.recorder.stage("context"):
+            marker = build_msg_context(
+                self.history, budget_chars=self.deps.settings.context_budget_chars,
+                summary=self.summary, memories=self.memories,
+            )
+            self.upstream_messages = build_upstream_messages(
+                self.deps.settings.system_prompt, marker, self.user_message.content
+            )
+
+    async def _main_call(self) -> AsyncGenerator[str, None]:
+        """Step 3: the streamed upstream call; yields visible text as soon as it is safe."""
+        with self.recorder.stage("llm_calls"):
+            self.call_started = utcnow()
+            self._stream = await self.deps.upstream.open_stream(self.upstream_messages)
+            async with aclosing(self._stream.chunks()) as chunks:
+                async for chunk in chunks:
+                    self.response_model = chunk.model or self.response_model
+                    self.finish_reason = chunk.finish_reason or self.finish_reason
+                    if chunk.usage is not None:
+                        self.provider_usage = chunk.usage
+                    if chunk.text:
+                        safe = self._feed(chunk.text)
+                        if safe:
+                            yield safe
+            rest = self._close_filter()
+            if rest:
+                yield rest
+
+    def _feed(self, raw: str) -> str:
+        index = self.chunks
+        self.chunks += 1
+        if self.first_token_at is None:
+            self.first_token_at = utcnow()
+            self.recorder.mark_first_token()
+        self.raw_parts.append(raw)
+        safe: str = self.filter.feed(raw)
+        for observer in self.deps.observers:
+            observer.on_chunk(self, index, raw, safe)
+        self._report_new_warnings()
+        return safe
+
+    def _close_filter(self) -> str:
+        """Resolve what the filter still holds (once; later calls return "")."""
+        if self._stream is None or self._filter_closed:
+            return ""
+        self._filter_closed = True
+        rest: str = self.filter.close()
+        self._report_new_warnings()
+        return rest
+
+    def _report_new_warnings(self) -> None:
+        records = self.filter.records
+        for record in records[self._warnings_seen:]:
+            fields = _record_fields(record)
+            log.warning("filter_warning", **fields)
+            for observer in self.deps.observers:
+                observer.on_warning(self, fields)
+        self._warnings_seen = len(records)
+
+    def _delta(self, text: str) -> TurnEvent:
+        self.sent.append(text)
+        return TurnEvent("delta", {"text": text}, id=str(len(self.sent)))
+
+    def _fail(self, failure: TurnFailure) -> None:
+        self.status = "failed"
+        self.failure = failure
+        log.warning("turn_failed", code=failure.code, error=failure.message)
+
+    # -- step 4: finish -----------------------------------------------------------------
+
+    async def finish(self) -> None:
+        """Close the upstream, store the message with its status and usage, exactly once."""
+        if self._finishing:
+            return
+        self._finishing = True
+        if self._stream is not None:
+            try:
+                await self._stream.close()
+            except Exception as exc:
+                log.warning("upstream_close_failed", error=type(exc).__name__)
+        finished = self._finished_message()
+        self._finished = finished
+        try:
+            async with self.deps.db.transaction() as session:
+                await message_store.finish_assistant_message(session, finished)
+                for observer in self.deps.observers:
+                    await observer.in_finish_transaction(session, self, finished)
+        except Exception as exc:
+            self._store_failed = True
+            log.exception("turn_store_failed", error=type(exc).__name__)
+            return
+        for observer in self.deps.observers:
+            try:
+                await observer.after_finish(self, finished)
+            except Exception as exc:
+                log.exception("turn_observer_failed", error=type(exc).__name__)
+        self._log_summary(finished)
+
+    def _finished_message(self) -> FinishedMessage:
+        if self.upstream_messages:
+            self.recorder.add_call(main_call_record(self))
+        metadata: dict[str, Any] = {
+            **self.recorder.totals(),
+            "model": self.response_model or self.deps.upstream.model,
+            "processing_time_ms": self.recorder.elapsed_ms(),
+            "ttft_ms": self.recorder.ttft_ms,
+            "response_metadata": dict(self.filter.metadata or {}),
+            "stream": {"chunks": self.chunks, "warnings": list(self.filter.warnings),
+                       "finish_reason": self.finish_reason},
+            "processingDetails": {
+                "pipeline_stages": dict(self.recorder.stages),
+                "llm_calls": [call.as_metadata() for call in self.recorder.calls],
+            },
+        }
+        if self.failure is not None:
+            metadata["error"] = {"code": self.failure.code, "message": self.failure.message}
+        return FinishedMessage(
+            message_id=self.message_id,
+            content="".join(self.sent),
+            metadata=metadata,
+            status=self.status,
+            llm_calls=[call.as_store_record() for call in self.recorder.calls],
+        )
+
+    def _log_summary(self, finished: FinishedMessage) -> None:
+        log.info(
+            "turn_finished",
+            status=finished.status,
+            chunks=self.chunks,
+            ttft_ms=self.recorder.ttft_ms,
+            duration_ms=self.recorder.elapsed_ms(),
+            tokens=finished.metadata["tokens"],
+            usage_source=finished.metadata["usage_source"],
+            warnings=list(self.filter.warnings),
+            error=self.failure.code if self.failure else None,
+        )
+
+    def _closing_events(self) -> list[TurnEvent]:
+        """After the row is committed: a client that reloads on message_end sees it."""
+        finished = self._finished
+        if finished is None or self._store_failed:
+            return [TurnEvent("error", {"code": "storage_error",
+                                        "message": "the answer could not be stored"})]
+        events: list[TurnEvent] = []
+        if self.filter.metadata:
+            events.append(TurnEvent("metadata", dict(self.filter.metadata)))
+        meta = finished.metadata
+        events.append(TurnEvent("usage", {
+            "prompt_tokens": meta["prompt_tokens"],
+            "completion_tokens": meta["completion_tokens"],
+            "total_tokens": meta["tokens"],
+            "cost_usd": meta["cost_usd"],
+            "usage_source": meta["usage_source"],
+        }))
+        if self.failure is not None:
+            events.append(TurnEvent("error", {"code": self.failure.code,
+                                              "message": self.failure.message}))
+        else:
+            events.append(TurnEvent("message_end", {"message_id": str(self.message_id),
+                                                    "status": finished.status}))
+        return events
+
+
+def _record_fields(record: Any) -> dict[str, Any]:
+    """A filter warning record as log fields (kind, chunk index, offsets)."""
+    if isinstance(record, dict):
+        return dict(record)
+    if hasattr(record, "__dataclass_fields__"):
+        return {name: getattr(record, name) for name in record.__dataclass_fields__}
+    if hasattr(record, "_asdict"):
+        return dict(record._asdict())
+    return {"record": repr(record)}

@@ -1,0 +1,110 @@
+"""The database handle: one async engine and short transactions.
+
+SQLite (the embedded default) gets a connect hook that turns on foreign keys, WAL and a busy
+timeout, and every transaction starts with BEGIN IMMEDIATE: a deferred transaction that reads and
+then writes fails at once with "database is locked" when another connection wrote in between,
+whereas BEGIN IMMEDIATE takes the write lock up front and waits (busy_timeout) for its turn.
+Taking over BEGIN from the sqlite3 module also makes SAVEPOINT (begin_nested) work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def default_database_url() -> str:
+    """The configured URL (CHATGATE_DATABASE_URL / DATABASE_URL, default SQLite under ./var)."""
+    from app.settings import get_settings
+
+    return get_settings().database_url
+
+
+def _prepare_sqlite_file(url: URL) -> None:
+    """Create the directory of a SQLite file so a fresh checkout starts with zero set-up."""
+    database = url.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves (see module doc)
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def create_engine_for(
+    url: str | URL, *, sqlite_foreign_keys: bool = True, **engine_kwargs: Any
+) -> AsyncEngine:
+    """An AsyncEngine with the per-backend settings the store relies on.
+
+    Migrations pass sqlite_foreign_keys=False: SQLite batch migrations copy and drop tables, and
+    with foreign keys on, dropping a parent table would cascade-delete its children.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        _prepare_sqlite_file(parsed)
+        if "poolclass" not in engine_kwargs:
+            # A small pool: SQLite has one writer at a time; WAL lets readers run beside it.
+            engine_kwargs.setdefault("pool_size", 5)
+            engine_kwargs.setdefault("max_overflow", 5)
+        engine = create_async_engine(parsed, **engine_kwargs)
+        _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys)
+        return engine
+    # PostgreSQL: connections are shared by short transactions, never held while streaming.
+    # pre_ping survives a server restart; several gateway processes each keep their own pool.
+    if "poolclass" not in engine_kwargs:
+        engine_kwargs.setdefault("pool_size", 10)
+        engine_kwargs.setdefault("max_overflow", 10)
+        engine_kwargs.setdefault("pool_recycle", 1800)
+    engine_kwargs.setdefault("pool_pre_ping", True)
+    return create_async_engine(parsed, **engine_kwargs)
+
+
+class Database:
+    """The engine and a session factory; `transaction()` is how every caller talks to the store."""
+
+    def __init__(self, url: str | URL | None = None, **engine_kwargs: Any) -> None:
+        self.url: URL = make_url(url if url is not None else default_database_url())
+        self.engine: AsyncEngine = create_engine_for(self.url, **engine_kwargs)
+        self.sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
+            self.engine, expire_on_commit=False
+        )
+
+    @property
+    def backend(self) -> str:
+        """'sqlite' or 'postgresql'."""
+        return self.url.get_backend_name()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction: committed on success, rolled back on any error."""
+        async with self.sessionmaker() as session, session.begin():
+            yield session
+
+    async def dispose(self) -> None:
+        """Close every pooled connection (on shutdown, and before dropping a test database)."""
+        await self.engine.dispose()

@@ -1,0 +1,32 @@
+"""Errors the store raises and the API maps to HTTP statuses."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of the store's own errors."""
+
+
+class ThreadBusy(StoreError):
+    """The thread already has an assistant message `streaming` (API: 409)."""
+
+
+class ContentTooLong(StoreError):
+    """Content longer than the limit; refused before it reaches the database (API: 413)."""
+
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(f"content is {length} characters; the limit is {limit}")
+        self.length = length
+        self.limit = limit
+
+
+class MessageNotFound(StoreError):
+    """No message with that id (finish of an unknown id is a programming error)."""
+
+
+class MessageAlreadyFinished(StoreError):
+    """finish_assistant_message ran twice for one message; the second would double-count usage."""
+
+
+class IntegrityCheckFailed(StoreError):
+    """The start-up round trip of synthetic metadata lost or altered something."""

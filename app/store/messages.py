@@ -1,0 +1,199 @@
+"""Messages: the turn lifecycle (user message, streaming assistant message, finish) and the two
+histories (what the user sees, what the model sees)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from sqlalchemy import and_, exists, func, not_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
+from app.store.followups import cancel_pending_for_thread
+from app.store.models import LlmCall, Message, Thread
+from app.store.records import FinishedMessage
+from app.store.sanitize import clean_message
+from app.store.threads import touch_thread
+from app.store.types import utcnow
+from app.store.usage import record_turn_usage, utc_day
+from app.store.visibility import visible_sql
+
+# The default limit on a user message, in characters (Settings.max_content_chars has the same
+# default; the API passes the configured value).
+MAX_CONTENT_CHARS = 32_000
+STREAMING_INDEX = "uq_messages_one_streaming_per_thread"
+
+
+async def _next_created_at(s: AsyncSession, thread_id: uuid.UUID) -> dt.datetime:
+    """Now, or just after the thread's newest message: order by created_at is turn order even
+    when clocks of several processes disagree or two writes share a microsecond."""
+    newest = await s.scalar(
+        select(func.max(Message.created_at)).where(Message.thread_id == thread_id)
+    )
+    now = utcnow()
+    if newest is not None and now <= newest:
+        return newest + dt.timedelta(microseconds=1)
+    return now
+
+
+def check_length(content: str, max_chars: int = MAX_CONTENT_CHARS) -> None:
+    """Refuse over-long content before it reaches the database."""
+    if len(content) > max_chars:
+        raise ContentTooLong(len(content), max_chars)
+
+
+async def append_user_message(
+    s: AsyncSession, thread: Thread, content: str, *, synthetic: bool = False,
+    trigger_type: str | None = None, trigger_reason: str | None = None,
+    max_chars: int = MAX_CONTENT_CHARS,
+) -> Message:
+    """Store a user message. Only the server makes synthetic messages, and only a literal
+    `synthetic=True` does. A real message cancels the thread's pending follow-ups in the
+    caller's transaction."""
+    check_length(content, max_chars)
+    is_synthetic = synthetic is True
+    if is_synthetic and not trigger_type:
+        raise ValueError("a synthetic message needs a trigger_type")
+    metadata: dict[str, Any] = (
+        {"synthetic": True, "trigger_type": trigger_type, "trigger_reason": trigger_reason}
+        if is_synthetic else {}
+    )
+    clean_content, clean_meta = clean_message(content, metadata)
+    now = await _next_created_at(s, thread.id)
+    message = Message(
+        id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="user",
+        content=clean_content, meta=clean_meta, status="complete", synthetic=is_synthetic,
+        trigger_type=clean_meta.get("trigger_type") if is_synthetic else None,
+        created_at=now, updated_at=now, completed_at=now,
+    )
+    s.add(message)
+    await s.flush()
+    if not is_synthetic:
+        await cancel_pending_for_thread(s, thread.id)
+    await touch_thread(s, thread.id)
+    return message
+
+
+def _is_streaming_conflict(error: IntegrityError) -> bool:
+    text = str(error.orig)
+    return STREAMING_INDEX in text or "UNIQUE constraint failed: messages.thread_id" in text
+
+
+async def open_assistant_message(s: AsyncSession, thread: Thread) -> Message:
+    """The assistant message of a turn, `streaming` and empty, ordered after the user message.
+    Raises ThreadBusy when the thread already streams (the session stays usable: savepoint)."""
+    now = await _next_created_at(s, thread.id)
+    message = Message(
+        id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="assistant",
+        content="", meta={}, status="streaming", synthetic=False,
+        created_at=now, updated_at=now,
+    )
+    try:
+        async with s.begin_nested():
+            s.add(message)
+    except IntegrityError as error:
+        if _is_streaming_conflict(error):
+            raise ThreadBusy(f"thread {thread.id} already has a streaming message") from error
+        raise
+    return message
+
+
+async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -> Message:
+    """Write the final content, metadata, status and completed_at, one llm_calls row per call,
+    and the daily usage rollup, all in the caller's transaction. Finishing twice raises
+    MessageAlreadyFinished (usage must not be counted twice)."""
+    if finished.status == "streaming":
+        raise ValueError("a finished message cannot be streaming")
+    content, metadata = clean_message(finished.content, finished.metadata)
+    now = utcnow()
+    result = await s.execute(
+        update(Message)
+        .where(Message.id == finished.message_id, Message.completed_at.is_(None))
+        .values(content=content, meta=metadata, status=finished.status,
+                completed_at=now, updated_at=now)
+        .returning(Message)
+        .execution_options(populate_existing=True, synchronize_session=False)
+    )
+    message = result.scalar_one_or_none()
+    if message is None:
+        found = await s.scalar(select(exists().where(Message.id == finished.message_id)))
+        if not found:
+            raise MessageNotFound(str(finished.message_id))
+        raise MessageAlreadyFinished(str(finished.message_id))
+    for call in finished.llm_calls:
+        s.add(LlmCall(
+            id=uuid.uuid4(), message_id=message.id, thread_id=message.thread_id,
+            user_id=message.user_id, stage=call.stage, model=call.model,
+            prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
+            total_tokens=call.total_tokens, cost_usd=call.cost_usd,
+            usage_source=call.usage_source, started_at=call.started_at,
+            first_token_at=call.first_token_at, finished_at=call.finished_at,
+            duration_ms=call.duration_ms, status=call.status, error=call.error, created_at=now,
+        ))
+    await s.flush()
+    await record_turn_usage(s, user_id=message.user_id, day=utc_day(now),
+                            calls=finished.llm_calls)
+    await touch_thread(s, message.thread_id)
+    return message
+
+
+async def get_message(s: AsyncSession, user_id: str, message_id: uuid.UUID) -> Message | None:
+    """One of the user's messages by id."""
+    result = await s.execute(
+        select(Message).where(Message.id == message_id, Message.user_id == user_id)
+    )
+    return result.scalar_one_or_none()
+
+
+async def visible_history(
+    s: AsyncSession, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool = False
+) -> list[Message]:
+    """The thread's messages in order, as the user sees them: synthetic and legacy follow-up
+    prompts excluded unless include_synthetic (debugging). Another user's thread gives []."""
+    query = select(Message).where(Message.thread_id == thread_id, Message.user_id == user_id)
+    if not include_synthetic:
+        query = query.where(visible_sql())
+    result = await s.execute(query.order_by(Message.created_at, Message.id))
+    return list(result.scalars())
+
+
+async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) -> list[Message]:
+    """What the model sees: the newest `limit` messages, oldest first, synthetic prompts
+    included; rows still streaming, failed assistant rows and empty rows left out."""
+    failed_assistant = and_(Message.role == "assistant", Message.status == "failed")
+    result = await s.execute(
+        select(Message)
+        .where(
+            Message.thread_id == thread_id,
+            Message.status != "streaming",
+            not_(failed_assistant),
+            Message.content != "",
+        )
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(limit)
+    )
+    return list(reversed(result.scalars().all()))
+
+
+async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -> int:
+    """Rows left `streaming` longer than older_than (a dead process) become `interrupted`.
+    completed_at stays NULL: the turn never finished, and a live-but-slow process may still
+    finish it. Returns how many rows changed."""
+    cutoff = utcnow() - older_than
+    stale = await s.execute(
+        select(Message)
+        .where(Message.status == "streaming", Message.created_at < cutoff)
+        .with_for_update(skip_locked=True)
+    )
+    now = utcnow()
+    count = 0
+    for message in stale.scalars():
+        message.status = "interrupted"
+        message.meta = {**message.meta, "interrupted_reason": "stale_streaming"}
+        message.updated_at = now
+        count += 1
+    await s.flush()
+    return count

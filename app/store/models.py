@@ -1,0 +1,280 @@
+"""The schema: SQLAlchemy 2 declarative tables. Alembic migrations mirror this file.
+
+No ORM relationships on purpose: loading is always explicit (an async session cannot lazy-load),
+and deletes cascade in the database through the foreign keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Computed,
+    Date,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Text,
+    Uuid,
+    false,
+    text,
+)
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+from app.store.types import JsonDocument, UtcDateTime, utcnow
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+MESSAGE_ROLES = ("user", "assistant", "system")
+MESSAGE_STATUSES = ("complete", "streaming", "interrupted", "failed")
+FOLLOWUP_STATUSES = ("pending", "claimed", "done", "cancelled", "failed")
+USAGE_SOURCES = ("provider", "estimated", "partial")
+
+# The generated `messages.tokens` column: metadata.tokens when it is a JSON integer in
+# [0, 999_999_999], else NULL. A float, a string or a huge number must not make the write fail
+# (PostgreSQL would raise on a bad ::integer cast), so each backend checks before it converts.
+TOKENS_SQL_POSTGRESQL = (
+    "CASE WHEN jsonb_typeof(metadata -> 'tokens') = 'number' "
+    "AND (metadata ->> 'tokens') ~ '^[0-9]{1,9}$' "
+    "THEN (metadata ->> 'tokens')::integer END"
+)
+TOKENS_SQL_SQLITE = (
+    "CASE WHEN json_type(metadata, '$.tokens') = 'integer' "
+    "AND json_extract(metadata, '$.tokens') BETWEEN 0 AND 999999999 "
+    "THEN json_extract(metadata, '$.tokens') END"
+)
+
+
+class metadata_tokens(FunctionElement[int]):
+    """The dialect-specific expression behind the generated `tokens` column."""
+
+    type = Integer()
+    inherit_cache = True
+    name = "metadata_tokens"
+
+
+@compiles(metadata_tokens, "postgresql")
+def _tokens_postgresql(element: metadata_tokens, compiler: SQLCompiler, **kw: Any) -> str:
+    return TOKENS_SQL_POSTGRESQL
+
+
+@compiles(metadata_tokens, "sqlite")
+def _tokens_sqlite(element: metadata_tokens, compiler: SQLCompiler, **kw: Any) -> str:
+    return TOKENS_SQL_SQLITE
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Thread(Base):
+    __tablename__ = "threads"
+    __table_args__ = (Index("ix_threads_user_updated", "user_id", "updated_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[str] = mapped_column(String(255))
+    title: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[str | None] = mapped_column(Text)
+    autonomy: Mapped[dict[str, Any]] = mapped_column(JsonDocument, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        CheckConstraint(f"role IN ({_in(MESSAGE_ROLES)})", name="role"),
+        CheckConstraint(f"status IN ({_in(MESSAGE_STATUSES)})", name="status"),
+        Index("ix_messages_thread_created", "thread_id", "created_at", "id"),
+        Index("ix_messages_user_created", "user_id", "created_at"),
+        Index("ix_messages_metadata_gin", "metadata", postgresql_using="gin").ddl_if(
+            dialect="postgresql"
+        ),
+        # At most one assistant message per thread is streaming: a second turn gets ThreadBusy.
+        Index(
+            "uq_messages_one_streaming_per_thread",
+            "thread_id",
+            unique=True,
+            postgresql_where=text("status = 'streaming'"),
+            sqlite_where=text("status = 'streaming'"),
+        ),
+    )
+    # fetch `tokens` on every write: an expired attribute would need a lazy load later
+    __mapper_args__ = {"eager_defaults": True}  # noqa: RUF012
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    thread_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("threads.id", ondelete="CASCADE")
+    )
+    user_id: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text, default="")
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JsonDocument, default=dict)
+    status: Mapped[str] = mapped_column(String(16), default="complete")
+    synthetic: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    trigger_type: Mapped[str | None] = mapped_column(String(64))
+    tokens: Mapped[int | None] = mapped_column(Integer, Computed(metadata_tokens(), persisted=True))
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    completed_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+
+
+class LlmCall(Base):
+    """One upstream call. Billing data: it outlives a deleted thread (FKs set to NULL)."""
+
+    __tablename__ = "llm_calls"
+    __table_args__ = (
+        CheckConstraint(f"usage_source IN ({_in(USAGE_SOURCES)})", name="usage_source"),
+        Index("ix_llm_calls_message", "message_id"),
+        Index("ix_llm_calls_user_created", "user_id", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    message_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("messages.id", ondelete="SET NULL")
+    )
+    thread_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("threads.id", ondelete="SET NULL")
+    )
+    user_id: Mapped[str] = mapped_column(String(255))
+    stage: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(255))
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    completion_tokens: Mapped[int] = mapped_column(Integer)
+    total_tokens: Mapped[int] = mapped_column(Integer)
+    cost_usd: Mapped[float | None] = mapped_column(Numeric(18, 9, asdecimal=False))
+    usage_source: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[dt.datetime] = mapped_column(UtcDateTime)
+    first_token_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    # The moment the turn was finished; the rollup's UTC day is taken from it.
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class UserTokenUsage(Base):
+    """Rollup per (user, period, model), updated atomically with each finished message."""
+
+    __tablename__ = "user_token_usage"
+
+    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    period_type: Mapped[str] = mapped_column(String(8), primary_key=True)
+    period_start: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    model: Mapped[str] = mapped_column(String(255), primary_key=True)
+    total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    message_count: Mapped[int] = mapped_column(Integer, default=0)
+    llm_call_count: Mapped[int] = mapped_column(Integer, default=0)
+    # Sum of the known costs; NULL only while every call was unpriced. unpriced_call_count
+    # says how many calls the sum is missing, so a partial cost never passes for a full one.
+    cost_usd: Mapped[float | None] = mapped_column(Numeric(18, 9, asdecimal=False))
+    unpriced_call_count: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+    __table_args__ = (Index("ix_api_keys_user", "user_id"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(String(255))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex, never the key
+    key_prefix: Mapped[str] = mapped_column(String(16))  # first characters, to recognise a key
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+
+
+class Followup(Base):
+    __tablename__ = "followups"
+    __table_args__ = (
+        CheckConstraint(f"status IN ({_in(FOLLOWUP_STATUSES)})", name="status"),
+        Index("ix_followups_thread_status", "thread_id", "status"),
+        Index("ix_followups_status_due", "status", "due_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    thread_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("threads.id", ondelete="CASCADE")
+    )
+    user_id: Mapped[str] = mapped_column(String(255))
+    trigger_type: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    due_at: Mapped[dt.datetime] = mapped_column(UtcDateTime)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    claimed_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    lease_expires_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class MessageRepair(Base):
+    """Backup of one repaired message, so every repair can be rolled back."""
+
+    __tablename__ = "message_repairs"
+    __table_args__ = (
+        Index("ix_message_repairs_run", "run_id"),
+        Index("ix_message_repairs_message", "message_id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    run_id: Mapped[str] = mapped_column(String(64))
+    message_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("messages.id", ondelete="CASCADE")
+    )
+    rule: Mapped[str] = mapped_column(String(64))
+    old_content: Mapped[str] = mapped_column(Text)
+    new_content: Mapped[str] = mapped_column(Text)
+    old_metadata: Mapped[dict[str, Any]] = mapped_column(JsonDocument)
+    new_metadata: Mapped[dict[str, Any]] = mapped_column(JsonDocument)
+    repaired_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    rolled_back_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+
+
+class StreamTrace(Base):
+    """Raw upstream chunks of one stream and the filter's events, for replay."""
+
+    __tablename__ = "stream_traces"
+    __table_args__ = (Index("ix_stream_traces_message", "message_id"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    message_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("messages.id", ondelete="CASCADE")
+    )
+    thread_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("threads.id", ondelete="CASCADE")
+    )
+    user_id: Mapped[str] = mapped_column(String(255))
+    model: Mapped[str | None] = mapped_column(String(255))
+    chunks: Mapped[list[Any]] = mapped_column(JsonDocument, default=list)
+    events: Mapped[list[Any]] = mapped_column(JsonDocument, default=list)
+    status: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)

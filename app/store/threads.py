@@ -1,0 +1,118 @@
+"""Threads: every lookup a user makes is scoped by user_id (a foreign thread looks missing)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.models import Message, Thread
+from app.store.records import ThreadSummary
+from app.store.sanitize import SanitizeReport, clean_json, clean_text
+from app.store.types import utcnow
+from app.store.visibility import visible_sql
+
+PREVIEW_CHARS = 120
+
+
+def _clean_optional(value: str | None) -> str | None:
+    return None if value is None else clean_text(value, SanitizeReport())
+
+
+async def create_thread(s: AsyncSession, user_id: str, title: str | None = None) -> Thread:
+    """A new, empty thread owned by user_id."""
+    now = utcnow()
+    thread = Thread(
+        id=uuid.uuid4(), user_id=user_id, title=_clean_optional(title), autonomy={},
+        created_at=now, updated_at=now,
+    )
+    s.add(thread)
+    await s.flush()
+    return thread
+
+
+async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Thread | None:
+    """The thread if it exists AND belongs to user_id; another user's thread is None."""
+    result = await s.execute(
+        select(Thread).where(Thread.id == thread_id, Thread.user_id == user_id)
+    )
+    return result.scalar_one_or_none()
+
+
+def _preview(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+
+
+async def list_threads(s: AsyncSession, user_id: str) -> list[ThreadSummary]:
+    """The user's threads, most recently updated first, with counts and a preview (the latest
+    non-empty visible message) that ignore synthetic and legacy follow-up messages."""
+    count = (
+        select(func.count(Message.id))
+        .where(Message.thread_id == Thread.id, visible_sql())
+        .correlate(Thread)
+        .scalar_subquery()
+    )
+    preview = (
+        select(func.substr(Message.content, 1, PREVIEW_CHARS + 1))
+        .where(Message.thread_id == Thread.id, visible_sql(), Message.content != "")
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(1)
+        .correlate(Thread)
+        .scalar_subquery()
+    )
+    rows = await s.execute(
+        select(Thread.id, Thread.title, count, preview, Thread.updated_at, Thread.created_at)
+        .where(Thread.user_id == user_id)
+        .order_by(Thread.updated_at.desc(), Thread.id)
+    )
+    return [
+        ThreadSummary(id=r[0], title=r[1], message_count=int(r[2]), preview=_preview(r[3]),
+                      updated_at=r[4], created_at=r[5])
+        for r in rows
+    ]
+
+
+async def delete_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> bool:
+    """Delete the user's thread and (by FK cascade) its messages, follow-ups, traces.
+    llm_calls rows stay (billing data) with thread/message ids set to NULL."""
+    result = await s.execute(
+        delete(Thread).where(Thread.id == thread_id, Thread.user_id == user_id)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def set_title(s: AsyncSession, thread_id: uuid.UUID, title: str | None) -> None:
+    """Name the thread (the title call; the caller has already checked ownership)."""
+    await s.execute(
+        update(Thread).where(Thread.id == thread_id)
+        .values(title=_clean_optional(title), updated_at=utcnow())
+    )
+
+
+async def set_summary(s: AsyncSession, thread_id: uuid.UUID, summary: str | None) -> None:
+    """Store the summary of the older turns (the summary call)."""
+    await s.execute(
+        update(Thread).where(Thread.id == thread_id).values(summary=_clean_optional(summary))
+    )
+
+
+async def set_autonomy(
+    s: AsyncSession, user_id: str, thread_id: uuid.UUID, autonomy: dict[str, Any]
+) -> Thread | None:
+    """Merge autonomy settings into the user's thread (PATCH semantics); None if not theirs."""
+    thread = await get_thread(s, user_id, thread_id)
+    if thread is None:
+        return None
+    thread.autonomy = {**(thread.autonomy or {}), **clean_json(autonomy, SanitizeReport())}
+    thread.updated_at = utcnow()
+    await s.flush()
+    return thread
+
+
+async def touch_thread(s: AsyncSession, thread_id: uuid.UUID) -> None:
+    """Mark activity on a thread (it moves to the top of the list)."""
+    await s.execute(update(Thread).where(Thread.id == thread_id).values(updated_at=utcnow()))

@@ -1,0 +1,393 @@
+"""MarkerFilter: the one implementation of marker spec v1 (docs/markers.md).
+
+The filter reads the model's output once, left to right, in whatever chunks it arrives,
+and never takes back what it emitted. It keeps as little as the spec allows:
+
+- plain text: only a possible header start at the very end (at most 30 characters);
+- a header: the header itself, until its greedy white space and colon are settled;
+- a body: nothing but the automaton (and, for METADATA, the body text for decoding);
+- after a body: the white space and dashes that may still become a closer;
+- after a broken body: the garble window, until `-->` is found or ruled out.
+
+Text that becomes visible again (after an unclosed or unterminated block) is scanned
+again from where it starts, exactly as the spec's step 5 says; nothing else is rescanned.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+from app.stream import spec
+from app.stream.decode import JsonObject, decode_object
+from app.stream.json_prefix import COMPLETE, INVALID, JsonObjectPrefix
+
+WS: Final = spec.WS
+
+# Where the scan is. The retained text `_buf` starts at the candidate (PLAIN), the
+# header (HEADER) or the end of the body (CLOSER); BODY and GARBLE keep no `_buf`.
+_PLAIN, _HEADER, _BODY, _CLOSER, _GARBLE = range(5)
+
+# Warning names, as the spec spells them.
+CONTEXT_ECHO: Final = "context_echo"
+METADATA_AT_START: Final = "metadata_at_start"
+UNCLOSED: Final = "unclosed_block"
+GARBLED: Final = "garbled_block"
+UNTERMINATED: Final = "unterminated_block"
+TRUNCATED: Final = "truncated_block"
+OVERSIZED: Final = "oversized_block"
+
+
+class FilterWarning(NamedTuple):
+    """One warning, located in the stream so a bad output can be found in the logs."""
+
+    kind: str
+    """The warning name (`context_echo`, `unclosed_block`, ...)."""
+    marker: str
+    """`METADATA` or `MSG_CONTEXT`: the block the warning is about."""
+    chunk_index: int
+    """0-based index of the chunk during which the block's header was recognised."""
+    offset: int
+    """Stream position (characters) of the block start, its `<`."""
+    end: int
+    """Stream position just after the block: where visible text resumes."""
+
+    def log_fields(self) -> dict[str, object]:
+        """The fields a log line carries."""
+        return {
+            "warning": self.kind,
+            "marker": self.marker,
+            "chunk_index": self.chunk_index,
+            "offset": self.offset,
+            "end": self.end,
+        }
+
+
+class MarkerFilter:
+    """Feed the model's output chunk by chunk; get back the text safe to show so far."""
+
+    __slots__ = (
+        "_block_at_start",
+        "_block_chunk",
+        "_block_is_metadata",
+        "_block_start",
+        "_body_len",
+        "_body_parts",
+        "_buf",
+        "_closed",
+        "_closing",
+        "_fast",
+        "_json",
+        "_oversized",
+        "_started",
+        "_state",
+        "_win_len",
+        "_win_parts",
+        "_win_start",
+        "_win_tail",
+        "_ws",
+        "chars_fed",
+        "chunks_fed",
+        "metadata",
+        "peak_buffered",
+        "peak_held_back",
+        "records",
+        "warnings",
+    )
+
+    def __init__(self) -> None:
+        self.metadata: JsonObject | None = None
+        """Merged objects of the complete METADATA blocks (later keys win), or None."""
+        self.warnings: list[str] = []
+        """Warning names in stream order."""
+        self.records: list[FilterWarning] = []
+        """The same warnings with their stream positions, for logs."""
+        self.chunks_fed = 0
+        self.chars_fed = 0
+        self.peak_held_back = 0
+        self.peak_buffered = 0
+        self._fast = False  # PLAIN, nothing retained, visible text started, not closing
+        self._started = False  # a visible non-WS character has been emitted
+        self._ws: list[str] = []  # trailing WS run, emitted only if visible text follows
+        self._state = _PLAIN
+        self._buf = ""
+        self._closing = False
+        self._closed = False
+        self._body_parts: list[str] = []  # METADATA body text, joined when it completes
+        self._win_parts: list[str] = []  # garble window kept across chunks
+        self._reset_block()
+
+    # ----------------------------------------------------------------- public API
+
+    def feed(self, chunk: str) -> str:
+        """Take the next chunk; return the visible text that is now final (maybe "")."""
+        self.chunks_fed += 1
+        self.chars_fed += len(chunk)
+        if self._fast and "<" not in chunk:
+            # The common case: ordinary text, nothing pending but maybe a WS run.
+            text = chunk.rstrip(WS)
+            if not text:
+                if chunk:
+                    self._ws.append(chunk)
+                return ""
+            ws = self._ws
+            if ws:
+                visible = "".join(ws) + text
+                ws.clear()
+            else:
+                visible = text
+            if len(text) != len(chunk):
+                ws.append(chunk[len(text) :])
+            return visible
+        if self._closed:
+            raise ValueError("MarkerFilter.feed() after close()")
+        return self._feed_slow(chunk)
+
+    def close(self) -> str:
+        """End of stream: resolve what is held per the spec; return the last visible text."""
+        if self._closed:
+            return ""
+        self._closing = True
+        self._fast = False
+        visible = self._feed_slow("")
+        self._ws.clear()  # trailing WS of the whole message is dropped
+        self._closed = True
+        return visible
+
+    @property
+    def held_back(self) -> int:
+        """Characters fed whose fate is still open (not counting a trailing WS run)."""
+        if self._state == _PLAIN or self._state == _CLOSER:
+            return len(self._buf)
+        if self._state == _GARBLE:
+            return self._win_len
+        return 0  # a header or body: removed, whatever happens next
+
+    @property
+    def buffered(self) -> int:
+        """Characters kept in memory (held back, header, METADATA body; no WS run)."""
+        body = self._body_len if self._body_parts else 0
+        return len(self._buf) + body + (self._win_len if self._state == _GARBLE else 0)
+
+    @property
+    def pending_ws(self) -> int:
+        """Length of the WS run held until visible text follows it."""
+        return sum(map(len, self._ws))
+
+    @property
+    def in_block(self) -> bool:
+        """True while inside a recognised marker block."""
+        return self._state != _PLAIN
+
+    # ----------------------------------------------------------------- the scan
+
+    def _feed_slow(self, chunk: str) -> str:
+        out: list[str] = []
+        base = self.chars_fed - len(chunk)  # stream position of chunk[0]
+        if self._state == _GARBLE:
+            resumed = self._resume_window(chunk, base)
+            if resumed is None:
+                self._note_peaks()
+                return ""
+            buf, i, base = resumed
+        else:
+            buf, i = self._buf + chunk, 0
+            base -= len(self._buf)
+            self._buf = ""
+        while i >= 0:
+            state = self._state
+            if state == _PLAIN:
+                i = self._scan_plain(buf, i, base, out)
+            elif state == _HEADER:
+                i = self._scan_header(buf, i, base)
+            elif state == _BODY:
+                i = self._scan_body(buf, i, base)
+            elif state == _CLOSER:
+                i = self._scan_closer(buf, i, base)
+            else:
+                i = self._scan_window(buf, i, base)
+        self._note_peaks()
+        self._fast = (
+            self._state == _PLAIN and not self._buf and self._started and not self._closing
+        )
+        return "".join(out)
+
+    def _scan_plain(self, buf: str, i: int, base: int, out: list[str]) -> int:
+        """Visible text up to the next header; holds back a possible header start."""
+        j = buf.find("<!--", i)
+        while j >= 0:
+            start = spec.HEADER_START.match(buf, j)
+            if start is not None:
+                self._emit(buf[i:j], out)
+                self._open_block(start.group("keyword").upper(), base + j)
+                return j
+            j = buf.find("<!--", j + 1)
+        n = len(buf)
+        if not self._closing:
+            k = buf.rfind("<", max(i, n - spec.HEADER_START_PREFIX_MAX), n)
+            if k >= 0 and spec.HEADER_START_PREFIX.match(buf, k) is not None:
+                self._emit(buf[i:k], out)
+                self._buf = buf[k:]
+                return -1
+        self._emit(buf[i:] if i else buf, out)
+        return -1
+
+    def _scan_header(self, buf: str, i: int, base: int) -> int:
+        """Settle the header's greedy WS and colon; the body starts where it ends."""
+        header = spec.HEADER.match(buf, i)
+        assert header is not None  # HEADER_START matched here
+        b = header.end()
+        if b == len(buf) and not self._closing:
+            self._buf = buf[i:]  # more WS or the colon may still follow
+            return -1
+        self._state = _BODY
+        self._json = JsonObjectPrefix()
+        return b
+
+    def _scan_body(self, buf: str, i: int, base: int) -> int:
+        """Run the JSON automaton over the body, up to MAX_BODY characters."""
+        end = min(len(buf), i + spec.MAX_BODY - self._body_len)
+        outcome, k = self._json.scan(buf, i, end)
+        if outcome == INVALID:
+            self._body_parts = []
+            return self._open_window(k, base, oversized=False)
+        if self._block_is_metadata:
+            self._body_parts.append(buf[i:k])
+        self._body_len += k - i
+        if outcome == COMPLETE:
+            if self._block_is_metadata:
+                self._merge(decode_object("".join(self._body_parts)))
+                self._body_parts = []
+            self._state = _CLOSER
+            return k
+        if self._body_len >= spec.MAX_BODY:
+            self._body_parts = []
+            return self._open_window(k, base, oversized=True)
+        if self._closing:
+            self._end_block(base + k, TRUNCATED)
+            return k
+        return -1
+
+    def _scan_closer(self, buf: str, q: int, base: int) -> int:
+        """After a complete body: a closer ends the block, anything else leaves it unclosed."""
+        closer = spec.CLOSER.match(buf, q)
+        if closer is not None:
+            self._end_block(base + closer.end(), None)
+            return closer.end()
+        if not self._closing and spec.CLOSER_PREFIX.match(buf, q) is not None:
+            self._buf = buf[q:]
+            return -1
+        self._end_block(base + q, UNCLOSED)
+        return q  # what follows the body is visible again
+
+    def _open_window(self, p: int, base: int, *, oversized: bool) -> int:
+        self._state = _GARBLE
+        self._oversized = oversized
+        self._win_start = base + p
+        return p
+
+    def _scan_window(self, buf: str, p: int, base: int) -> int:
+        """Look for `-->` starting in T[p : p + GARBLE_WINDOW], all within buf if possible."""
+        n = len(buf)
+        g = buf.find(spec.CLOSER_END, p, p + spec.GARBLE_SPAN)
+        if g >= 0:
+            self._end_block(base + g + 3, OVERSIZED if self._oversized else GARBLED)
+            return g + 3
+        if n - p >= spec.GARBLE_SPAN or self._closing:
+            self._end_block(base + p, OVERSIZED if self._oversized else UNTERMINATED)
+            return p  # T[p:] is visible again
+        self._win_parts = [buf[p:]]
+        self._win_len = n - p
+        self._win_tail = buf[max(p, n - 2) :]
+        return -1
+
+    def _resume_window(self, chunk: str, base: int) -> tuple[str, int, int] | None:
+        """Continue a garble window kept from earlier chunks: (buf, index, base) or None."""
+        need = spec.GARBLE_SPAN - self._win_len
+        tail = self._win_tail
+        probe = tail + chunk[:need]
+        g = probe.find(spec.CLOSER_END)
+        if g >= 0:
+            end = g + 3 - len(tail)  # index in chunk just after the `-->`
+            self._end_block(base + end, OVERSIZED if self._oversized else GARBLED)
+            return chunk, end, base
+        if len(chunk) >= need or self._closing:
+            window = "".join(self._win_parts)
+            start = self._win_start
+            self._end_block(start, OVERSIZED if self._oversized else UNTERMINATED)
+            return window + chunk, 0, start
+        self._win_parts.append(chunk)
+        self._win_len += len(chunk)
+        self._win_tail = probe[-2:]
+        return None
+
+    # ----------------------------------------------------------------- blocks
+
+    def _open_block(self, keyword: str, h: int) -> None:
+        self._state = _HEADER
+        self._block_start = h
+        self._block_chunk = self.chunks_fed - 1
+        self._block_is_metadata = keyword == spec.METADATA
+        self._block_at_start = not self._started
+
+    def _end_block(self, end: int, ending: str | None) -> None:
+        marker = spec.METADATA if self._block_is_metadata else spec.MSG_CONTEXT
+        kinds: list[str] = []
+        if not self._block_is_metadata:
+            kinds.append(CONTEXT_ECHO)
+        elif self._block_at_start:
+            kinds.append(METADATA_AT_START)
+        if ending is not None:
+            kinds.append(ending)
+        for kind in kinds:
+            self.warnings.append(kind)
+            self.records.append(
+                FilterWarning(kind, marker, self._block_chunk, self._block_start, end)
+            )
+        self._state = _PLAIN
+        self._reset_block()
+
+    def _reset_block(self) -> None:
+        self._block_start = 0
+        self._block_chunk = 0
+        self._block_is_metadata = False
+        self._block_at_start = False
+        self._json = JsonObjectPrefix()
+        self._body_len = 0
+        self._body_parts = []
+        self._oversized = False
+        self._win_start = 0
+        self._win_len = 0
+        self._win_parts = []
+        self._win_tail = ""
+
+    def _merge(self, obj: JsonObject) -> None:
+        if self.metadata is None:
+            self.metadata = {}
+        self.metadata.update(obj)
+
+    # ----------------------------------------------------------------- output
+
+    def _emit(self, text: str, out: list[str]) -> None:
+        """Append visible text, applying the whole-message WS strip as it streams."""
+        if not text:
+            return
+        kept = text.rstrip(WS)
+        if kept:
+            if not self._started:
+                self._started = True
+                out.append(kept.lstrip(WS))
+            else:
+                if self._ws:
+                    out.append("".join(self._ws))
+                    self._ws.clear()
+                out.append(kept)
+        if self._started and len(kept) != len(text):
+            self._ws.append(text[len(kept) :])
+
+    def _note_peaks(self) -> None:
+        held = self.held_back
+        if held > self.peak_held_back:
+            self.peak_held_back = held
+        buffered = self.buffered
+        if buffered > self.peak_buffered:
+            self.peak_buffered = buffered

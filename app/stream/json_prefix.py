@@ -1,0 +1,203 @@
+"""Incremental RFC 8259 check of a JSON object, fed in pieces.
+
+The filter must know, character by character, whether a body can still become a JSON
+object, where it completes, and the first position at which it cannot continue. A
+pushdown automaton does that without ever looking back; runs of string characters,
+white space and digits are skipped with compiled patterns so long bodies cost little.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+MORE: Final = 0
+"""Everything given is a valid, still open prefix of an object."""
+COMPLETE: Final = 1
+"""The object completed; the position is just after its closing brace."""
+INVALID: Final = 2
+"""The position is the first character at which no valid object can continue."""
+
+# Automaton states.
+_START, _OBJ_OPEN, _KEY, _COLON, _VALUE, _ARR_OPEN, _AFTER = range(7)
+_STRING, _ESCAPE, _HEX = range(7, 10)
+_MINUS, _ZERO, _INT, _DOT, _FRAC, _EXP_MARK, _EXP_SIGN, _EXP = range(10, 18)
+_LITERAL, _DONE, _FAILED = range(18, 21)
+
+_WS: Final = " \t\r\n"
+_DIGITS: Final = "0123456789"
+_HEX_DIGITS: Final = "0123456789abcdefABCDEF"
+_SIMPLE_ESCAPES: Final = '"\\/bfnrt'
+_LITERALS: Final = {"t": "true", "f": "false", "n": "null"}
+
+_STRING_RUN = re.compile(r'[^"\\\x00-\x1f]+')
+_WS_RUN = re.compile(r"[ \t\r\n]+")
+_DIGIT_RUN = re.compile(r"[0-9]+")
+
+# States in which white space may be skipped before the next token.
+_WS_STATES: Final = frozenset({_OBJ_OPEN, _KEY, _COLON, _VALUE, _ARR_OPEN, _AFTER})
+# States that end a number: anything that cannot extend it is handed to _AFTER.
+_NUMBER_ENDS: Final = frozenset({_ZERO, _INT, _FRAC, _EXP})
+
+
+class JsonObjectPrefix:
+    """Validates one JSON object whose text arrives in pieces (see `scan`)."""
+
+    __slots__ = ("_in_key", "_literal", "_literal_pos", "_pending_hex", "_stack", "_state")
+
+    def __init__(self) -> None:
+        self._state = _START
+        self._stack: list[str] = []
+        self._in_key = False
+        self._pending_hex = 0
+        self._literal = ""
+        self._literal_pos = 0
+
+    def scan(self, text: str, i: int, end: int) -> tuple[int, int]:
+        """Advance over text[i:end]: (MORE, end), (COMPLETE, q) or (INVALID, p)."""
+        state = self._state
+        while i < end:
+            c = text[i]
+            if state == _STRING:
+                run = _STRING_RUN.match(text, i, end)
+                if run is not None:
+                    i = run.end()
+                    if i == end:
+                        break
+                    c = text[i]
+                if c == '"':
+                    state = _COLON if self._in_key else _AFTER
+                elif c == "\\":
+                    state = _ESCAPE
+                else:
+                    return self._fail(i)
+                i += 1
+            elif state in _WS_STATES and c in _WS:
+                i = _WS_RUN.match(text, i, end).end()  # type: ignore[union-attr]
+            elif state == _AFTER:
+                if c == ",":
+                    state = _KEY if self._stack[-1] == "{" else _VALUE
+                elif c == "}" or c == "]":
+                    if self._stack[-1] != ("{" if c == "}" else "["):
+                        return self._fail(i)
+                    self._stack.pop()
+                    if not self._stack:
+                        self._state = _DONE
+                        return COMPLETE, i + 1
+                else:
+                    return self._fail(i)
+                i += 1
+            elif state in (_VALUE, _ARR_OPEN):
+                if c == "]" and state == _ARR_OPEN:
+                    self._stack.pop()
+                    state = _AFTER
+                else:
+                    state = self._value_start(c)
+                    if state == _FAILED:
+                        return self._fail(i)
+                i += 1
+            elif state in _NUMBER_ENDS:
+                state = self._number_tail(state, c)
+                if state == _AFTER:
+                    continue  # c ends the number: look at it again as what follows a value
+                if state in (_INT, _FRAC, _EXP):
+                    i = _DIGIT_RUN.match(text, i, end).end()  # type: ignore[union-attr]
+                else:
+                    i += 1
+            else:
+                state = self._step(state, c)
+                if state == _FAILED:
+                    return self._fail(i)
+                i += 1
+                if state == _DONE:
+                    self._state = _DONE
+                    return COMPLETE, i
+        self._state = state
+        return MORE, end
+
+    def _fail(self, i: int) -> tuple[int, int]:
+        self._state = _FAILED
+        return INVALID, i
+
+    def _value_start(self, c: str) -> int:
+        """The state after the first character of a value (or _FAILED)."""
+        if c == '"':
+            self._in_key = False
+            return _STRING
+        if c == "{":
+            self._stack.append("{")
+            return _OBJ_OPEN
+        if c == "[":
+            self._stack.append("[")
+            return _ARR_OPEN
+        if c == "-":
+            return _MINUS
+        if c == "0":
+            return _ZERO
+        if c in _DIGITS:
+            return _INT
+        literal = _LITERALS.get(c)
+        if literal is None:
+            return _FAILED
+        self._literal, self._literal_pos = literal, 1
+        return _LITERAL
+
+    @staticmethod
+    def _number_tail(state: int, c: str) -> int:
+        """From a state where the number could end: extend it, or hand c to _AFTER."""
+        if c in _DIGITS and state != _ZERO:
+            return state
+        if c == "." and state in (_ZERO, _INT):
+            return _DOT
+        if (c == "e" or c == "E") and state != _EXP:
+            return _EXP_MARK
+        return _AFTER
+
+    def _step(self, state: int, c: str) -> int:
+        """The remaining one-character transitions; _FAILED when c cannot continue."""
+        if state == _START:
+            if c != "{":
+                return _FAILED
+            self._stack.append("{")
+            return _OBJ_OPEN
+        if state in (_OBJ_OPEN, _KEY):
+            if c == '"':
+                self._in_key = True
+                return _STRING
+            if c == "}" and state == _OBJ_OPEN:
+                return self._close_empty_object()
+            return _FAILED
+        if state == _COLON:
+            return _VALUE if c == ":" else _FAILED
+        if state == _ESCAPE:
+            if c == "u":
+                self._pending_hex = 4
+                return _HEX
+            return _STRING if c in _SIMPLE_ESCAPES else _FAILED
+        if state == _HEX:
+            if c not in _HEX_DIGITS:
+                return _FAILED
+            self._pending_hex -= 1
+            return _HEX if self._pending_hex else _STRING
+        if state == _MINUS:
+            return _FAILED if c not in _DIGITS else (_ZERO if c == "0" else _INT)
+        if state == _DOT:
+            return _FRAC if c in _DIGITS else _FAILED
+        if state == _EXP_MARK:
+            if c == "+" or c == "-":
+                return _EXP_SIGN
+            return _EXP if c in _DIGITS else _FAILED
+        if state == _EXP_SIGN:
+            return _EXP if c in _DIGITS else _FAILED
+        if state == _LITERAL:
+            if c != self._literal[self._literal_pos]:
+                return _FAILED
+            self._literal_pos += 1
+            return _LITERAL if self._literal_pos < len(self._literal) else _AFTER
+        return _FAILED  # _DONE or _FAILED: nothing may follow
+
+    def _close_empty_object(self) -> int:
+        self._stack.pop()
+        if not self._stack:
+            return _DONE
+        return _AFTER

@@ -1,0 +1,190 @@
+"""Streaming chat completions over the shared clients, in the gateway's own small types.
+
+The first-token deadline (from sending the request to the first content delta) is separate
+from the read timeout (the longest silence between bytes once the answer flows): a model may
+think long before it starts, but must not stall mid-answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import httpx
+import openai
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
+
+from app.settings import Settings
+from app.upstream.errors import UpstreamError, classify
+
+
+def make_http_client(settings: Settings) -> httpx.AsyncClient:
+    """The process-wide HTTP client; its pool is shared by every upstream call."""
+    timeout = httpx.Timeout(
+        connect=settings.upstream_connect_timeout_s,
+        read=settings.upstream_read_timeout_s,
+        write=settings.upstream_connect_timeout_s,
+        pool=settings.upstream_connect_timeout_s,
+    )
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    return httpx.AsyncClient(timeout=timeout, limits=limits)
+
+
+def make_openai_client(settings: Settings, http_client: httpx.AsyncClient) -> openai.AsyncOpenAI:
+    """AsyncOpenAI over the shared HTTP client, with the same timeouts."""
+    return openai.AsyncOpenAI(
+        base_url=settings.upstream_base_url,
+        api_key=settings.upstream_api_key,
+        http_client=http_client,
+        timeout=http_client.timeout,
+        max_retries=settings.upstream_max_retries,
+    )
+
+
+@dataclass(frozen=True)
+class ProviderUsage:
+    """Token counts as the provider reported them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+@dataclass(frozen=True)
+class ChatChunk:
+    """One streamed chunk reduced to what the gateway uses."""
+
+    text: str
+    usage: ProviderUsage | None
+    model: str | None
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A non-streamed answer (title and summary calls)."""
+
+    text: str
+    usage: ProviderUsage | None
+    model: str | None
+
+
+def _as_params(messages: Sequence[dict[str, str]]) -> list[ChatCompletionMessageParam]:
+    """Our plain role/content dicts are valid chat message params."""
+    return cast("list[ChatCompletionMessageParam]", list(messages))
+
+
+def _usage(raw: Any) -> ProviderUsage | None:
+    if raw is None:
+        return None
+    prompt = int(raw.prompt_tokens or 0)
+    completion = int(raw.completion_tokens or 0)
+    total = int(raw.total_tokens or prompt + completion)
+    return ProviderUsage(prompt, completion, total)
+
+
+def _chunk(raw: ChatCompletionChunk) -> ChatChunk:
+    text = ""
+    finish: str | None = None
+    for choice in raw.choices:
+        if choice.delta is not None and choice.delta.content:
+            text += choice.delta.content
+        finish = choice.finish_reason or finish
+    return ChatChunk(text=text, usage=_usage(raw.usage), model=raw.model or None,
+                     finish_reason=finish)
+
+
+class UpstreamStream:
+    """An open streamed completion. Iterate `chunks()`; always `close()` (idempotent): it
+    drops the HTTP connection at once, which tells the model server to stop generating."""
+
+    def __init__(self, raw: openai.AsyncStream[ChatCompletionChunk], deadline: float) -> None:
+        self._raw = raw
+        self._iterator = raw.__aiter__()
+        self._first_token_deadline: float | None = deadline
+        self._closed = False
+
+    async def chunks(self) -> AsyncGenerator[ChatChunk, None]:
+        """Chunks in order; raises UpstreamError on a failure or a missed first token."""
+        while True:
+            try:
+                raw = await self._next_raw()
+            except StopAsyncIteration:
+                return
+            except (openai.APIError, httpx.HTTPError, TimeoutError) as exc:
+                raise classify(exc) from exc
+            chunk = _chunk(raw)
+            if chunk.text:
+                self._first_token_deadline = None
+            yield chunk
+
+    async def _next_raw(self) -> ChatCompletionChunk:
+        if self._first_token_deadline is None:
+            return await self._iterator.__anext__()
+        remaining = self._first_token_deadline - time.monotonic()
+        if remaining <= 0:
+            raise UpstreamError("upstream_timeout", "no first token in time")
+        try:
+            async with asyncio.timeout(remaining):
+                return await self._iterator.__anext__()
+        except TimeoutError as exc:
+            raise UpstreamError("upstream_timeout", "no first token in time") from exc
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._raw.close()
+
+
+class UpstreamClient:
+    """The gateway's view of the model server."""
+
+    def __init__(self, client: openai.AsyncOpenAI, settings: Settings) -> None:
+        self._client = client
+        self._settings = settings
+
+    @property
+    def model(self) -> str:
+        return self._settings.upstream_model
+
+    def request_params(self) -> dict[str, Any]:
+        """What is sent besides the messages (recorded in llm_calls metadata)."""
+        return {
+            "model": self._settings.upstream_model,
+            "temperature": self._settings.upstream_temperature,
+            "max_tokens": self._settings.upstream_max_tokens,
+        }
+
+    async def open_stream(self, messages: Sequence[dict[str, str]]) -> UpstreamStream:
+        """Send the request; the first-token deadline starts now and covers connecting too."""
+        deadline = time.monotonic() + self._settings.first_token_timeout_s
+        try:
+            async with asyncio.timeout(self._settings.first_token_timeout_s):
+                raw = await self._client.chat.completions.create(
+                    messages=_as_params(messages),
+                    model=self._settings.upstream_model,
+                    temperature=self._settings.upstream_temperature,
+                    max_tokens=self._settings.upstream_max_tokens,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+        except (openai.APIError, httpx.HTTPError, TimeoutError) as exc:
+            raise classify(exc) from exc
+        return UpstreamStream(raw, deadline)
+
+    async def complete(self, messages: Sequence[dict[str, str]], *, max_tokens: int) -> Completion:
+        """A short non-streamed call (for title and summary stages)."""
+        try:
+            result = await self._client.chat.completions.create(
+                messages=_as_params(messages),
+                model=self._settings.upstream_model,
+                temperature=self._settings.upstream_temperature,
+                max_tokens=max_tokens,
+                stream=False,
+            )
+        except (openai.APIError, httpx.HTTPError, TimeoutError) as exc:
+            raise classify(exc) from exc
+        text = (result.choices[0].message.content or "") if result.choices else ""
+        return Completion(text=text, usage=_usage(result.usage), model=result.model or None)

@@ -1,0 +1,42 @@
+"""Upstream failures reduced to the three codes a client can act on."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import httpx
+import openai
+
+UpstreamErrorCode = Literal["upstream_unavailable", "upstream_timeout", "upstream_error"]
+
+
+class UpstreamError(Exception):
+    """The model server could not be reached, was too slow, or answered with an error."""
+
+    def __init__(self, code: UpstreamErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code: UpstreamErrorCode = code
+        self.message = message
+
+
+def classify(exc: BaseException) -> UpstreamError:
+    """Map an openai/httpx exception to an UpstreamError (order matters: timeouts are also
+    connection errors in both libraries)."""
+    if isinstance(exc, UpstreamError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
+        return UpstreamError("upstream_timeout", "the model server did not answer in time")
+    if isinstance(exc, openai.APIConnectionError | httpx.ConnectError):
+        return UpstreamError("upstream_unavailable", "the model server cannot be reached")
+    if isinstance(exc, openai.APIStatusError):
+        return UpstreamError(
+            "upstream_error", f"the model server answered {exc.status_code}: {_short(exc)}"
+        )
+    if isinstance(exc, openai.APIError | httpx.HTTPError):
+        return UpstreamError("upstream_error", f"the model server failed: {_short(exc)}")
+    return UpstreamError("upstream_error", f"unexpected upstream failure: {type(exc).__name__}")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

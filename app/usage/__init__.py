@@ -1,0 +1,1 @@
+"""Token usage: estimates from text and prices per model. Pure."""

@@ -1,0 +1,65 @@
+// The gateway's HTTP API as seen from the page: JSON calls and the optional Bearer key.
+
+const KEY_STORAGE = "chatgate.apiKey";
+
+export function getApiKey() {
+  return localStorage.getItem(KEY_STORAGE) || "";
+}
+
+export function setApiKey(key) {
+  if (key) localStorage.setItem(KEY_STORAGE, key);
+  else localStorage.removeItem(KEY_STORAGE);
+}
+
+export function authHeaders() {
+  const key = getApiKey();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Turn a non-2xx response into an ApiError using the {"error": {code, message}} body. */
+export async function errorFrom(response) {
+  let code = `http_${response.status}`;
+  let message = `${response.status} ${response.statusText}`;
+  try {
+    const body = await response.json();
+    if (body && body.error) {
+      code = body.error.code || code;
+      message = body.error.message || message;
+    }
+  } catch {
+    // not JSON: keep the status line
+  }
+  return new ApiError(response.status, code, message);
+}
+
+/** A JSON API call; resolves to the parsed body (null for 204). */
+export async function callApi(method, path, body) {
+  const headers = { Accept: "application/json", ...authHeaders() };
+  const init = { method, headers };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  if (!response.ok) throw await errorFrom(response);
+  return response.status === 204 ? null : response.json();
+}
+
+/** Open an event stream (POST with a JSON body, or GET without one). */
+export async function openStream(path, { body, signal } = {}) {
+  const headers = { Accept: "text/event-stream", ...authHeaders() };
+  const init = { method: body === undefined ? "GET" : "POST", headers, signal };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  return fetch(path, init);
+}

@@ -1,0 +1,112 @@
+"""API keys: create (the key is printed once and never stored), list, revoke.
+
+    python scripts/keys.py create --user alice [--admin] [--name laptop]
+    python scripts/keys.py list [--user alice]
+    python scripts/keys.py revoke KEY_ID
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.settings import get_settings
+from app.store import api_keys
+from app.store.db import Database
+
+cli = typer.Typer(help="Manage Chatgate API keys.", no_args_is_help=True)
+console = Console()
+
+
+def _database(url: str | None) -> Database:
+    return Database(url or get_settings().database_url)
+
+
+async def create_key(url: str | None, user: str, name: str, admin: bool) -> tuple[str, str]:
+    db = _database(url)
+    try:
+        async with db.transaction() as session:
+            row, plaintext = await api_keys.create_key(session, user, name, is_admin=admin)
+        return str(row.id), plaintext
+    finally:
+        await db.dispose()
+
+
+async def revoke_key(url: str | None, key_id: uuid.UUID) -> bool:
+    db = _database(url)
+    try:
+        async with db.transaction() as session:
+            return await api_keys.revoke_key(session, key_id)
+    finally:
+        await db.dispose()
+
+
+async def key_rows(url: str | None, user: str | None) -> list[list[str]]:
+    db = _database(url)
+    try:
+        async with db.transaction() as session:
+            keys = await api_keys.list_keys(session, user)
+        return [
+            [str(k.id), k.user_id, k.name, k.key_prefix + "…", "yes" if k.is_admin else "",
+             k.created_at.isoformat(timespec="seconds"),
+             k.last_used_at.isoformat(timespec="seconds") if k.last_used_at else "",
+             k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else ""]
+            for k in keys
+        ]
+    finally:
+        await db.dispose()
+
+
+DbOption = typer.Option(None, "--database-url", help="defaults to CHATGATE_DATABASE_URL")
+
+
+@cli.command()
+def create(
+    user: str = typer.Option(..., "--user", help="the user the key acts as"),
+    admin: bool = typer.Option(False, "--admin", help="may read every user's usage"),
+    name: str = typer.Option("default", "--name", help="a label to recognise the key"),
+    database_url: str | None = DbOption,
+) -> None:
+    """Create a key and print it once (only its hash is stored)."""
+    key_id, plaintext = asyncio.run(create_key(database_url, user, name, admin))
+    console.print(f"key id: {key_id}  user: {user}  admin: {admin}", highlight=False)
+    console.print("API key (shown once, store it now):", style="bold")
+    print(plaintext)
+
+
+@cli.command("list")
+def list_(
+    user: str | None = typer.Option(None, "--user"),
+    database_url: str | None = DbOption,
+) -> None:
+    """List keys (never the keys themselves: id, user, prefix, dates)."""
+    table = Table("id", "user", "name", "prefix", "admin", "created", "last used", "revoked")
+    for row in asyncio.run(key_rows(database_url, user)):
+        table.add_row(*row)
+    console.print(table)
+
+
+@cli.command()
+def revoke(key_id: str, database_url: str | None = DbOption) -> None:
+    """Revoke a key by id; requests with it then get 401."""
+    try:
+        parsed = uuid.UUID(key_id)
+    except ValueError:
+        console.print(f"not a key id: {key_id}", style="red")
+        raise typer.Exit(2) from None
+    if not asyncio.run(revoke_key(database_url, parsed)):
+        console.print(f"no live key {key_id}", style="red")
+        raise typer.Exit(1)
+    console.print(f"revoked {key_id}")
+
+
+if __name__ == "__main__":
+    cli()

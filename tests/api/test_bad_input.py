@@ -1,0 +1,110 @@
+"""The bad-input table over real HTTP: precise 4xx, always {"error": {"code", "message"}},
+never a 500, and nothing stored for a refused request."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from app.store import api_keys
+from app.store.db import Database
+from tests.e2e.helpers import keyed_client, messages, new_thread
+from tests.support.live import LiveGateway, post_turn
+
+
+def assert_error(response: httpx.Response | Any, status: int, code: str) -> None:
+    body = response.json()
+    assert response.status_code == status, response.text
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    assert body["error"]["code"] == code and body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "code"),
+    [
+        (b"{not json", 400, "invalid_json"),
+        (b"", 400, "invalid_json"),
+        (b"\xff\xfe", 400, "invalid_json"),
+        (b'["content"]', 400, "invalid_json"),
+        (b"{}", 422, "invalid_content"),
+        (b'{"content": ""}', 422, "invalid_content"),
+        (b'{"content": "   \\n "}', 422, "invalid_content"),
+        (b'{"content": 42}', 422, "invalid_content"),
+        (b'{"content": null}', 422, "invalid_content"),
+        (b'{"content": ["a"]}', 422, "invalid_content"),
+        (b'{"content": "' + b"x" * 32_001 + b'"}', 413, "content_too_long"),
+    ],
+)
+async def test_post_message_refuses_bad_bodies(
+    gateway: LiveGateway, raw: bytes, status: int, code: str
+) -> None:
+    async with await keyed_client(gateway, "careless") as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, None, raw_body=raw)
+        assert result.status_code == status, result.raw
+        assert result.body["error"]["code"] == code
+        assert await messages(client, thread_id) == []
+
+
+async def test_content_at_the_limit_is_accepted(gateway: LiveGateway) -> None:
+    async with await keyed_client(gateway, "verbose") as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, "y" * 32_000)
+        assert result.one("message_end")["status"] == "complete"
+
+
+@pytest.mark.parametrize("thread_id", [str(uuid.uuid4()), "not-a-uuid", "1"])
+async def test_unknown_thread_is_404_on_every_route(gateway: LiveGateway, thread_id: str) -> None:
+    async with await keyed_client(gateway, "lost") as client:
+        assert_error(await client.get(f"/api/threads/{thread_id}/messages"), 404, "not_found")
+        assert_error(await client.delete(f"/api/threads/{thread_id}"), 404, "not_found")
+        response = await client.post(f"/api/threads/{thread_id}/messages",
+                                     json={"content": "hi"})
+        assert_error(response, 404, "not_found")
+
+
+async def test_missing_wrong_and_revoked_keys_are_401(gateway: LiveGateway) -> None:
+    db = Database(gateway.database_url)
+    async with db.transaction() as session:
+        row, revoked = await api_keys.create_key(session, "former", "old")
+    async with db.transaction() as session:
+        assert await api_keys.revoke_key(session, row.id)
+    await db.dispose()
+    attempts: list[dict[str, str]] = [
+        {},
+        {"Authorization": "Bearer cg_wrong"},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": f"Bearer {revoked}"},
+    ]
+    async with httpx.AsyncClient(base_url=gateway.url) as client:
+        some_thread = str(uuid.uuid4())
+        for headers in attempts:
+            for method, path in [("GET", "/api/threads"), ("POST", "/api/threads"),
+                                 ("GET", f"/api/threads/{some_thread}/messages"),
+                                 ("POST", f"/api/threads/{some_thread}/messages"),
+                                 ("DELETE", f"/api/threads/{some_thread}")]:
+                response = await client.request(method, path, headers=headers,
+                                                json={"content": "hi"})
+                assert_error(response, 401, "unauthorized")
+
+
+async def test_create_thread_body_checks(gateway: LiveGateway) -> None:
+    async with await keyed_client(gateway, "titler") as client:
+        assert_error(await client.post("/api/threads", content=b"{oops"), 400, "invalid_json")
+        assert_error(await client.post("/api/threads", json={"title": 5}), 422, "invalid_title")
+        assert_error(await client.post("/api/threads", json={"title": "t" * 201}),
+                     422, "invalid_title")
+        created = await client.post("/api/threads")
+        assert created.status_code == 201 and created.json()["title"] is None
+        titled = await client.post("/api/threads", json={"title": "Trip <plans>"})
+        assert titled.json()["title"] == "Trip <plans>"
+
+
+async def test_unknown_route_and_method_answer_json(gateway: LiveGateway) -> None:
+    async with await keyed_client(gateway, "wanderer") as client:
+        assert_error(await client.get("/api/nothing-here"), 404, "not_found")
+        assert_error(await client.put("/api/threads"), 405, "method_not_allowed")

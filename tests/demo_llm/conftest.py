@@ -1,0 +1,73 @@
+"""A real demo model server under uvicorn on a free loopback port, and a real OpenAI client."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import httpx
+import openai
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+
+from app.demo_llm import DemoSettings, create_demo_app
+
+SLOW_FIRST_S = 0.3
+
+
+def serve_in_thread(app: Starlette) -> tuple[str, uvicorn.Server, threading.Thread]:
+    """Start uvicorn for `app` on 127.0.0.1 with an OS-chosen port; return its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("demo server did not start")
+        time.sleep(0.01)
+    return f"http://127.0.0.1:{port}", server, thread
+
+
+@pytest.fixture
+def start_demo() -> Iterator[Callable[[DemoSettings], str]]:
+    """Start fresh demo servers with given settings; all are stopped after the test."""
+    running: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(settings: DemoSettings) -> str:
+        url, server, thread = serve_in_thread(create_demo_app(settings))
+        running.append((server, thread))
+        return url
+
+    yield start
+    for server, thread in running:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def demo_url(start_demo: Callable[[DemoSettings], str]) -> str:
+    """Base URL (without /v1) of a fresh demo server: no pacing, short slow-first pause."""
+    return start_demo(DemoSettings(delay_ms=0, slow_first_s=SLOW_FIRST_S))
+
+
+@pytest.fixture
+async def http(demo_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A plain HTTP client for the debug endpoints and raw-byte checks."""
+    async with httpx.AsyncClient(base_url=demo_url, timeout=10) as client:
+        yield client
+
+
+@pytest.fixture
+async def llm(demo_url: str) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The real OpenAI SDK client, no retries (so each call is one request)."""
+    async with httpx.AsyncClient(timeout=10) as transport:
+        client = openai.AsyncOpenAI(base_url=f"{demo_url}/v1", api_key="demo",
+                                    http_client=transport, max_retries=0)
+        yield client

@@ -1,0 +1,51 @@
+"""Small helpers shared by the end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import httpx
+
+from tests.support.live import LiveGateway
+
+HEADER = re.compile(r"<!--[ \t\r\n]{0,16}(METADATA|MSG_CONTEXT)", re.IGNORECASE)
+
+
+async def new_thread(client: httpx.AsyncClient, title: str | None = None) -> str:
+    response = await client.post("/api/threads", json={"title": title} if title else {})
+    assert response.status_code == 201, response.text
+    thread_id: str = response.json()["id"]
+    return thread_id
+
+
+async def messages(client: httpx.AsyncClient, thread_id: str, **params: str) -> list[Any]:
+    response = await client.get(f"/api/threads/{thread_id}/messages", params=params)
+    assert response.status_code == 200, response.text
+    rows: list[Any] = response.json()["messages"]
+    return rows
+
+
+async def wait_for_status(
+    client: httpx.AsyncClient, thread_id: str, status: str, timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """The thread's last message once it has `status` (polling; the turn is stored async)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    last: dict[str, Any] = {}
+    while asyncio.get_running_loop().time() < deadline:
+        rows = await messages(client, thread_id)
+        if rows and rows[-1]["status"] == status:
+            found: dict[str, Any] = rows[-1]
+            return found
+        last = rows[-1] if rows else {}
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"last message never became {status!r}: {last}")
+
+
+async def keyed_client(gateway: LiveGateway, user: str) -> httpx.AsyncClient:
+    return gateway.client(await gateway.api_key(user))
+
+
+def turn_log_lines(gateway: LiveGateway, message_id: str) -> list[dict[str, Any]]:
+    return [line for line in gateway.logs() if line.get("message_id") == message_id]

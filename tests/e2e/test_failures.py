@@ -1,0 +1,195 @@
+"""Failure paths end to end: cut connections, dead or slow upstreams, upstream errors, busy
+threads, crashes. Each ends with an honest status, never a row stuck in `streaming`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.store import messages as message_store
+from app.store import threads as thread_store
+from app.store.db import Database
+from tests.e2e.helpers import HEADER, keyed_client, messages, new_thread, wait_for_status
+from tests.support.live import DemoLlm, StartGateway, free_port, iter_sse, post_turn
+
+LONG = "[long] please write a lot"
+
+
+async def _wait_upstream_cancelled(demo: DemoLlm, before: int) -> None:
+    for _ in range(200):
+        stats = demo.stats()
+        if stats["streams_cancelled"] > before and stats["active_streams"] == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"upstream stream not cancelled: {demo.stats()}")
+
+
+async def test_client_disconnect_interrupts_and_cancels_upstream(
+    live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    gateway = start_gateway(live_backend, upstream=slow_demo_llm)
+    before = slow_demo_llm.stats()["streams_cancelled"]
+    async with await keyed_client(gateway, "leaver") as client:
+        thread_id = await new_thread(client)
+        received = ""
+        async with client.stream("POST", f"/api/threads/{thread_id}/messages",
+                                 json={"content": LONG}) as response:
+            async for event in iter_sse(response):
+                if event.event == "delta":
+                    received += event.data["text"]
+                if len(received) > 40:
+                    break
+        stored = await wait_for_status(client, thread_id, "interrupted")
+    await _wait_upstream_cancelled(slow_demo_llm, before)
+    assert stored["content"].startswith(received)
+    assert len(stored["content"]) < 2000  # far from the ~3,000 characters of [long]
+    assert stored["metadata"]["usage_source"] == "partial"
+    assert stored["metadata"]["tokens"] > 0
+    assert [c["status"] for c in stored["metadata"]["processingDetails"]["llm_calls"]] == [
+        "interrupted"]
+
+
+async def test_unreachable_upstream_fails_the_turn_and_keeps_the_user_message(
+    live_backend: str, start_gateway: StartGateway
+) -> None:
+    gateway = start_gateway(live_backend, upstream=f"http://127.0.0.1:{free_port()}/v1")
+    async with await keyed_client(gateway, "alone") as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, "anyone there?")
+        rows = await messages(client, thread_id)
+    assert result.names == ["message_start", "usage", "error"]
+    assert result.one("error")["code"] == "upstream_unavailable"
+    assert [(r["role"], r["status"]) for r in rows] == [("user", "complete"),
+                                                         ("assistant", "failed")]
+    assert rows[0]["content"] == "anyone there?"
+    assert rows[1]["content"] == ""
+    assert rows[1]["metadata"]["error"]["code"] == "upstream_unavailable"
+
+
+async def test_slow_first_token_times_out(
+    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    gateway = start_gateway(live_backend, upstream=demo_llm,
+                            env={"CHATGATE_FIRST_TOKEN_TIMEOUT_S": "0.5"})
+    async with await keyed_client(gateway, "patient") as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, "[slow-first] take your time")
+        rows = await messages(client, thread_id)
+    assert result.one("error")["code"] == "upstream_timeout"
+    assert result.of("delta") == []
+    assert rows[-1]["status"] == "failed"
+    assert rows[-1]["metadata"]["error"]["code"] == "upstream_timeout"
+
+
+async def test_slow_first_token_within_the_deadline_completes(
+    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    gateway = start_gateway(live_backend, upstream=demo_llm,
+                            env={"CHATGATE_FIRST_TOKEN_TIMEOUT_S": "5"})
+    async with await keyed_client(gateway, "patient") as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, "[slow-first] take your time")
+    assert result.one("message_end")["status"] == "complete"
+    assert result.text
+
+
+async def test_error_before_first_token(live_backend: str, demo_llm: DemoLlm,
+                                        start_gateway: StartGateway) -> None:
+    gateway = start_gateway(live_backend, upstream=demo_llm)
+    async with await keyed_client(gateway, "unlucky") as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, "[error-before] hi")
+        rows = await messages(client, thread_id)
+    assert result.one("error")["code"] == "upstream_error"
+    assert rows[-1]["status"] == "failed" and rows[-1]["content"] == ""
+    assert rows[0]["content"] == "[error-before] hi"
+
+
+async def test_error_mid_stream_keeps_the_visible_text(live_backend: str, demo_llm: DemoLlm,
+                                                       start_gateway: StartGateway) -> None:
+    gateway = start_gateway(live_backend, upstream=demo_llm)
+    async with await keyed_client(gateway, "unlucky") as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, "[error-mid] hi")
+        rows = await messages(client, thread_id)
+    assert result.names[-1] == "error" and result.one("error")["code"] == "upstream_error"
+    assert result.text and HEADER.search(result.text) is None
+    assert rows[-1]["status"] == "failed"
+    assert rows[-1]["content"] == result.text
+    assert rows[-1]["metadata"]["usage_source"] == "partial"
+
+
+async def test_second_stream_on_a_busy_thread_is_409(
+    live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    gateway = start_gateway(live_backend, upstream=slow_demo_llm)
+    async with await keyed_client(gateway, "eager") as client:
+        thread_id = await new_thread(client)
+        async with client.stream("POST", f"/api/threads/{thread_id}/messages",
+                                 json={"content": LONG}) as response:
+            async for event in iter_sse(response):
+                if event.event == "delta":
+                    break
+            second = await client.post(f"/api/threads/{thread_id}/messages",
+                                       json={"content": "me too"})
+            assert second.status_code == 409
+            assert second.json()["error"]["code"] == "thread_busy"
+        await wait_for_status(client, thread_id, "interrupted")
+        rows = await messages(client, thread_id)
+        assert [r["content"] for r in rows if r["role"] == "user"] == [LONG]
+        # the thread is free again
+        again = await post_turn(client, thread_id, "now me")
+        assert again.one("message_end")["status"] == "complete"
+
+
+async def test_crash_mid_stream_then_restart_marks_the_row_interrupted(
+    live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    first = start_gateway(live_backend, upstream=slow_demo_llm)
+    key = await first.api_key("crash")
+    async with first.client(key) as client:
+        thread_id = await new_thread(client)
+        async with client.stream("POST", f"/api/threads/{thread_id}/messages",
+                                 json={"content": LONG}) as response:
+            async for event in iter_sse(response):
+                if event.event == "delta":
+                    first.kill9()
+                    break
+    second = start_gateway(live_backend, upstream=slow_demo_llm,
+                           database_url=first.database_url,
+                           env={"CHATGATE_STALE_STREAMING_AFTER_S": "0"})
+    async with second.client(key) as client:
+        rows = await messages(client, thread_id)
+    assert [r["status"] for r in rows] == ["complete", "interrupted"]
+    assert any(line.get("event") == "stale_streaming_interrupted" for line in second.logs())
+
+
+async def test_startup_sweep_respects_the_configured_age(
+    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    from tests.support.databases import drop_database, make_fresh_database_url
+
+    url = make_fresh_database_url(live_backend)
+    try:
+        db = Database(url)
+        async with db.transaction() as session:
+            thread = await thread_store.create_thread(session, "sweeper", None)
+            await message_store.append_user_message(session, thread, "hi")
+            await message_store.open_assistant_message(session, thread)
+        await db.dispose()
+        young = start_gateway(live_backend, upstream=demo_llm, database_url=url,
+                              env={"CHATGATE_STALE_STREAMING_AFTER_S": "3600"})
+        key = await young.api_key("sweeper")
+        async with young.client(key) as client:
+            assert [r["status"] for r in await messages(client, str(thread.id))] == [
+                "complete", "streaming"]
+        young.stop()
+        await asyncio.sleep(0.01)
+        old = start_gateway(live_backend, upstream=demo_llm, database_url=url,
+                            env={"CHATGATE_STALE_STREAMING_AFTER_S": "0"})
+        async with old.client(key) as client:
+            assert [r["status"] for r in await messages(client, str(thread.id))] == [
+                "complete", "interrupted"]
+    finally:
+        drop_database(url)
+
+

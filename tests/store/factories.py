@@ -1,0 +1,54 @@
+"""Small builders shared by the store tests (real database, real repository functions)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from app.store import FinishedMessage, LlmCallRecord
+from app.store import messages as messages_store
+from app.store import threads as threads_store
+from app.store.db import Database
+from app.store.models import Message, Thread
+from app.store.types import utcnow
+
+
+def call(
+    model: str = "gpt-4o", prompt: int = 100, completion: int = 50, *, stage: str = "main",
+    cost: float | None = 0.001, source: str = "provider", status: str = "ok",
+) -> LlmCallRecord:
+    now = utcnow()
+    return LlmCallRecord(
+        stage=stage, model=model, prompt_tokens=prompt, completion_tokens=completion,
+        total_tokens=prompt + completion, cost_usd=cost, usage_source=source,  # type: ignore[arg-type]
+        started_at=now - dt.timedelta(milliseconds=900), first_token_at=now, finished_at=now,
+        duration_ms=900, status=status, error=None,
+    )
+
+
+async def new_thread(db: Database, user_id: str = "alice", title: str | None = None) -> Thread:
+    async with db.transaction() as s:
+        return await threads_store.create_thread(s, user_id, title)
+
+
+async def turn(
+    db: Database, thread: Thread, question: str, answer: str, *,
+    calls: list[LlmCallRecord] | None = None, status: str = "complete",
+    metadata: dict[str, object] | None = None,
+) -> tuple[Message, Message]:
+    """One whole turn the way the gateway does it: user message + open in one transaction,
+    finish in another."""
+    async with db.transaction() as s:
+        user = await messages_store.append_user_message(s, thread, question)
+        assistant = await messages_store.open_assistant_message(s, thread)
+    calls = [call()] if calls is None else calls
+    meta = metadata if metadata is not None else {"tokens": sum(c.total_tokens for c in calls)}
+    async with db.transaction() as s:
+        finished = await messages_store.finish_assistant_message(
+            s, FinishedMessage(assistant.id, answer, meta, status, calls)  # type: ignore[arg-type]
+        )
+    return user, finished
+
+
+def random_user() -> str:
+    return f"user-{uuid.uuid4().hex[:8]}"

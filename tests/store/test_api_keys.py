@@ -1,0 +1,50 @@
+"""API keys: printed once, stored as a hash, revocable."""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy import select, text
+
+from app.store import api_keys
+from app.store.db import Database
+from app.store.models import ApiKey
+
+
+async def test_create_stores_only_the_hash(db: Database) -> None:
+    async with db.transaction() as s:
+        row, plaintext = await api_keys.create_key(s, "alice", "laptop")
+    assert plaintext.startswith("cg_") and len(plaintext) >= 40
+    assert row.key_hash == hashlib.sha256(plaintext.encode()).hexdigest()
+    async with db.transaction() as s:
+        dump = (await s.execute(text("SELECT * FROM api_keys"))).all()
+    assert plaintext not in repr(dump)
+    assert plaintext[len("cg_"):] not in repr(dump)
+
+
+async def test_authenticate_and_revoke(db: Database) -> None:
+    async with db.transaction() as s:
+        alice, alice_key = await api_keys.create_key(s, "alice", "laptop")
+        _, admin_key = await api_keys.create_key(s, "root", "ops", is_admin=True)
+    assert alice.last_used_at is None
+    async with db.transaction() as s:
+        found = await api_keys.authenticate(s, alice_key)
+        admin = await api_keys.authenticate(s, admin_key)
+        assert await api_keys.authenticate(s, alice_key + "x") is None
+        assert await api_keys.authenticate(s, "") is None
+        assert await api_keys.authenticate(s, "Bearer " + alice_key) is None
+    assert found is not None and found.user_id == "alice" and found.is_admin is False
+    assert found.last_used_at is not None
+    assert admin is not None and admin.is_admin is True
+    async with db.transaction() as s:
+        assert await api_keys.revoke_key(s, alice.id, user_id="bob") is False
+        assert await api_keys.revoke_key(s, alice.id, user_id="alice") is True
+        assert await api_keys.revoke_key(s, alice.id) is False
+    async with db.transaction() as s:
+        assert await api_keys.authenticate(s, alice_key) is None
+        keys = await api_keys.list_keys(s, "alice")
+        everyone = await api_keys.list_keys(s)
+        stored = (await s.execute(select(ApiKey).where(ApiKey.id == alice.id))).scalar_one()
+    assert [k.id for k in keys] == [alice.id] and keys[0].revoked_at is not None
+    assert len(everyone) == 2
+    assert stored.last_used_at is not None

@@ -1,0 +1,93 @@
+"""The Database handle: UTC timestamps, SQLite settings, transactions, the default URL."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, text
+
+from app.store import threads as threads_store
+from app.store.db import Database
+from app.store.models import Thread
+from tests.store.factories import new_thread
+
+
+async def test_timestamps_are_aware_utc_whatever_zone_goes_in(db: Database) -> None:
+    prague = dt.timezone(dt.timedelta(hours=2))
+    moment = dt.datetime(2026, 3, 29, 1, 30, 15, 123456, tzinfo=prague)
+    async with db.transaction() as s:
+        s.add(Thread(user_id="alice", title="tz", autonomy={}, created_at=moment,
+                     updated_at=moment))
+    async with db.transaction() as s:
+        [stored] = (await s.execute(select(Thread.created_at))).scalars().all()
+        before = (await s.execute(select(Thread.id).where(
+            Thread.created_at < moment + dt.timedelta(microseconds=1)))).scalars().all()
+    assert stored == moment and stored.utcoffset() == dt.timedelta(0)
+    assert stored.hour == 23 and len(before) == 1
+
+
+async def test_naive_datetimes_are_refused(db: Database) -> None:
+    with pytest.raises(Exception, match="naive datetime"):
+        async with db.transaction() as s:
+            s.add(Thread(user_id="alice", autonomy={}, created_at=dt.datetime(2026, 1, 1),
+                         updated_at=dt.datetime(2026, 1, 1)))
+
+
+async def test_transaction_rolls_back_on_error(db: Database) -> None:
+    with pytest.raises(RuntimeError):
+        async with db.transaction() as s:
+            await threads_store.create_thread(s, "alice", "never")
+            raise RuntimeError("boom")
+    async with db.transaction() as s:
+        assert await threads_store.list_threads(s, "alice") == []
+
+
+async def test_sqlite_connection_settings(tmp_path: Path) -> None:
+    db = Database(f"sqlite+aiosqlite:///{tmp_path}/settings.db")
+    try:
+        async with db.engine.connect() as connection:
+            pragmas = {name: (await connection.exec_driver_sql(f"PRAGMA {name}")).scalar()
+                       for name in ("foreign_keys", "journal_mode", "busy_timeout")}
+    finally:
+        await db.dispose()
+    assert pragmas == {"foreign_keys": 1, "journal_mode": "wal", "busy_timeout": 30000}
+
+
+async def test_default_url_creates_the_var_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.settings import get_settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CHATGATE_DATABASE_URL", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    get_settings.cache_clear()
+    try:
+        db = Database()
+        async with db.engine.connect() as connection:
+            await connection.exec_driver_sql("SELECT 1")
+        await db.dispose()
+    finally:
+        get_settings.cache_clear()
+    assert db.backend == "sqlite"
+    assert (tmp_path / "var" / "chatgate.db").exists()
+
+
+async def test_concurrent_read_then_write_transactions_do_not_fail(db: Database) -> None:
+    """Each transaction reads, yields, then writes: on SQLite a deferred BEGIN would fail with
+    'database is locked'; BEGIN IMMEDIATE makes them wait their turn instead."""
+    thread = await new_thread(db)
+
+    async def read_then_write(n: int) -> None:
+        async with db.transaction() as s:
+            await s.execute(select(Thread).where(Thread.id == thread.id))
+            await asyncio.sleep(0)
+            await threads_store.set_title(s, thread.id, f"title {n}")
+
+    await asyncio.gather(*(read_then_write(n) for n in range(20)))
+    async with db.transaction() as s:
+        title = await s.scalar(text("SELECT title FROM threads"))
+    assert str(title).startswith("title ")

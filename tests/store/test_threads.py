@@ -1,0 +1,103 @@
+"""Threads on both backends: ownership, listing, deletion, title/summary/autonomy."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import func, select
+
+from app.store import messages as messages_store
+from app.store import threads as threads_store
+from app.store.db import Database
+from app.store.followups import schedule_followup
+from app.store.models import Followup, LlmCall, Message
+from app.store.types import utcnow
+from tests.store.factories import new_thread, turn
+
+
+async def test_create_and_get_is_scoped_by_user(db: Database) -> None:
+    thread = await new_thread(db, "alice", "Trip to Prague")
+    async with db.transaction() as s:
+        mine = await threads_store.get_thread(s, "alice", thread.id)
+        theirs = await threads_store.get_thread(s, "bob", thread.id)
+        missing = await threads_store.get_thread(s, "alice", uuid.uuid4())
+    assert mine is not None and mine.title == "Trip to Prague" and mine.user_id == "alice"
+    assert mine.created_at.tzinfo is not None
+    assert theirs is None and missing is None
+
+
+async def test_list_counts_and_previews_ignore_synthetic_and_legacy(db: Database) -> None:
+    thread = await new_thread(db, "alice")
+    await turn(db, thread, "What is the capital of France?", "Paris.")
+    async with db.transaction() as s:
+        await messages_store.append_user_message(
+            s, thread, "Continue our conversation naturally.", synthetic=True,
+            trigger_type="check_in", trigger_reason="idle",
+        )
+        s.add(Message(thread_id=thread.id, user_id="alice", role="user",
+                      content="[AUTONOMOUS_FOLLOWUP: check_in] legacy prompt", meta={},
+                      created_at=utcnow(), updated_at=utcnow()))
+    async with db.transaction() as s:
+        [summary] = await threads_store.list_threads(s, "alice")
+        assert await threads_store.list_threads(s, "bob") == []
+    assert summary.id == thread.id
+    assert summary.message_count == 2
+    assert summary.preview == "Paris."
+
+
+async def test_preview_is_latest_visible_and_truncated(db: Database) -> None:
+    thread = await new_thread(db, "alice")
+    long_answer = "x" * 500
+    await turn(db, thread, "q", long_answer)
+    async with db.transaction() as s:
+        [summary] = await threads_store.list_threads(s, "alice")
+    assert summary.preview == "x" * threads_store.PREVIEW_CHARS + "…"
+
+
+async def test_list_orders_by_latest_activity(db: Database) -> None:
+    first = await new_thread(db, "alice", "first")
+    second = await new_thread(db, "alice", "second")
+    await turn(db, first, "bump", "ok")
+    async with db.transaction() as s:
+        listed = await threads_store.list_threads(s, "alice")
+    assert [t.title for t in listed] == ["first", "second"]
+    assert {t.id for t in listed} == {first.id, second.id}
+    empty = next(t for t in listed if t.id == second.id)
+    assert empty.message_count == 0 and empty.preview is None
+
+
+async def test_delete_cascades_but_keeps_usage_rows(db: Database) -> None:
+    thread = await new_thread(db, "alice")
+    await turn(db, thread, "q", "a")
+    async with db.transaction() as s:
+        await schedule_followup(s, thread_id=thread.id, user_id="alice", trigger_type="check_in",
+                                reason="r", due_at=utcnow())
+    async with db.transaction() as s:
+        assert await threads_store.delete_thread(s, "bob", thread.id) is False
+        assert await threads_store.delete_thread(s, "alice", thread.id) is True
+        assert await threads_store.delete_thread(s, "alice", thread.id) is False
+    async with db.transaction() as s:
+        assert await threads_store.get_thread(s, "alice", thread.id) is None
+        assert await s.scalar(select(func.count()).select_from(Message)) == 0
+        assert await s.scalar(select(func.count()).select_from(Followup)) == 0
+        calls = (await s.execute(select(LlmCall))).scalars().all()
+    assert len(calls) == 1 and calls[0].thread_id is None and calls[0].message_id is None
+
+
+async def test_title_summary_and_autonomy(db: Database) -> None:
+    thread = await new_thread(db, "alice")
+    async with db.transaction() as s:
+        await threads_store.set_title(s, thread.id, "Named")
+        await threads_store.set_summary(s, thread.id, "They talked about Paris.")
+        updated = await threads_store.set_autonomy(
+            s, "alice", thread.id, {"enabled": True, "idle_seconds": 60})
+        assert await threads_store.set_autonomy(s, "bob", thread.id, {"enabled": True}) is None
+    assert updated is not None and updated.autonomy == {"enabled": True, "idle_seconds": 60}
+    async with db.transaction() as s:
+        merged = await threads_store.set_autonomy(s, "alice", thread.id, {"max_followups": 1})
+    async with db.transaction() as s:
+        reread = await threads_store.get_thread(s, "alice", thread.id)
+    assert merged is not None
+    assert reread is not None
+    assert reread.title == "Named" and reread.summary == "They talked about Paris."
+    assert reread.autonomy == {"enabled": True, "idle_seconds": 60, "max_followups": 1}

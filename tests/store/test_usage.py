@@ -1,0 +1,97 @@
+"""The daily usage rollup: sums, models, unknown cost, and concurrent writers."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from sqlalchemy import select
+
+from app.store import FinishedMessage
+from app.store import messages as messages_store
+from app.store import threads as threads_store
+from app.store.db import Database
+from app.store.models import LlmCall, UserTokenUsage
+from tests.store.factories import call, new_thread, turn
+
+
+async def _usage(db: Database, user_id: str = "alice") -> dict[str, UserTokenUsage]:
+    async with db.transaction() as s:
+        rows = await s.execute(select(UserTokenUsage).where(UserTokenUsage.user_id == user_id))
+        return {row.model: row for row in rows.scalars()}
+
+
+async def test_rollup_sums_turns_per_model(db: Database) -> None:
+    thread = await new_thread(db)
+    await turn(db, thread, "q1", "a1", calls=[call("gpt-4o", 100, 20, cost=0.5)])
+    await turn(db, thread, "q2", "a2", calls=[call("gpt-4o", 200, 30, cost=0.25),
+                                            call("mini", 10, 2, stage="title", cost=0.125)])
+    await turn(db, thread, "q3", "a3", calls=[call("mini", 7, 3, cost=None)])
+    other = await new_thread(db, "bob")
+    await turn(db, other, "q", "a", calls=[call("gpt-4o", 1, 1)])
+    usage = await _usage(db)
+    big, mini = usage["gpt-4o"], usage["mini"]
+    assert (big.prompt_tokens, big.completion_tokens, big.total_tokens) == (300, 50, 350)
+    assert (big.message_count, big.llm_call_count, big.unpriced_call_count) == (2, 2, 0)
+    assert big.cost_usd == pytest.approx(0.75)
+    # mini: a title call (priced) and a main call (unpriced): cost is the known part,
+    # and the row says one call is missing from it.
+    assert (mini.total_tokens, mini.message_count, mini.llm_call_count) == (22, 1, 2)
+    assert mini.cost_usd == pytest.approx(0.125) and mini.unpriced_call_count == 1
+    assert (await _usage(db, "bob"))["gpt-4o"].total_tokens == 2
+
+
+async def test_unknown_cost_stays_null_until_a_price_is_known(db: Database) -> None:
+    thread = await new_thread(db)
+    await turn(db, thread, "q", "a", calls=[call("local-model", cost=None)])
+    assert (await _usage(db))["local-model"].cost_usd is None
+    await turn(db, thread, "q", "a", calls=[call("local-model", cost=0.0)])
+    row = (await _usage(db))["local-model"]
+    assert row.cost_usd == 0.0 and row.unpriced_call_count == 1
+
+
+async def test_turn_without_calls_adds_no_rollup(db: Database) -> None:
+    thread = await new_thread(db)
+    await turn(db, thread, "q", "", calls=[], status="failed", metadata={})
+    assert await _usage(db) == {}
+
+
+@pytest.mark.parametrize("writers", [50])
+async def test_concurrent_finishes_leave_exact_sums(
+    database_url: str, backend: str, writers: int
+) -> None:
+    """Each finish in its own session and connection, all at once, for one user."""
+    db = Database(database_url, pool_size=writers, max_overflow=0)
+    try:
+        async with db.transaction() as s:
+            opened = []
+            for n in range(writers):
+                thread = await threads_store.create_thread(s, "alice", f"t{n}")
+                await messages_store.append_user_message(s, thread, "q")
+                opened.append(await messages_store.open_assistant_message(s, thread))
+
+        async def finish(n: int) -> None:
+            calls = [call("gpt-4o", 1000 + n, 100 + n, cost=0.0123),
+                     call("gpt-4o-mini", 10, n, stage="title", cost=None)]
+            async with db.transaction() as s:
+                await messages_store.finish_assistant_message(
+                    s, FinishedMessage(opened[n].id, f"a{n}", {"tokens": 1}, "complete", calls))
+
+        await asyncio.gather(*(finish(n) for n in range(writers)))
+        usage = await _usage(db)
+        async with db.transaction() as s:
+            raw = (await s.execute(select(LlmCall))).scalars().all()
+    finally:
+        await db.dispose()
+    big, mini = usage["gpt-4o"], usage["gpt-4o-mini"]
+    span = range(writers)
+    assert big.prompt_tokens == sum(1000 + n for n in span)
+    assert big.completion_tokens == sum(100 + n for n in span)
+    assert big.total_tokens == sum(1100 + 2 * n for n in span)
+    assert (big.message_count, big.llm_call_count) == (writers, writers)
+    assert math.isclose(big.cost_usd or 0.0, 0.0123 * writers, abs_tol=1e-9)
+    assert mini.total_tokens == sum(10 + n for n in span) and mini.message_count == 0
+    assert mini.cost_usd is None and mini.unpriced_call_count == writers
+    assert len(raw) == 2 * writers
+    assert sum(c.total_tokens for c in raw) == big.total_tokens + mini.total_tokens

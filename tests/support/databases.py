@@ -1,0 +1,246 @@
+"""Database fixtures for SQLite and PostgreSQL, shared by every test directory.
+
+Fixtures
+    backend       "sqlite" | "postgresql" (parametrised: a test using it runs on both)
+    database_url  a fresh, isolated database for that backend, migrated to alembic head
+    db            an open app.store.Database on database_url, disposed after the test
+
+Plain functions (for tests that start gateway subprocesses, or need an unmigrated database)
+    make_fresh_database_url(backend, migrated=True) -> url
+    drop_database(url)
+
+Isolation: every test gets its own database. SQLite: a copy of a template file migrated once
+per session. PostgreSQL: `CREATE DATABASE cg_test_<hex> TEMPLATE cg_tmpl_<hex>` from a template
+migrated once per session (about 60 ms per test here, cheaper than migrating each time), dropped
+after the test. Everything created is dropped; nothing else on the server is touched.
+
+PostgreSQL comes from CHATGATE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/
+test, the admin connection used to create and drop databases). When it cannot be reached the
+PostgreSQL tests are skipped loudly (a warning and a red line in the terminal summary), unless
+CHATGATE_REQUIRE_POSTGRES=1 (CI), where they fail instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from app.store.db import Database
+from app.store.migrations import upgrade_to_head
+
+BACKENDS = ("sqlite", "postgresql")
+PG_ADMIN_URL = os.environ.get(
+    "CHATGATE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+T = TypeVar("T")
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even inside a running event loop
+    (a fresh loop in a short-lived thread)."""
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(coro))
+        except BaseException as exc:
+            error.append(exc)
+
+    thread = threading.Thread(target=target, name="cg-db-fixture")
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+class _State:
+    """Per-process bookkeeping: reachability, templates, what we created, what we skipped."""
+
+    pg_checked = False
+    pg_error: str | None = None
+    pg_skipped = 0
+    lock = threading.Lock()
+    sqlite_template: Path | None = None
+    pg_template: str | None = None
+    tmp_root: Path | None = None
+    created_pg: set[str] = set()  # noqa: RUF012 - process-wide registry on purpose
+
+
+def _pg_url_for(database: str) -> str:
+    """The SQLAlchemy (asyncpg) URL of a database on the admin server."""
+    admin = make_url(PG_ADMIN_URL)
+    return admin.set(drivername="postgresql+asyncpg", database=database).render_as_string(
+        hide_password=False
+    )
+
+
+def _admin_dsn() -> str:
+    return make_url(PG_ADMIN_URL).set(drivername="postgresql").render_as_string(
+        hide_password=False
+    )
+
+
+async def _admin_execute(*statements: str) -> None:
+    connection = await asyncpg.connect(_admin_dsn(), timeout=5)
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+def postgres_unavailable_reason() -> str | None:
+    """None when PostgreSQL answers, else why not (checked once per process)."""
+    with _State.lock:
+        if not _State.pg_checked:
+            try:
+                _run(_admin_execute("SELECT 1"))
+            except Exception as exc:
+                _State.pg_error = f"{type(exc).__name__}: {exc}"
+            _State.pg_checked = True
+        return _State.pg_error
+
+
+def require_postgres() -> None:
+    """Skip (loudly) or, with CHATGATE_REQUIRE_POSTGRES=1, fail when PostgreSQL is unreachable."""
+    reason = postgres_unavailable_reason()
+    if reason is None:
+        return
+    message = f"PostgreSQL at {PG_ADMIN_URL} unreachable ({reason})"
+    if os.environ.get("CHATGATE_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"{message} and CHATGATE_REQUIRE_POSTGRES=1", pytrace=False)
+    _State.pg_skipped += 1
+    if _State.pg_skipped == 1:
+        warnings.warn(f"{message}: PostgreSQL tests are SKIPPED", stacklevel=2)
+    pytest.skip(f"{message}: PostgreSQL test skipped")
+
+
+def _tmp_root() -> Path:
+    if _State.tmp_root is None:
+        _State.tmp_root = Path(tempfile.mkdtemp(prefix="cg_test_"))
+    return _State.tmp_root
+
+
+def _sqlite_url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def _sqlite_template() -> Path:
+    with _State.lock:
+        if _State.sqlite_template is None:
+            path = _tmp_root() / "template.db"
+            _run(upgrade_to_head(_sqlite_url(path)))
+            _State.sqlite_template = path
+        return _State.sqlite_template
+
+
+def _pg_template() -> str:
+    with _State.lock:
+        if _State.pg_template is None:
+            name = f"cg_tmpl_{uuid.uuid4().hex[:12]}"
+            _run(_admin_execute(f'CREATE DATABASE "{name}"'))
+            _State.created_pg.add(name)
+            _run(upgrade_to_head(_pg_url_for(name)))
+            _State.pg_template = name
+        return _State.pg_template
+
+
+def make_fresh_database_url(backend: str, *, migrated: bool = True) -> str:
+    """A new database of its own for one test (migrated to head unless migrated=False).
+    Drop it with drop_database(url)."""
+    if backend == "sqlite":
+        path = _tmp_root() / f"cg_test_{uuid.uuid4().hex[:12]}.db"
+        if migrated:
+            shutil.copyfile(_sqlite_template(), path)
+        return _sqlite_url(path)
+    if backend == "postgresql":
+        require_postgres()
+        name = f"cg_test_{uuid.uuid4().hex[:12]}"
+        template = f' TEMPLATE "{_pg_template()}"' if migrated else ""
+        _run(_admin_execute(f'CREATE DATABASE "{name}"{template}'))
+        _State.created_pg.add(name)
+        return _pg_url_for(name)
+    raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+
+
+def drop_database(url: str) -> None:
+    """Drop a database made by make_fresh_database_url (open connections are ended)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        path = Path(parsed.database or "")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return
+    name = parsed.database or ""
+    if name not in _State.created_pg:
+        raise ValueError(f"refusing to drop {name!r}: not created by these fixtures")
+    _run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _State.created_pg.discard(name)
+
+
+@pytest.fixture(
+    params=[pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The database backend under test; every test using it runs on both."""
+    name: str = request.param
+    if name == "postgresql":
+        require_postgres()
+    return name
+
+
+@pytest.fixture
+def database_url(backend: str) -> Iterator[str]:
+    """A fresh database migrated to head, dropped after the test."""
+    url = make_fresh_database_url(backend)
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """An open Database on a fresh migrated database."""
+    database = Database(database_url)
+    yield database
+    await database.dispose()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Drop what this process created (the templates and any database a test leaked)."""
+    for name in sorted(_State.created_pg):
+        try:
+            _run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        except Exception as exc:  # the server may be gone; say so rather than hide it
+            warnings.warn(f"could not drop test database {name}: {exc}", stacklevel=1)
+    _State.created_pg.clear()
+    if _State.tmp_root is not None:
+        shutil.rmtree(_State.tmp_root, ignore_errors=True)
+        _State.tmp_root = None
+        _State.sqlite_template = None
+    _State.pg_template = None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A red line naming how many PostgreSQL tests were skipped, so nobody misses it."""
+    if _State.pg_skipped:
+        terminalreporter.write_sep(
+            "!",
+            f"{_State.pg_skipped} PostgreSQL test(s) SKIPPED: {_State.pg_error} "
+            f"(set CHATGATE_REQUIRE_POSTGRES=1 to make this a failure)",
+            red=True,
+            bold=True,
+        )

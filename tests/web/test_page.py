@@ -1,0 +1,97 @@
+"""The page in a real Chromium against a real gateway and the real demo model server:
+what streams in, and what a reload shows, is the same clean text, with no marker residue."""
+
+from __future__ import annotations
+
+from playwright.async_api import Page, expect
+
+from app.demo_llm.scenarios import HTML_ANSWER, ChatInput, long_answer_text, plan_reply
+
+#: Locator-based waits: the page's CSP forbids eval, which wait_for_function() relies on.
+TURN_OVER = "body[data-turn=idle] .message.assistant:not(.streaming)"
+STREAMING = ".message.assistant.streaming"
+
+
+def seed_bug_visible_text(user_text: str) -> str:
+    """What the marker spec leaves of the [seed-bug] answer: the prose after the METADATA JSON."""
+    emitted = plan_reply(ChatInput(system="", user_text=user_text)).text
+    return emitted[emitted.index("Aha, chápu."):].strip()
+
+
+async def send(page: Page, text: str) -> None:
+    await page.fill("#message-input", text)
+    await page.click("#send")
+    await wait_turn_over(page)
+
+
+async def wait_turn_over(page: Page) -> None:
+    await expect(page.locator(TURN_OVER)).to_have_count(1, timeout=30_000)
+    await expect(page.locator(STREAMING)).to_have_count(0)
+
+
+async def page_text(page: Page) -> str:
+    """document.body.innerText: what a user can read (and copy) on the page."""
+    return await page.locator("body").inner_text()
+
+
+async def test_seed_bug_answer_is_clean_live_and_after_reload(page: Page, gateway_url: str) -> None:
+    question = "[seed-bug] Jak se máš?"
+    expected = seed_bug_visible_text(question)
+    await page.goto(gateway_url + "/")
+    await page.click("#new-thread")
+    await expect(page.locator(".thread-item.active")).to_have_count(1)
+    await send(page, question)
+
+    answer = page.locator(".message.assistant .content")
+    await expect(answer).to_have_count(1)
+    assert await answer.inner_text() == expected
+    await expect(page.locator(".message.assistant .status")).to_have_count(0)
+    live = await page_text(page)
+    assert "<!--" not in live and "METADATA" not in live and "MSG_CONTEXT" not in live
+    thread_id = await page.locator(".thread-item.active").get_attribute("data-thread-id")
+
+    await page.reload()
+    await page.click(f'.thread-item[data-thread-id="{thread_id}"]')
+    await expect(page.locator(".message.user .content")).to_have_text(question)
+    reloaded = page.locator(".message.assistant .content")
+    await expect(reloaded).to_have_count(1)
+    assert await reloaded.inner_text() == expected
+    after = await page_text(page)
+    assert "<!--" not in after and "METADATA" not in after
+
+
+async def test_markup_in_model_output_is_shown_as_text_not_run(
+    page: Page, gateway_url: str
+) -> None:
+    await page.goto(gateway_url + "/")
+    await page.click("#new-thread")
+    await send(page, "[html] show me markup")
+    answer = page.locator(".message.assistant .content")
+    assert await answer.inner_text() == HTML_ANSWER
+    assert await page.locator(".message.assistant b, .message.assistant img, "
+                              ".message.assistant script").count() == 0
+    assert await page.evaluate("window.__demoXss === undefined")
+
+
+async def test_stop_keeps_the_partial_answer_as_interrupted(
+    page: Page, slow_gateway_url: str
+) -> None:
+    await page.goto(slow_gateway_url + "/")
+    await page.click("#new-thread")
+    await page.fill("#message-input", "[long] tell me everything")
+    await page.click("#send")
+    await expect(page.locator(".message.assistant .content")).to_contain_text("Line 03")
+    await page.click("#stop")
+    await wait_turn_over(page)
+    shown = await page.locator(".message.assistant .content").inner_text()
+    assert shown and long_answer_text().startswith(shown)
+    await expect(page.locator(".message.assistant .status")).to_have_text("interrupted: stopped")
+
+    await page.reload()
+    await page.click(".thread-item")
+    stored = page.locator(".message.assistant .content")
+    await expect(stored).to_have_count(1)
+    stored_text = await stored.inner_text()
+    assert stored_text.startswith(shown) and long_answer_text().startswith(stored_text)
+    assert len(stored_text) < len(long_answer_text())
+    await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
