@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import ipaddress
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -94,7 +95,14 @@ def effective_settings(base: Settings, host: str, upstream_url: str | None) -> S
     return base.model_copy(update=update)
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    """uvicorn re-raises the signal it stopped on after its shutdown; turning SIGTERM into
+    SystemExit lets our `finally` blocks stop the demo child instead of orphaning it."""
+    raise SystemExit(128 + signum)
+
+
 def run(host: str, port: int) -> None:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     base = get_settings()
     configure_logging(base.log_level)
     asyncio.run(upgrade_to_head(base.database_url))

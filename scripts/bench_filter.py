@@ -37,11 +37,12 @@ class PassThrough:
         return ""
 
 
-WORDS = (
+PROSE = (
     "the gateway streams each answer to the browser while the model is still writing it "
     "so a reader sees text appear at once and the stored message matches what was shown "
     "markers never reach the page because one filter decides what is visible"
-).split()
+)
+WORDS = PROSE.split()
 
 
 def markdown_answer(size: int, seed: int = 7) -> str:
@@ -73,7 +74,9 @@ def markdown_answer(size: int, seed: int = 7) -> str:
 
 
 def metadata_body(size: int) -> str:
-    items = [{"url": f"https://example.org/{i}", "title": f"Source number {i}"} for i in range(9999)]
+    items = [
+        {"url": f"https://example.org/{i}", "title": f"Source number {i}"} for i in range(9999)
+    ]
     body = json.dumps({"language": "en", "sources": items})
     body = body[: size - 200]
     body = body[: body.rfind("},") + 1] + "]}"
@@ -104,7 +107,9 @@ def run(factory: Callable[[], MarkerFilter | PassThrough], chunks: list[str]) ->
     return Timing(seconds, 0, 0)
 
 
-def median(factory: Callable[[], MarkerFilter | PassThrough], chunks: list[str], runs: int) -> Timing:
+def median(
+    factory: Callable[[], MarkerFilter | PassThrough], chunks: list[str], runs: int
+) -> Timing:
     timings = [run(factory, chunks) for _ in range(runs)]
     return Timing(
         statistics.median(t.seconds for t in timings),
@@ -143,10 +148,19 @@ def cases() -> list[Case]:
 
 @app.command()
 def main(runs: int = typer.Option(5, help="runs per measurement; the median is shown")) -> None:
-    console = Console()
+    console = Console(width=150)
     table = Table(title=f"MarkerFilter vs pass-through (median of {runs} runs)")
-    for column in ("input", "chunk", "chunks", "filter chunks/s", "filter MB/s",
-                   "pass chunks/s", "pass MB/s", "peak held", "peak buffered"):
+    for column in (
+        "input",
+        "chunk",
+        "chunks",
+        "filter chunks/s",
+        "filter MB/s",
+        "pass chunks/s",
+        "pass MB/s",
+        "peak held",
+        "peak buffered",
+    ):
         table.add_column(column, justify="left" if column == "input" else "right")
     per_char: dict[str, float] = {}
     for case in cases():

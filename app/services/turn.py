@@ -11,6 +11,7 @@ was sent, an honest status, the metadata and the llm_calls, exactly once."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import uuid
 from collections.abc import AsyncGenerator, Sequence
@@ -30,6 +31,7 @@ from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
+from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.models import Message, Thread
 from app.store.records import FinishedMessage
 from app.stream import MarkerFilter
@@ -40,6 +42,10 @@ log = get_logger("services.turn")
 
 #: Messages read for the context; the character budget then keeps the newest that fit.
 CONTEXT_HISTORY_LIMIT = 200
+
+#: Attempts and pause (growing) for the finishing transaction.
+STORE_ATTEMPTS = 4
+STORE_RETRY_PAUSE_S = 0.05
 
 TurnStatus = Literal["complete", "interrupted", "failed"]
 
@@ -273,14 +279,8 @@ class Turn:
                 log.warning("upstream_close_failed", error=type(exc).__name__)
         finished = self._finished_message()
         self._finished = finished
-        try:
-            async with self.deps.db.transaction() as session:
-                await message_store.finish_assistant_message(session, finished)
-                for observer in self.deps.observers:
-                    await observer.in_finish_transaction(session, self, finished)
-        except Exception as exc:
+        if not await self._store(finished):
             self._store_failed = True
-            log.exception("turn_store_failed", error=type(exc).__name__)
             return
         for observer in self.deps.observers:
             try:
@@ -288,6 +288,27 @@ class Turn:
             except Exception as exc:
                 log.exception("turn_observer_failed", error=type(exc).__name__)
         self._log_summary(finished)
+
+    async def _store(self, finished: FinishedMessage) -> bool:
+        """The one finishing transaction, retried on transient errors (deadlock, lost
+        connection): a row must not stay `streaming` because of one bad moment."""
+        for attempt in range(1, STORE_ATTEMPTS + 1):
+            try:
+                async with self.deps.db.transaction() as session:
+                    # Thread row first, as open_turn does: the same lock order in both
+                    # transactions, so a concurrent (409) open cannot deadlock with a finish.
+                    await thread_store.touch_thread(session, self.thread.id)
+                    await message_store.finish_assistant_message(session, finished)
+                    for observer in self.deps.observers:
+                        await observer.in_finish_transaction(session, self, finished)
+                return True
+            except (MessageAlreadyFinished, MessageNotFound) as exc:
+                log.warning("turn_store_skipped", reason=type(exc).__name__)
+                return False
+            except Exception as exc:
+                log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
+                await asyncio.sleep(STORE_RETRY_PAUSE_S * attempt)
+        return False
 
     def _finished_message(self) -> FinishedMessage:
         if self.upstream_messages:

@@ -122,8 +122,9 @@ class MarkerFilter:
         """Take the next chunk; return the visible text that is now final (maybe "")."""
         self.chunks_fed += 1
         self.chars_fed += len(chunk)
-        if self._fast and "<" not in chunk:
-            # The common case: ordinary text, nothing pending but maybe a WS run.
+        if self._fast and ("<" not in chunk or ("<!" not in chunk and chunk[-1] != "<")):
+            # The common case: ordinary text, nothing pending but maybe a WS run. A header
+            # needs `<!--`; without `<!` and without `<` at the end, none starts here.
             text = chunk.rstrip(WS)
             if not text:
                 if chunk:
@@ -206,9 +207,7 @@ class MarkerFilter:
             else:
                 i = self._scan_window(buf, i, base)
         self._note_peaks()
-        self._fast = (
-            self._state == _PLAIN and not self._buf and self._started and not self._closing
-        )
+        self._fast = self._state == _PLAIN and not self._buf and self._started and not self._closing
         return "".join(out)
 
     def _scan_plain(self, buf: str, i: int, base: int, out: list[str]) -> int:

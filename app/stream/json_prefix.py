@@ -31,6 +31,24 @@ _SIMPLE_ESCAPES: Final = '"\\/bfnrt'
 _LITERALS: Final = {"t": "true", "f": "false", "n": "null"}
 
 _STRING_RUN = re.compile(r'[^"\\\x00-\x1f]+')
+
+# Accelerators: runs of complete items, `"key": value,` in objects and `value,` in
+# arrays, where a value is a scalar or a flat object or array of scalars. Every item
+# must end with its comma, or the run with its closing bracket, so a number cut by the
+# end of the text is never taken as complete. What they do not match, the automaton
+# reads one character at a time.
+_W = "[ \t\r\n]*"
+_STRING_TOKEN = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+_NUMBER_TOKEN = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_SCALAR = f"(?:{_STRING_TOKEN}|{_NUMBER_TOKEN}|true|false|null)"
+_PAIR = f"{_STRING_TOKEN}{_W}:{_W}{_SCALAR}"
+_FLAT_OBJECT = f"\\{{{_W}(?:{_PAIR}{_W}(?:,{_W}{_PAIR}{_W})*)?\\}}"
+_FLAT_ARRAY = f"\\[{_W}(?:{_SCALAR}{_W}(?:,{_W}{_SCALAR}{_W})*)?\\]"
+_VALUE_TOKEN = f"(?:{_SCALAR}|{_FLAT_OBJECT}|{_FLAT_ARRAY})"
+_MEMBER = f"{_W}{_STRING_TOKEN}{_W}:{_W}{_VALUE_TOKEN}{_W}"
+_ELEMENT = f"{_W}{_VALUE_TOKEN}{_W}"
+_MEMBER_RUN = re.compile(f"(?:{_MEMBER},)*(?:{_MEMBER}(}}))?")
+_ELEMENT_RUN = re.compile(f"(?:{_ELEMENT},)*(?:{_ELEMENT}(]))?")
 _WS_RUN = re.compile(r"[ \t\r\n]+")
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
@@ -38,6 +56,14 @@ _DIGIT_RUN = re.compile(r"[0-9]+")
 _WS_STATES: Final = frozenset({_OBJ_OPEN, _KEY, _COLON, _VALUE, _ARR_OPEN, _AFTER})
 # States that end a number: anything that cannot extend it is handed to _AFTER.
 _NUMBER_ENDS: Final = frozenset({_ZERO, _INT, _FRAC, _EXP})
+
+
+def _items(pattern: re.Pattern[str], text: str, i: int, end: int) -> tuple[int, bool]:
+    """End of the run of complete items at i, and whether it closed its container."""
+    run = pattern.match(text, i, end)
+    if run is None:  # not reached: the patterns match the empty string
+        return i, False
+    return run.end(), run.group(1) is not None
 
 
 class JsonObjectPrefix:
@@ -72,6 +98,18 @@ class JsonObjectPrefix:
                 else:
                     return self._fail(i)
                 i += 1
+            elif state in (_KEY, _OBJ_OPEN) and (items := _items(_MEMBER_RUN, text, i, end))[0] > i:
+                i, closed = items
+                state = self._pop() if closed else _KEY
+                if state == _DONE:
+                    return COMPLETE, i
+            elif (
+                state in (_VALUE, _ARR_OPEN)
+                and self._stack[-1] == "["
+                and (items := _items(_ELEMENT_RUN, text, i, end))[0] > i
+            ):
+                i, closed = items
+                state = self._pop() if closed else _VALUE
             elif state in _WS_STATES and c in _WS:
                 i = _WS_RUN.match(text, i, end).end()  # type: ignore[union-attr]
             elif state == _AFTER:
@@ -165,7 +203,7 @@ class JsonObjectPrefix:
                 self._in_key = True
                 return _STRING
             if c == "}" and state == _OBJ_OPEN:
-                return self._close_empty_object()
+                return self._pop()
             return _FAILED
         if state == _COLON:
             return _VALUE if c == ":" else _FAILED
@@ -196,8 +234,10 @@ class JsonObjectPrefix:
             return _LITERAL if self._literal_pos < len(self._literal) else _AFTER
         return _FAILED  # _DONE or _FAILED: nothing may follow
 
-    def _close_empty_object(self) -> int:
+    def _pop(self) -> int:
+        """Close the innermost container: the whole object is done, or a value ended."""
         self._stack.pop()
-        if not self._stack:
-            return _DONE
-        return _AFTER
+        if self._stack:
+            return _AFTER
+        self._state = _DONE
+        return _DONE

@@ -52,9 +52,7 @@ _KEYWORD_PREFIX = (
     f"(?:{_nested_prefix(_letters('METADAT'))}|{_nested_prefix(_letters('MSG_CONTEX'))})"
 )
 
-HEADER_START_PREFIX = re.compile(
-    "<(?:!(?:-(?:-" + _W + "{0,16}" + _KEYWORD_PREFIX + "?)?)?)?\\Z"
-)
+HEADER_START_PREFIX = re.compile("<(?:!(?:-(?:-" + _W + "{0,16}" + _KEYWORD_PREFIX + "?)?)?)?\\Z")
 """A proper prefix of a header start that reaches the end of the text: it may still grow
 into a header, so it is held back. Only `<` can begin one, and `<` occurs nowhere else in
 it, so at most one such candidate is ever open."""

@@ -126,13 +126,15 @@ async def test_second_stream_on_a_busy_thread_is_409(
         thread_id = await new_thread(client)
         async with client.stream("POST", f"/api/threads/{thread_id}/messages",
                                  json={"content": LONG}) as response:
-            async for event in iter_sse(response):
+            events = iter_sse(response)  # held: a dropped iterator would close the response
+            async for event in events:
                 if event.event == "delta":
                     break
             second = await client.post(f"/api/threads/{thread_id}/messages",
                                        json={"content": "me too"})
             assert second.status_code == 409
             assert second.json()["error"]["code"] == "thread_busy"
+            assert (await messages(client, thread_id))[-1]["status"] == "streaming"
         await wait_for_status(client, thread_id, "interrupted")
         rows = await messages(client, thread_id)
         assert [r["content"] for r in rows if r["role"] == "user"] == [LONG]

@@ -199,7 +199,7 @@ async def test_finish_writes_message_calls_and_rollup(db: Database) -> None:
     metadata = {"tokens": 1358, "prompt_tokens": 1050, "completion_tokens": 308,
                 "model": "gpt-4o", "usage_source": "provider",
                 "processingDetails": {"llm_calls": [{"stage": "main"}, {"stage": "title"}]}}
-    user, assistant = await turn(db, thread, "q", "the answer", calls=calls, metadata=metadata)
+    _, assistant = await turn(db, thread, "q", "the answer", calls=calls, metadata=metadata)
     assert assistant.status == "complete" and assistant.content == "the answer"
     assert assistant.completed_at is not None and assistant.completed_at >= assistant.created_at
     assert assistant.tokens == 1358 and assistant.meta == metadata

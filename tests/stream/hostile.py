@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import strategies as st
 
 MARKUP = ["<!--", "<!-", "<!", "<", "-->", "--", "--->", "-", ">", "<!-- ", "<!--\n"]
@@ -24,12 +26,27 @@ OBJECTS = [
     '{"history": [{"role": "user", "content": "Ahoj"}], "summary": null}',
     '{"e": "\\"q\\" \\u00e9"}',
 ]
-HEADERS = ["<!-- METADATA: ", "<!--METADATA:", "<!-- MSG_CONTEXT: ", "<!-- metadata ", "<!--msg_context"]
+HEADERS = [
+    "<!-- METADATA: ",
+    "<!--METADATA:",
+    "<!-- MSG_CONTEXT: ",
+    "<!-- metadata ",
+    "<!--msg_context",
+]
 CLOSERS = [" -->", "-->", "\n-->", " --->", " ----------->", " - ->"]
 
 FRAGMENTS = (
-    MARKUP + KEYWORDS + NEAR_KEYWORDS + JSON_BITS + WHITE + NOT_WHITE + SCALARS + PROSE
-    + OBJECTS + HEADERS + CLOSERS
+    MARKUP
+    + KEYWORDS
+    + NEAR_KEYWORDS
+    + JSON_BITS
+    + WHITE
+    + NOT_WHITE
+    + SCALARS
+    + PROSE
+    + OBJECTS
+    + HEADERS
+    + CLOSERS
 )
 
 fragment = st.sampled_from(FRAGMENTS)
@@ -54,4 +71,4 @@ def chunkings(draw: st.DrawFn, text: str) -> list[str]:
     """Any split of text into chunks (empty chunks included)."""
     cuts = draw(st.lists(st.integers(0, len(text)), max_size=max(1, len(text))))
     edges = [0, *sorted(cuts), len(text)]
-    return [text[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    return [text[a:b] for a, b in itertools.pairwise(edges)]

@@ -55,7 +55,7 @@ def object_end(text: str, b: int, stop: int) -> int:
             return members(i, "]", keyed=False)
         if c == '"':
             return string(i)
-        if c == "-" or c.isascii() and c.isdigit():
+        if c == "-" or (c.isascii() and c.isdigit()):
             return number(i)
         for word in ("true", "false", "null"):
             if c == word[0]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ def stream(chunks: Sequence[str], expected_text: str | None = None) -> Streamed:
 
 def split_at(text: str, cuts: Sequence[int]) -> list[str]:
     edges = [0, *sorted(set(cuts)), len(text)]
-    return [text[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    return [text[a:b] for a, b in itertools.pairwise(edges)]
 
 
 def one_char_chunks(text: str) -> list[str]:

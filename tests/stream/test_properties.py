@@ -78,6 +78,8 @@ def test_no_header_leaks(data: st.DataObject, text: str) -> None:
 
 @SIDE
 @given(data=st.data(), text=st.lists(st.sampled_from(["a", " ", "<", "<!-", "-", "\n", "é"])))
-def test_plain_text_is_held_back_at_most_63_characters(data: st.DataObject, text: list[str]) -> None:
+def test_plain_text_is_held_back_at_most_63_characters(
+    data: st.DataObject, text: list[str]
+) -> None:
     output = "".join(text)
     plain_hold_ok(output, data.draw(chunkings(output)))

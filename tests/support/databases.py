@@ -9,10 +9,15 @@ Plain functions (for tests that start gateway subprocesses, or need an unmigrate
     make_fresh_database_url(backend, migrated=True) -> url
     drop_database(url)
 
-Isolation: every test gets its own database. SQLite: a copy of a template file migrated once
-per session. PostgreSQL: `CREATE DATABASE cg_test_<hex> TEMPLATE cg_tmpl_<hex>` from a template
-migrated once per session (about 60 ms per test here, cheaper than migrating each time), dropped
-after the test. Everything created is dropped; nothing else on the server is touched.
+Isolation: every test gets a database of its own, empty and at alembic head.
+SQLite: a copy of a template file migrated once per session.
+PostgreSQL: `CREATE DATABASE cg_test_<hex> TEMPLATE cg_tmpl_<hex>` from a template migrated once
+per session. CREATE DATABASE costs 60-300 ms depending on server load, so a database a test is
+done with is recycled: if no connection is left on it and its schema fingerprint (relations,
+columns, constraints, triggers, functions, alembic version) still equals the template's, its
+tables are TRUNCATEd and it goes back to a per-process pool; otherwise (a test changed the
+schema or leaked a connection) it is dropped. Every database created is dropped at session end;
+nothing else on the server is touched.
 
 PostgreSQL comes from CHATGATE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/
 test, the admin connection used to create and drop databases). When it cannot be reached the
@@ -77,7 +82,9 @@ class _State:
     sqlite_template: Path | None = None
     pg_template: str | None = None
     tmp_root: Path | None = None
+    pg_template_fingerprint: str | None = None
     created_pg: set[str] = set()  # noqa: RUF012 - process-wide registry on purpose
+    pg_pool: list[str] = []  # noqa: RUF012 - clean, migrated databases ready for reuse
 
 
 def _pg_url_for(database: str) -> str:
@@ -90,6 +97,82 @@ def _pg_url_for(database: str) -> str:
 
 def _admin_dsn() -> str:
     return make_url(PG_ADMIN_URL).set(drivername="postgresql").render_as_string(
+        hide_password=False
+    )
+
+
+# Everything a test could change about a database's schema, hashed.
+SCHEMA_FINGERPRINT_SQL = """
+SELECT md5(coalesce(string_agg(item, ',' ORDER BY item), '')) FROM (
+  SELECT 'rel:' || n.nspname || '.' || c.relname || ':' || c.relkind::text AS item
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+     AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%'
+  UNION ALL
+  SELECT 'col:' || c.relname || '.' || a.attname || ':' || format_type(a.atttypid, a.atttypmod)
+         || ':' || a.attnotnull::text || ':' || a.attgenerated::text
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = 'public' AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+  SELECT 'con:' || conname || ':' || pg_get_constraintdef(c.oid)
+    FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+   WHERE n.nspname = 'public'
+  UNION ALL
+  SELECT 'idx:' || indexrelid::regclass || ':' || pg_get_indexdef(indexrelid) FROM pg_index i
+    JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = 'public'
+  UNION ALL
+  SELECT 'trg:' || tgname FROM pg_trigger WHERE NOT tgisinternal
+  UNION ALL
+  SELECT 'fn:' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+   WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+  UNION ALL
+  SELECT 'ver:' || version_num FROM alembic_version
+) items
+"""
+TABLES_SQL = (
+    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+    "AND tablename <> 'alembic_version' ORDER BY tablename"
+)
+
+
+async def _fingerprint(name: str) -> str:
+    connection = await asyncpg.connect(_pg_dsn(name), timeout=5)
+    try:
+        return str(await connection.fetchval(SCHEMA_FINGERPRINT_SQL))
+    finally:
+        await connection.close()
+
+
+async def _reset_for_reuse(name: str, expected_fingerprint: str) -> bool:
+    """Empty the database for the next test; False when it must be dropped instead."""
+    admin = await asyncpg.connect(_admin_dsn(), timeout=5)
+    try:
+        others = await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", name)
+    finally:
+        await admin.close()
+    if others:
+        return False  # a leaked connection could still write into the next test's data
+    connection = await asyncpg.connect(_pg_dsn(name), timeout=5)
+    try:
+        await connection.execute("SET lock_timeout = '2s'")
+        if await connection.fetchval(SCHEMA_FINGERPRINT_SQL) != expected_fingerprint:
+            return False
+        tables = [row[0] for row in await connection.fetch(TABLES_SQL)]
+        if tables:
+            quoted = ", ".join(f'"{table}"' for table in tables)
+            await connection.execute(f"TRUNCATE {quoted} RESTART IDENTITY CASCADE")
+        return True
+    except (asyncpg.PostgresError, OSError):
+        return False
+    finally:
+        await connection.close()
+
+
+def _pg_dsn(database: str) -> str:
+    return make_url(PG_ADMIN_URL).set(drivername="postgresql", database=database).render_as_string(
         hide_password=False
     )
 
@@ -154,7 +237,13 @@ def _pg_template() -> str:
             name = f"cg_tmpl_{uuid.uuid4().hex[:12]}"
             _run(_admin_execute(f'CREATE DATABASE "{name}"'))
             _State.created_pg.add(name)
-            _run(upgrade_to_head(_pg_url_for(name)))
+            try:
+                _run(upgrade_to_head(_pg_url_for(name)))
+                _State.pg_template_fingerprint = _run(_fingerprint(name))
+            except BaseException:
+                _run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                _State.created_pg.discard(name)
+                raise
             _State.pg_template = name
         return _State.pg_template
 
@@ -169,6 +258,10 @@ def make_fresh_database_url(backend: str, *, migrated: bool = True) -> str:
         return _sqlite_url(path)
     if backend == "postgresql":
         require_postgres()
+        if migrated:
+            with _State.lock:
+                if _State.pg_pool:
+                    return _pg_url_for(_State.pg_pool.pop())
         name = f"cg_test_{uuid.uuid4().hex[:12]}"
         template = f' TEMPLATE "{_pg_template()}"' if migrated else ""
         _run(_admin_execute(f'CREATE DATABASE "{name}"{template}'))
@@ -178,7 +271,9 @@ def make_fresh_database_url(backend: str, *, migrated: bool = True) -> str:
 
 
 def drop_database(url: str) -> None:
-    """Drop a database made by make_fresh_database_url (open connections are ended)."""
+    """Done with a database made by make_fresh_database_url: a PostgreSQL database still clean
+    of schema changes and connections is emptied and pooled for reuse, any other is dropped
+    (open connections ended). SQLite files are deleted."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         path = Path(parsed.database or "")
@@ -188,6 +283,11 @@ def drop_database(url: str) -> None:
     name = parsed.database or ""
     if name not in _State.created_pg:
         raise ValueError(f"refusing to drop {name!r}: not created by these fixtures")
+    expected = _State.pg_template_fingerprint
+    if expected is not None and _run(_reset_for_reuse(name, expected)):
+        with _State.lock:
+            _State.pg_pool.append(name)
+        return
     _run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     _State.created_pg.discard(name)
 
@@ -227,6 +327,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except Exception as exc:  # the server may be gone; say so rather than hide it
             warnings.warn(f"could not drop test database {name}: {exc}", stacklevel=1)
     _State.created_pg.clear()
+    _State.pg_pool.clear()
+    _State.pg_template_fingerprint = None
     if _State.tmp_root is not None:
         shutil.rmtree(_State.tmp_root, ignore_errors=True)
         _State.tmp_root = None

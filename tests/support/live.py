@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -256,6 +257,7 @@ class _GatewayPool:
 def live_log_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="cg_live_"))
     yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,159 @@
+"""The turn pipeline in-process: real database (both backends), real demo model server over
+HTTP, no SSE. Covers what the HTTP tests cannot see directly: hooks, idempotent finish,
+a turn abandoned before it started."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.main import build_runtime
+from app.services.observers import TurnObserver
+from app.services.runtime import Runtime
+from app.services.turn import ThreadNotFound, Turn, open_turn
+from app.settings import Settings
+from app.store import messages as message_store
+from app.store import threads as thread_store
+from app.store.db import Database
+from app.store.errors import ThreadBusy
+from app.store.records import FinishedMessage
+from tests.support.live import DemoLlm
+
+
+@pytest.fixture
+async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    settings = Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
+                        upstream_max_retries=0, first_token_timeout_s=5)
+    rt = build_runtime(settings)
+    yield rt
+    await rt.http.aclose()
+    await rt.db.dispose()
+
+
+async def _thread(db: Database, user: str = "svc") -> Any:
+    async with db.transaction() as session:
+        return await thread_store.create_thread(session, user, None)
+
+
+async def _rows(db: Database, thread: Any) -> list[Any]:
+    async with db.transaction() as session:
+        return await message_store.visible_history(session, thread.user_id, thread.id)
+
+
+class Spy(TurnObserver):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.emitted: list[str] = []
+
+    async def before_main(self, turn: Turn) -> None:
+        self.calls.append("before_main")
+        turn.summary = "SUMMARY <of> earlier & older turns"
+
+    def on_chunk(self, turn: Turn, index: int, raw: str, emitted: str) -> None:
+        if "on_chunk" not in self.calls:
+            self.calls.append("on_chunk")
+        self.emitted.append(emitted)
+
+    async def in_finish_transaction(
+        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+    ) -> None:
+        self.calls.append(f"in_finish_transaction:{finished.status}")
+
+    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
+        self.calls.append("after_finish")
+
+
+async def test_hooks_run_in_order_and_before_main_shapes_the_context(
+    runtime: Runtime, slow_demo_llm: DemoLlm
+) -> None:
+    spy = Spy()
+    runtime.turns.observers.append(spy)
+    thread = await _thread(runtime.db)
+    turn = await open_turn(runtime.turns, "svc", thread.id, "short hooks test")
+    events = [event async for event in turn.events()]
+    assert [e.event for e in events][-1] == "message_end"
+    assert spy.calls == ["before_main", "on_chunk", "in_finish_transaction:complete",
+                         "after_finish"]
+    rows = await _rows(runtime.db, thread)
+    deltas = "".join(e.data["text"] for e in events if e.event == "delta")
+    assert rows[-1].content == deltas and deltas.startswith("".join(spy.emitted))
+    sent = slow_demo_llm.requests(5)[-1]["body"]["messages"][-1]["content"]
+    body = sent[len("<!-- MSG_CONTEXT: "):sent.index(" -->\n")]
+    assert json.loads(body)["summary"] == "SUMMARY <of> earlier & older turns"
+    assert "<of>" not in body
+
+
+async def test_closing_the_iterator_mid_stream_interrupts_and_cancels_upstream(
+    runtime: Runtime, slow_demo_llm: DemoLlm
+) -> None:
+    before = slow_demo_llm.stats()["streams_cancelled"]
+    thread = await _thread(runtime.db)
+    turn = await open_turn(runtime.turns, "svc", thread.id, "[long] go on")
+    events = turn.events()
+    seen = ""
+    async for event in events:
+        if event.event == "delta":
+            seen += event.data["text"]
+            if len(seen) > 20:
+                break
+    await events.aclose()
+    rows = await _rows(runtime.db, thread)
+    assert rows[-1].status == "interrupted" and rows[-1].content == seen
+    assert rows[-1].meta["usage_source"] == "partial"
+    for _ in range(100):
+        if slow_demo_llm.stats()["streams_cancelled"] > before:
+            break
+        await asyncio.sleep(0.05)
+    assert slow_demo_llm.stats()["streams_cancelled"] > before
+
+
+async def test_cancelling_the_task_still_stores_the_turn(runtime: Runtime) -> None:
+    thread = await _thread(runtime.db)
+    turn = await open_turn(runtime.turns, "svc", thread.id, "[long] cancel me")
+    first_delta = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in turn.events():
+            if event.event == "delta":
+                first_delta.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first_delta.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    rows = await _rows(runtime.db, thread)
+    assert rows[-1].status == "interrupted" and rows[-1].content
+
+
+async def test_a_turn_never_started_is_still_finished_once(runtime: Runtime) -> None:
+    thread = await _thread(runtime.db)
+    turn = await open_turn(runtime.turns, "svc", thread.id, "never streamed")
+    await turn.finish()
+    await turn.finish()
+    rows = await _rows(runtime.db, thread)
+    assert [(r.role, r.status, r.content) for r in rows] == [
+        ("user", "complete", "never streamed"), ("assistant", "interrupted", "")]
+    assert rows[-1].meta["processingDetails"]["llm_calls"] == []
+
+
+async def test_open_turn_on_a_busy_thread_stores_nothing(runtime: Runtime) -> None:
+    thread = await _thread(runtime.db)
+    first = await open_turn(runtime.turns, "svc", thread.id, "first")
+    with pytest.raises(ThreadBusy):
+        await open_turn(runtime.turns, "svc", thread.id, "second")
+    await first.finish()
+    rows = await _rows(runtime.db, thread)
+    assert [r.content for r in rows if r.role == "user"] == ["first"]
+
+
+async def test_open_turn_on_a_foreign_thread_is_not_found(runtime: Runtime) -> None:
+    thread = await _thread(runtime.db, user="owner")
+    with pytest.raises(ThreadNotFound):
+        await open_turn(runtime.turns, "intruder", thread.id, "hi")
+    assert await _rows(runtime.db, thread) == []
