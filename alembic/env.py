@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 from logging.config import fileConfig
 
+from alembic import context
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import NullPool
 
-from alembic import context
 from app.store.db import create_engine_for, default_database_url
 from app.store.migrations import include_object_for
 from app.store.models import Base

@@ -130,6 +130,7 @@ def cases() -> list[Case]:
     lt = "<a" * 100_000
     open_runs = "<!-" * 66_667
     meta = metadata_body(60_000)
+    dense = "<!--METADATA:{} x" * 12_000
     long_answer = markdown_answer(1_000_000, seed=8)
     quarter = long_answer[:250_000]
     return [
@@ -141,6 +142,8 @@ def cases() -> list[Case]:
         Case("'<!-' repeated", open_runs, 4096),
         Case("60 KB METADATA body", meta, 4),
         Case("60 KB METADATA body", meta, 4096),
+        Case("a block every 17 chars", dense, 4),
+        Case("a block every 17 chars", dense, 4096),
         Case("markdown 250 KB", quarter, 1),
         Case("markdown 1 MB", long_answer, 1),
     ]

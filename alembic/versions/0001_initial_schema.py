@@ -13,9 +13,8 @@ Create Date: 2026-11-22 03:18:58.330366
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
-
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision: str = "0001"
 down_revision: str | Sequence[str] | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute, Route
 
 from app.api import health, threads, turns
+from app.api.usage import usage_routes
 
 
 def api_routes() -> list[BaseRoute]:
@@ -16,4 +17,5 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/threads/{thread_id}/messages", threads.thread_messages, methods=["GET"]),
         Route("/api/threads/{thread_id}/messages", turns.post_message, methods=["POST"]),
         Route("/api/threads/{thread_id}", threads.delete_thread, methods=["DELETE"]),
+        *usage_routes(),
     ]

@@ -16,6 +16,11 @@ _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _BACKTICKS = re.compile(r"`+")
 
 
+def _closes(fence: str, run: str, rest: str) -> bool:
+    """A closing fence: the opener's character, at least as long, nothing after it."""
+    return run[0] == fence[0] and len(run) >= len(fence) and not rest.strip()
+
+
 def _fenced_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     pos = 0
@@ -26,10 +31,9 @@ def _fenced_spans(text: str) -> list[tuple[int, int]]:
         if fence is None:
             if opening and not (opening.group(1)[0] == "`" and "`" in line[opening.end():]):
                 fence, start = opening.group(1), pos
-        elif opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
-            if not line[opening.end():].strip():
-                spans.append((start, pos + len(line)))
-                fence = None
+        elif opening and _closes(fence, opening.group(1), line[opening.end():]):
+            spans.append((start, pos + len(line)))
+            fence = None
         pos += len(line)
     if fence is not None:
         spans.append((start, len(text)))

@@ -17,7 +17,8 @@ class StoredMessage:
     user_id: str
     role: str
     content: str
-    metadata: dict[str, Any]
+    metadata: Any
+    """The decoded JSON document; legacy rows may hold something other than an object."""
     synthetic: bool
     trigger_type: str | None
     created_at: dt.datetime

@@ -11,13 +11,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import NullPool
 
-from alembic import command
 from app.store.db import Database, create_engine_for
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"

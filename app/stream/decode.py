@@ -22,7 +22,7 @@ _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^ \t\r\n{}\[\]:,"]+')
 def decode_object(body: str) -> JsonObject:
     """The object a validated body denotes."""
     try:
-        value = json.loads(body, parse_int=_parse_int, parse_float=_parse_float)
+        value = _DECODER.decode(body)
     except RecursionError:
         value = _decode_iteratively(body)
     assert isinstance(value, dict)
@@ -39,6 +39,9 @@ def _parse_int(text: str) -> int | str:
 def _parse_float(text: str) -> float | str:
     number = float(text)
     return number if math.isfinite(number) else text
+
+
+_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float)
 
 
 def _scalar(token: str) -> Any:

@@ -1,0 +1,40 @@
+"""Finding and fixing messages stored by older, buggy gateways (pure rules and planning).
+
+The SQL side (keyset-paginated scans, per-batch apply with backups, rollback) is
+app.store.repairs; the CLI is scripts/repair_messages.py; the operator guide docs/repair.md.
+"""
+
+from app.repair.plan import RepairPlan, plan_repair
+from app.repair.report import Finding, RepairReport, RollbackReport, Sample
+from app.repair.rows import ScanFilter, StoredMessage
+from app.repair.rules import (
+    CONTEXT_ECHO,
+    FIX_RULES,
+    LEGACY_SYNTHETIC,
+    MARKER_HEADER,
+    NOTICE_RULES,
+    UNCLOSED_COMMENT,
+    UNCLOSED_METADATA,
+    Diagnosis,
+    diagnose,
+)
+
+__all__ = [
+    "CONTEXT_ECHO",
+    "FIX_RULES",
+    "LEGACY_SYNTHETIC",
+    "MARKER_HEADER",
+    "NOTICE_RULES",
+    "UNCLOSED_COMMENT",
+    "UNCLOSED_METADATA",
+    "Diagnosis",
+    "Finding",
+    "RepairPlan",
+    "RepairReport",
+    "RollbackReport",
+    "Sample",
+    "ScanFilter",
+    "StoredMessage",
+    "diagnose",
+    "plan_repair",
+]

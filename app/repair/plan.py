@@ -1,0 +1,76 @@
+"""The fix for a diagnosed message: new content, metadata and synthetic columns (pure).
+
+Content is what the MarkerFilter makes of the stored text: the one implementation the gateway
+uses, so a repaired row is exactly what the gateway would store today.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.repair.rows import StoredMessage
+from app.repair.rules import LEGACY_SYNTHETIC, Diagnosis, diagnose, legacy_trigger
+
+
+@dataclass(frozen=True, slots=True)
+class RepairPlan:
+    """What `fix` writes for one message (the old values are copied by the store)."""
+
+    message: StoredMessage
+    rules: tuple[str, ...]
+    new_content: str
+    new_metadata: dict[str, Any]
+    synthetic: bool
+    trigger_type: str | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rule(self) -> str:
+        """The rules as one string, as message_repairs.rule stores them."""
+        return ",".join(self.rules)
+
+
+def _as_object(metadata: Any) -> dict[str, Any]:
+    return dict(metadata) if isinstance(metadata, dict) else {}
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or value == {} or value == [] or value == ""
+
+
+def _plan_markers(message: StoredMessage, diagnosis: Diagnosis) -> RepairPlan:
+    assert diagnosis.filtered is not None
+    metadata = _as_object(message.metadata)
+    notes: list[str] = []
+    extracted = diagnosis.filtered.metadata
+    if extracted:
+        if _is_empty(metadata.get("response_metadata")):
+            metadata["response_metadata"] = extracted
+        elif metadata["response_metadata"] != extracted:
+            notes.append("extracted metadata dropped: response_metadata already set")
+    return RepairPlan(
+        message, diagnosis.rules, diagnosis.filtered.text, metadata,
+        message.synthetic, message.trigger_type, tuple(notes),
+    )
+
+
+def _plan_legacy_synthetic(message: StoredMessage) -> RepairPlan:
+    trigger_type, reason = legacy_trigger(message.content)
+    metadata = _as_object(message.metadata)
+    metadata["synthetic"] = True
+    metadata["trigger_type"] = trigger_type
+    metadata.setdefault("trigger_reason", reason)
+    return RepairPlan(
+        message, (LEGACY_SYNTHETIC,), message.content, metadata, True, trigger_type
+    )
+
+
+def plan_repair(message: StoredMessage, diagnosis: Diagnosis | None = None) -> RepairPlan | None:
+    """The fix for a message, or None when there is nothing to fix (notices never change it)."""
+    diagnosis = diagnosis if diagnosis is not None else diagnose(message)
+    if not diagnosis.needs_fix:
+        return None
+    if LEGACY_SYNTHETIC in diagnosis.rules:
+        return _plan_legacy_synthetic(message)
+    return _plan_markers(message, diagnosis)

@@ -1,0 +1,134 @@
+"""Full-text search over a thread's older messages (memory retrieval).
+
+PostgreSQL: `to_tsvector('english', content)` with a GIN expression index
+(`ix_messages_content_fts`), queried with websearch_to_tsquery (terms OR-ed), ranked by ts_rank.
+SQLite: an FTS5 table `messages_fts` (porter stemming, unicode61) whose rowid is the rowid of a
+small map table `message_search(rowid, message_id UNIQUE)`, both kept in sync with `messages`
+by triggers. The map makes a delete an indexed lookup and survives a batch migration that
+copies `messages` (rowids of `messages` itself are not stable across such a copy). All of it is
+created by alembic revision 0003; a later SQLite batch migration of `messages` drops the
+triggers with the table and must re-create them (see FTS_SQLITE_TRIGGERS)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import uuid
+
+from sqlalchemy import ColumnElement, column, func, literal_column, select, table
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.models import Message
+from app.store.visibility import visible_sql
+
+FTS_CONFIG = "english"
+PG_INDEX = "ix_messages_content_fts"
+SQLITE_FTS_TABLE = "messages_fts"
+SQLITE_MAP_TABLE = "message_search"
+#: Reflected schema objects the models do not describe (alembic comparison skips them).
+SEARCH_SCHEMA_PREFIXES = (PG_INDEX, SQLITE_FTS_TABLE, SQLITE_MAP_TABLE, "trg_messages_fts_")
+
+MAX_TERMS = 16
+MIN_TERM_CHARS = 3
+#: Words that match nearly every message: searching for them only adds noise (SQLite FTS5 has
+#: no stop-word list of its own; PostgreSQL's english configuration drops them anyway).
+STOP_WORDS = frozenset(
+    "about above after again all also and any are because been before being below between "
+    "both but can could did does doing down during each few for from further had has have "
+    "having her here hers herself him himself his how into its itself just more most myself "
+    "nor not now off once only other our ours out over own same she should some such than "
+    "that the their theirs them then there these they this those through too under until very "
+    "was were what when where which while who whom why will with would you your yours".split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def is_search_schema_object(name: str | None) -> bool:
+    """A table, index or trigger of the full-text search (not in the models on purpose)."""
+    return bool(name) and any(str(name).startswith(p) for p in SEARCH_SCHEMA_PREFIXES)
+
+
+def search_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:
+    """The words worth searching for: lower-cased, at least 3 characters, no stop words,
+    each once, in order of appearance. Only word characters survive, so no query syntax of
+    either backend can be injected."""
+    terms: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        word = word.strip("_")
+        if len(word) < MIN_TERM_CHARS or word in STOP_WORDS or word in terms:
+            continue
+        terms.append(word)
+        if len(terms) == max_terms:
+            break
+    return terms
+
+
+def _memory_conditions(thread_id: uuid.UUID, before: dt.datetime) -> list[ColumnElement[bool]]:
+    """Older, visible, settled, non-empty messages of the thread."""
+    return [
+        Message.thread_id == thread_id,
+        Message.created_at < before,
+        Message.status != "streaming",
+        Message.content != "",
+        visible_sql(),
+    ]
+
+
+async def search_thread(
+    s: AsyncSession, thread_id: uuid.UUID, query_text: str, *, before: dt.datetime, limit: int
+) -> list[Message]:
+    """The thread's messages created before `before` that best match query_text, best first.
+    Synthetic prompts are never memories. No usable term: []."""
+    terms = search_terms(query_text)
+    if not terms or limit <= 0:
+        return []
+    if s.get_bind().dialect.name == "postgresql":
+        return await _search_postgresql(s, thread_id, terms, before, limit)
+    return await _search_sqlite(s, thread_id, terms, before, limit)
+
+
+async def _search_postgresql(
+    s: AsyncSession, thread_id: uuid.UUID, terms: list[str], before: dt.datetime, limit: int
+) -> list[Message]:
+    config = literal_column(f"'{FTS_CONFIG}'::regconfig")
+    vector = func.to_tsvector(config, Message.content)  # the indexed expression, exactly
+    query = func.websearch_to_tsquery(config, " or ".join(terms))
+    result = await s.execute(
+        select(Message)
+        .where(vector.op("@@")(query), *_memory_conditions(thread_id, before))
+        .order_by(func.ts_rank(vector, query).desc(), Message.created_at.desc())
+        .limit(limit)
+    )
+    return list(result.scalars())
+
+
+_search_map = table(SQLITE_MAP_TABLE, column("rowid"), column("message_id"))
+_fts = table(SQLITE_FTS_TABLE, column("rowid"))
+
+
+async def _search_sqlite(
+    s: AsyncSession, thread_id: uuid.UUID, terms: list[str], before: dt.datetime, limit: int
+) -> list[Message]:
+    fts = literal_column(SQLITE_FTS_TABLE)
+    match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    result = await s.execute(
+        select(Message)
+        .join(_search_map, _search_map.c.message_id == Message.id)
+        .join(_fts, _fts.c.rowid == _search_map.c.rowid)
+        .where(fts.op("MATCH")(match), *_memory_conditions(thread_id, before))
+        .order_by(func.bm25(fts), Message.created_at.desc())
+        .limit(limit)
+    )
+    return list(result.scalars())
+
+
+async def last_real_user_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:
+    """What the user last wrote in the thread (synthetic prompts are not the user)."""
+    result = await s.execute(
+        select(Message)
+        .where(Message.thread_id == thread_id, Message.role == "user", visible_sql(),
+               Message.content != "")
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(1)
+    )
+    return result.scalar_one_or_none()

@@ -1,0 +1,283 @@
+"""Find and fix messages stored by older, buggy gateways (docs/repair.md).
+
+    python scripts/repair_messages.py scan [--check] [--json]        # read only
+    python scripts/repair_messages.py fix [--apply] [--json]         # dry run unless --apply
+    python scripts/repair_messages.py rollback RUN_ID [--json]       # undo one --apply exactly
+    python scripts/repair_messages.py runs                           # list repair runs
+
+Filters for scan/fix: --thread UUID, --user ID, --since ISO-DATETIME (naive = UTC);
+--batch-size N (default 500); --database-url URL (default: the gateway's settings).
+The issue's flag spelling works too: `repair_messages.py --check`, `--apply`,
+`--rollback RUN_ID` (same meanings). Exit codes: 0 ok; 1 `--check` found corrupt rows;
+2 bad arguments or unknown run id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.repair import FIX_RULES, NOTICE_RULES, RepairReport, RollbackReport, ScanFilter
+from app.settings import get_settings
+from app.store import repairs
+from app.store.db import Database
+
+cli = typer.Typer(
+    help="Find, fix and roll back corrupted stored messages.", add_completion=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+ThreadOpt = Annotated[uuid.UUID | None, typer.Option("--thread", help="Only this thread.")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="Only this user's messages.")]
+SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="Only messages created at/after (ISO; naive=UTC).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable report on stdout.")]
+UrlOpt = Annotated[
+    str | None, typer.Option("--database-url", help="Default: CHATGATE_DATABASE_URL.")
+]
+BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Rows per batch.")]
+SamplesOpt = Annotated[int, typer.Option("--samples", min=0, help="Before/after diffs shown.")]
+CheckOpt = Annotated[bool, typer.Option("--check", help="Exit 1 when any row is corrupt.")]
+ApplyOpt = Annotated[bool, typer.Option("--apply", help="Write the fixes (default: dry run).")]
+
+
+def parse_since(value: str | None) -> dt.datetime | None:
+    """An ISO date or datetime; without a zone it is UTC (the store keeps UTC)."""
+    if value is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError as error:
+        raise typer.BadParameter(f"not an ISO date/datetime: {value!r}", param_hint="--since") \
+            from error
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def _database(url: str | None) -> Database:
+    return Database(url or get_settings().database_url)
+
+
+@contextmanager
+def _progress(total: int, label: str, enabled: bool) -> Iterator[repairs.Progress | None]:
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda n: progress.advance(task, n)
+
+
+async def run_repairs(
+    url: str | None, flt: ScanFilter, *, apply: bool, batch_size: int = 500,
+    samples: int = 5, show_progress: bool = False,
+) -> RepairReport:
+    """Scan (or apply) with a progress bar over the candidate rows."""
+    db = _database(url)
+    try:
+        _, candidates = await repairs.count_for_progress(db, flt)
+        label = "repairing" if apply else "scanning"
+        with _progress(candidates, label, show_progress) as on_batch:
+            if apply:
+                return await repairs.apply_repairs(
+                    db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples)
+            return await repairs.scan_messages(
+                db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples)
+    finally:
+        await db.dispose()
+
+
+async def run_rollback(url: str | None, run_id: str) -> RollbackReport:
+    db = _database(url)
+    try:
+        return await repairs.rollback_run(db, run_id)
+    finally:
+        await db.dispose()
+
+
+async def run_list(url: str | None) -> list[repairs.RunSummary]:
+    db = _database(url)
+    try:
+        async with db.transaction() as session:
+            return await repairs.list_runs(session)
+    finally:
+        await db.dispose()
+
+
+# ------------------------------------------------------------------------- rendering
+
+
+def _rule_table(report: RepairReport) -> Table:
+    table = Table(title="Findings by rule")
+    table.add_column("rule")
+    table.add_column("kind")
+    table.add_column("rows", justify="right")
+    for rule in FIX_RULES:
+        table.add_row(rule, "fix", str(report.by_rule.get(rule, 0)))
+    for rule in NOTICE_RULES:
+        table.add_row(rule, "notice (left as is)", str(report.notices.get(rule, 0)))
+    return table
+
+
+def _sample_table(report: RepairReport) -> Table:
+    table = Table(title="Before / after (a few samples)", show_lines=True)
+    for column in ("message", "rule", "before", "after"):
+        table.add_column(column, overflow="fold")
+    for s in report.samples:
+        table.add_row(
+            s.message_id[:8], s.rule, f"{s.content_before}\n{s.metadata_before}",
+            f"{s.content_after}\n{s.metadata_after}",
+        )
+    return table
+
+
+def render_report(report: RepairReport) -> None:
+    out.print(_rule_table(report))
+    if report.samples:
+        out.print(_sample_table(report))
+    verb = "repaired" if report.mode == "apply" else "to repair"
+    out.print(
+        f"{report.total} messages, {report.scanned} candidates read in {report.batches} "
+        f"batches; {report.corrupt} corrupt ({verb}: "
+        f"{report.repaired if report.mode == 'apply' else report.corrupt}), "
+        f"{sum(report.notices.values())} notices; {report.seconds:.2f} s"
+    )
+    if report.mode == "apply" and report.run_id:
+        out.print(f"run id: [bold]{report.run_id}[/bold]  "
+                  f"(undo: repair_messages.py rollback {report.run_id})", soft_wrap=True)
+    elif report.corrupt:
+        out.print("dry run: nothing written; `fix --apply` writes these fixes")
+
+
+def render_rollback(report: RollbackReport) -> None:
+    out.print(
+        f"run {report.run_id}: {report.restored} restored, {report.already_rolled_back} already "
+        f"rolled back, {len(report.conflicts)} changed since the repair (left as they are); "
+        f"{report.seconds:.2f} s"
+    )
+    for message_id in report.conflicts[:20]:
+        out.print(f"  conflict: {message_id}")
+
+
+def _emit_json(document: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+
+
+# ------------------------------------------------------------------------- commands
+
+
+def _scan_or_fix(
+    *, apply: bool, check: bool, as_json: bool, url: str | None, thread: uuid.UUID | None,
+    user: str | None, since: str | None, batch_size: int, samples: int,
+) -> None:
+    flt = ScanFilter(thread_id=thread, user_id=user, since=parse_since(since))
+    report = asyncio.run(run_repairs(
+        url, flt, apply=apply, batch_size=batch_size, samples=samples,
+        show_progress=not as_json and err.is_terminal,
+    ))
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        render_report(report)
+    if check and report.corrupt and not apply:
+        raise typer.Exit(1)
+
+
+def _rollback(run_id: str, *, as_json: bool, url: str | None) -> None:
+    try:
+        report = asyncio.run(run_rollback(url, run_id))
+    except repairs.UnknownRun as error:
+        err.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from error
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        render_rollback(report)
+
+
+@cli.command()
+def scan(
+    check: CheckOpt = False, as_json: JsonOpt = False, database_url: UrlOpt = None,
+    thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
+    batch_size: BatchOpt = repairs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+) -> None:
+    """Report corrupt rows by rule, with a few before/after diffs. Writes nothing."""
+    _scan_or_fix(apply=False, check=check, as_json=as_json, url=database_url, thread=thread,
+                 user=user, since=since, batch_size=batch_size, samples=samples)
+
+
+@cli.command()
+def fix(
+    apply: ApplyOpt = False, as_json: JsonOpt = False, database_url: UrlOpt = None,
+    thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
+    batch_size: BatchOpt = repairs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+) -> None:
+    """Dry run by default; --apply writes per batch and prints the run id."""
+    _scan_or_fix(apply=apply, check=False, as_json=as_json, url=database_url, thread=thread,
+                 user=user, since=since, batch_size=batch_size, samples=samples)
+
+
+@cli.command()
+def rollback(
+    run_id: Annotated[str, typer.Argument(help="The run id printed by fix --apply.")],
+    as_json: JsonOpt = False, database_url: UrlOpt = None,
+) -> None:
+    """Restore every message of one run exactly as it was before the repair."""
+    _rollback(run_id, as_json=as_json, url=database_url)
+
+
+@cli.command()
+def runs(database_url: UrlOpt = None) -> None:
+    """List repair runs, newest first."""
+    table = Table(title="Repair runs")
+    table.add_column("run id", no_wrap=True)
+    for column in ("messages", "rolled back", "repaired at"):
+        table.add_column(column)
+    for run in asyncio.run(run_list(database_url)):
+        table.add_row(run.run_id, str(run.messages), str(run.rolled_back), str(run.repaired_at))
+    out.print(table)
+
+
+@cli.callback(invoke_without_command=True)
+def main(
+    ctx: typer.Context,
+    check: CheckOpt = False,
+    apply: ApplyOpt = False,
+    rollback_run: Annotated[
+        str | None, typer.Option("--rollback", metavar="RUN_ID", help="Same as `rollback`.")
+    ] = None,
+    as_json: JsonOpt = False, database_url: UrlOpt = None,
+    thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
+    batch_size: BatchOpt = repairs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+) -> None:
+    """Without a command: the issue's flag form (--check, --apply, --rollback RUN_ID);
+    with none of those, a dry run."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if sum((check, apply, rollback_run is not None)) > 1:
+        raise typer.BadParameter("use one of --check, --apply, --rollback")
+    if rollback_run is not None:
+        _rollback(rollback_run, as_json=as_json, url=database_url)
+        return
+    _scan_or_fix(apply=apply, check=check, as_json=as_json, url=database_url, thread=thread,
+                 user=user, since=since, batch_size=batch_size, samples=samples)
+
+
+if __name__ == "__main__":
+    cli()

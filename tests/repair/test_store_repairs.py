@@ -1,0 +1,193 @@
+"""app.store.repairs on both backends: scans, apply with backups, exact rollback, filters."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, select, text, update
+
+from app.repair import ScanFilter
+from app.store import repairs
+from app.store.db import Database
+from app.store.models import Message, MessageRepair, Thread
+from app.store.visibility import is_hidden
+from tests.repair.seed import snapshot
+
+START = dt.datetime(2025, 3, 1, tzinfo=dt.UTC)
+UNCLOSED = '<!-- METADATA: {"language": "cs"}Aha, chápu...'
+
+
+async def add_thread(db: Database, user_id: str = "alice") -> uuid.UUID:
+    thread_id = uuid.uuid4()
+    async with db.transaction() as s:
+        await s.execute(insert(Thread), [{"id": thread_id, "user_id": user_id, "autonomy": {},
+                                          "created_at": START, "updated_at": START}])
+    return thread_id
+
+
+async def add_message(
+    db: Database, thread_id: uuid.UUID, content: str, *, role: str = "assistant",
+    metadata: dict[str, Any] | None = None, status: str = "complete", user_id: str = "alice",
+    at: dt.datetime = START, synthetic: bool = False, trigger_type: str | None = None,
+) -> uuid.UUID:
+    message_id = uuid.uuid4()
+    async with db.transaction() as s:
+        await s.execute(insert(Message), [{
+            "id": message_id, "thread_id": thread_id, "user_id": user_id, "role": role,
+            "content": content, "meta": metadata or {}, "status": status,
+            "synthetic": synthetic, "trigger_type": trigger_type, "created_at": at,
+            "updated_at": at, "completed_at": None if status == "streaming" else at,
+        }])
+    return message_id
+
+
+async def load(db: Database, message_id: uuid.UUID) -> Message:
+    async with db.transaction() as s:
+        row = await s.get(Message, message_id)
+        assert row is not None
+        return row
+
+
+async def test_apply_fixes_backs_up_and_rollback_restores(db: Database) -> None:
+    thread = await add_thread(db)
+    broken = await add_message(db, thread, UNCLOSED, metadata={"tokens": 9})
+    legacy = await add_message(db, thread, "[AUTONOMOUS_FOLLOWUP: check_in] quiet?", role="user")
+    clean = await add_message(db, thread, "  fine, with spaces  ")
+    before = await snapshot(db)
+
+    report = await repairs.apply_repairs(db)
+    assert report.run_id and report.repaired == 2 and report.corrupt == 2
+
+    fixed = await load(db, broken)
+    assert fixed.content == "Aha, chápu..."
+    assert fixed.meta == {"tokens": 9, "response_metadata": {"language": "cs"}}
+    flagged = await load(db, legacy)
+    assert (flagged.synthetic, flagged.trigger_type) == (True, "check_in")
+    assert flagged.meta == {"synthetic": True, "trigger_type": "check_in",
+                            "trigger_reason": "quiet?"}
+    assert is_hidden(flagged)
+    after = await snapshot(db)
+    assert after[clean.hex] == before[clean.hex]
+
+    async with db.transaction() as s:
+        backups = (await s.execute(select(MessageRepair).order_by(MessageRepair.rule))).scalars()
+        by_rule = {b.rule: b for b in backups}
+    assert set(by_rule) == {"legacy_synthetic", "unclosed_metadata"}
+    assert by_rule["unclosed_metadata"].old_content == UNCLOSED
+    assert by_rule["unclosed_metadata"].new_content == "Aha, chápu..."
+    assert {b.run_id for b in by_rule.values()} == {report.run_id}
+
+    rolled = await repairs.rollback_run(db, report.run_id)
+    assert (rolled.restored, rolled.conflicts) == (2, [])
+    assert await snapshot(db) == before
+    again = await repairs.rollback_run(db, report.run_id)
+    assert (again.restored, again.already_rolled_back) == (0, 2)
+
+
+async def test_rollback_restores_foreign_json_text_byte_for_byte(db: Database) -> None:
+    thread = await add_thread(db)
+    broken = await add_message(db, thread, UNCLOSED)
+    raw = '{"tokens":9,"ratio":1.50, "big":1e400}' if db.backend == "sqlite" else \
+        '{"tokens": 9, "ratio": 1.50, "big": 1e400}'
+    async with db.transaction() as s:
+        await s.execute(text("UPDATE messages SET metadata = :raw"), {"raw": raw})
+    before = await snapshot(db)
+    report = await repairs.apply_repairs(db)
+    assert report.repaired == 1 and report.run_id
+    assert await snapshot(db) != before
+    await repairs.rollback_run(db, report.run_id)
+    assert await snapshot(db) == before
+    assert (await load(db, broken)).content == UNCLOSED
+
+
+async def test_second_apply_finds_nothing(db: Database) -> None:
+    thread = await add_thread(db)
+    for content in (UNCLOSED, '<!-- MSG_CONTEXT: {"h": []} -->Hi', "Use <!-- carefully"):
+        await add_message(db, thread, content)
+    first = await repairs.apply_repairs(db)
+    second = await repairs.apply_repairs(db)
+    assert (first.repaired, second.repaired, second.corrupt) == (2, 0, 0)
+    assert second.notices == {"unclosed_comment": 1}  # reported every time, never rewritten
+
+
+async def test_streaming_rows_belong_to_the_live_turn(db: Database) -> None:
+    thread = await add_thread(db)
+    live = await add_message(db, thread, UNCLOSED, status="streaming")
+    report = await repairs.apply_repairs(db)
+    assert report.corrupt == 0
+    assert (await load(db, live)).content == UNCLOSED
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 500])
+async def test_batches_cover_every_row_once(db: Database, batch_size: int) -> None:
+    thread = await add_thread(db)
+    ids = {await add_message(db, thread, f"{i} {UNCLOSED}") for i in range(7)}
+    for i in range(5):
+        await add_message(db, thread, f"clean {i}")
+    seen: list[int] = []
+    report = await repairs.scan_messages(db, batch_size=batch_size, on_batch=seen.append)
+    assert {uuid.UUID(f.message_id) for f in report.findings} == ids
+    assert report.corrupt == 7 and sum(seen) == report.scanned == 7
+    assert report.batches == -(-7 // batch_size)
+
+
+async def test_filters_thread_user_since(db: Database) -> None:
+    a = await add_thread(db, "alice")
+    b = await add_thread(db, "bob")
+    old = await add_message(db, a, UNCLOSED, at=START)
+    new = await add_message(db, a, UNCLOSED, at=START + dt.timedelta(days=2))
+    bobs = await add_message(db, b, UNCLOSED, user_id="bob", at=START + dt.timedelta(days=2))
+
+    async def found(flt: ScanFilter) -> set[uuid.UUID]:
+        report = await repairs.scan_messages(db, flt)
+        return {uuid.UUID(f.message_id) for f in report.findings}
+
+    assert await found(ScanFilter()) == {old, new, bobs}
+    assert await found(ScanFilter(thread_id=a)) == {old, new}
+    assert await found(ScanFilter(user_id="bob")) == {bobs}
+    assert await found(ScanFilter(since=START + dt.timedelta(days=1))) == {new, bobs}
+    applied = await repairs.apply_repairs(db, ScanFilter(user_id="alice"))
+    assert applied.repaired == 2
+    assert (await load(db, bobs)).content == UNCLOSED
+
+
+async def test_rollback_leaves_rows_changed_since_the_repair(db: Database) -> None:
+    thread = await add_thread(db)
+    first = await add_message(db, thread, UNCLOSED)
+    second = await add_message(db, thread, UNCLOSED)
+    report = await repairs.apply_repairs(db)
+    assert report.run_id
+    async with db.transaction() as s:
+        await s.execute(update(Message).where(Message.id == first).values(content="edited"))
+    rolled = await repairs.rollback_run(db, report.run_id)
+    assert (rolled.restored, rolled.conflicts) == (1, [str(first)])
+    assert (await load(db, first)).content == "edited"
+    assert (await load(db, second)).content == UNCLOSED
+
+
+async def test_unknown_run_id_is_an_error(db: Database) -> None:
+    with pytest.raises(repairs.UnknownRun):
+        await repairs.rollback_run(db, "no-such-run")
+
+
+async def test_extracted_metadata_with_nul_is_sanitised(db: Database) -> None:
+    thread = await add_thread(db)
+    message_id = await add_message(db, thread, 'x <!-- METADATA: {"a": "b\\u0000c"} -->')
+    report = await repairs.apply_repairs(db)
+    assert report.repaired == 1
+    fixed = await load(db, message_id)
+    assert fixed.content == "x"
+    assert fixed.meta["response_metadata"] == {"a": "bc"}
+    assert fixed.meta["sanitized"] == {"nul_removed": 1}
+
+
+async def test_list_runs(db: Database) -> None:
+    thread = await add_thread(db)
+    await add_message(db, thread, UNCLOSED)
+    report = await repairs.apply_repairs(db)
+    async with db.transaction() as s:
+        runs = await repairs.list_runs(s)
+    assert [(r.run_id, r.messages, r.rolled_back) for r in runs] == [(report.run_id, 1, 0)]

@@ -1,0 +1,149 @@
+"""The usage API over real HTTP: the gateway under uvicorn (tests.support.live) with the demo
+model server, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import httpx
+import pytest
+
+from app.store import usage_reports
+from app.store.db import Database
+from tests.e2e.helpers import keyed_client, messages, new_thread
+from tests.support.live import LiveGateway, post_turn
+from tests.usage_accounting.workload import DAY1, DAY2, DAY3, mixed_workload
+
+
+@pytest.fixture(scope="module")
+def seeded(gateway: LiveGateway) -> LiveGateway:
+    """The module's gateway with the mixed workload (users alice and bob) in its database,
+    written through the store's finish path on pinned UTC days."""
+    import asyncio
+
+    async def seed() -> None:
+        db = Database(gateway.database_url)
+        patch = pytest.MonkeyPatch()
+        try:
+            await mixed_workload(db, patch)
+        finally:
+            patch.undo()
+            await db.dispose()
+
+    asyncio.run(seed())
+    return gateway
+
+
+async def _get(client: httpx.AsyncClient, path: str, **params: str) -> Any:
+    response = await client.get(path, params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_real_turns_show_up_in_the_callers_usage(seeded: LiveGateway) -> None:
+    async with await keyed_client(seeded, "turner") as client:
+        thread_id = await new_thread(client)
+        for question in ("hello there", "and a second question"):
+            result = await post_turn(client, thread_id, question)
+            assert result.one("message_end")["status"] == "complete"
+        stored = [m for m in await messages(client, thread_id) if m["role"] == "assistant"]
+        tokens = sum(m["metadata"]["tokens"] for m in stored)
+        models = {m["metadata"]["model"] for m in stored}
+
+        by_model = await _get(client, "/api/usage", group_by="model")
+        by_day = await _get(client, "/api/usage")
+
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    assert by_model["user_id"] == "turner" and by_model["end"] == today
+    assert by_model["totals"]["total_tokens"] == tokens > 0
+    assert by_model["totals"]["message_count"] == 2
+    assert [row["model"] for row in by_model["rows"]] == sorted(models)
+    assert by_day["group_by"] == "day"
+    assert [row["day"] for row in by_day["rows"]] == [today]
+    assert by_day["totals"] == by_model["totals"]
+    assert by_day["messages"]["message_count"] == 2
+    assert by_day["messages"]["conversation_count"] == 1
+    assert by_day["messages"]["total_tokens"] == tokens
+    # and the live rollup equals the raw llm_calls rows
+    db = Database(seeded.database_url)
+    try:
+        async with db.transaction() as s:
+            assert await usage_reports.verify_day(s, dt.datetime.now(dt.UTC).date()) == []
+    finally:
+        await db.dispose()
+
+
+async def test_usage_by_day_and_by_model(seeded: LiveGateway) -> None:
+    window = {"start": DAY1.isoformat(), "end": DAY3.isoformat()}
+    async with await keyed_client(seeded, "alice") as client:
+        by_day = await _get(client, "/api/usage", **window, group_by="day")
+        by_model = await _get(client, "/api/usage", **window, group_by="model")
+        day2_only = await _get(client, "/api/usage", start=DAY2.isoformat(),
+                               end=DAY2.isoformat())
+
+    days = {row["day"]: row for row in by_day["rows"]}
+    assert list(days) == [DAY1.isoformat(), DAY2.isoformat(), DAY3.isoformat()]
+    assert days[DAY1.isoformat()]["total_tokens"] == 25 + 1200 + 1500 + 833
+    assert days[DAY1.isoformat()]["message_count"] == 3
+    assert days[DAY1.isoformat()]["llm_call_count"] == 4
+    models = {row["model"]: row for row in by_model["rows"]}
+    assert set(models) == {"gpt-4o", "gpt-4o-mini", "local-llama"}
+    # an unpriced model: cost null, not 0, with the number of calls it is missing
+    assert models["local-llama"]["cost_usd"] is None
+    assert models["local-llama"]["unpriced_call_count"] == 2
+    assert models["gpt-4o"]["cost_usd"] == pytest.approx(0.0045 + 0.00375 + 0.00233 + 0.00525)
+    assert by_day["totals"] == by_model["totals"]
+    assert by_day["totals"]["unpriced_call_count"] == 2
+    assert by_day["totals"]["cost_usd"] == pytest.approx(
+        0.000006 + 0.0045 + 0.00375 + 0.00233 + 0.00054 + 0.00525 + 0.0000039)
+    assert by_day["messages"]["conversation_count"] == 2
+    assert [row["day"] for row in day2_only["rows"]] == [DAY2.isoformat()]
+    # another user's usage is not in alice's
+    assert all(row["total_tokens"] != 110 for row in by_day["rows"])
+
+
+async def test_admin_reads_any_user_and_others_get_403(seeded: LiveGateway) -> None:
+    window = {"start": DAY1.isoformat(), "end": DAY3.isoformat()}
+    async with await keyed_client(seeded, "bob") as bob:
+        own = await _get(bob, "/api/usage", **window)
+        refused = await bob.get("/api/admin/usage", params={"user_id": "alice", **window})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "forbidden"
+    assert own["totals"]["total_tokens"] == 110 + 275
+
+    async with seeded.client(await seeded.api_key("root", admin=True)) as admin:
+        alice = await _get(admin, "/api/admin/usage", user_id="alice", **window)
+        bob_seen = await _get(admin, "/api/admin/usage", user_id="bob", **window)
+        missing = await admin.get("/api/admin/usage", params=window)
+    assert alice["user_id"] == "alice" and alice["totals"]["message_count"] == 6
+    assert bob_seen == own
+    assert missing.status_code == 422
+    assert missing.json()["error"]["code"] == "invalid_query"
+
+
+@pytest.mark.parametrize(("path", "params"), [
+    ("/api/usage", {"start": "yesterday"}),
+    ("/api/usage", {"end": "2026-02-30"}),
+    ("/api/usage", {"start": "20261101"}),
+    ("/api/usage", {"group_by": "week"}),
+    ("/api/usage", {"start": "2026-11-22", "end": "2026-11-01"}),
+    ("/api/usage", {"start": "2020-01-01", "end": "2026-01-01"}),
+    ("/api/admin/usage", {"user_id": "alice", "group_by": "user"}),
+])
+async def test_bad_query_is_422_json(
+    seeded: LiveGateway, path: str, params: dict[str, str]
+) -> None:
+    async with seeded.client(await seeded.api_key("root", admin=True)) as client:
+        response = await client.get(path, params=params)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_query" and error["message"]
+
+
+async def test_usage_needs_a_key(seeded: LiveGateway) -> None:
+    async with seeded.client() as anonymous:
+        for path in ("/api/usage", "/api/admin/usage?user_id=alice"):
+            response = await anonymous.get(path)
+            assert response.status_code == 401
+            assert response.json()["error"]["code"] == "unauthorized"

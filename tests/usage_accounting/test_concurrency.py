@@ -1,0 +1,54 @@
+"""Backfill while messages are being finished: no increment lost or counted twice
+(PostgreSQL: the rollup table lock; SQLite: BEGIN IMMEDIATE)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+from app.store import FinishedMessage, usage_reports
+from app.store import messages as messages_store
+from app.store import threads as threads_store
+from app.store.db import Database
+from tests.usage_accounting.workload import call
+
+WRITERS = 30
+
+
+async def test_backfill_racing_finishes_leaves_exact_sums(database_url: str) -> None:
+    db = Database(database_url, pool_size=WRITERS + 4, max_overflow=0)
+    try:
+        async with db.transaction() as s:
+            opened = []
+            for n in range(WRITERS):
+                thread = await threads_store.create_thread(s, "racer", f"t{n}")
+                await messages_store.append_user_message(s, thread, "q")
+                opened.append(await messages_store.open_assistant_message(s, thread))
+        first_day = dt.datetime.now(dt.UTC).date()
+
+        async def finish(n: int) -> None:
+            calls = [call("gpt-4o", 100 + n, n, cost=0.001),
+                     call("gpt-4o-mini", 7, 3, stage="title", cost=None)]
+            async with db.transaction() as s:
+                await messages_store.finish_assistant_message(
+                    s, FinishedMessage(opened[n].id, "a", {"tokens": 1}, "complete", calls))
+
+        async def backfill() -> None:
+            for _ in range(5):
+                async with db.transaction() as s:
+                    await usage_reports.backfill_day(s, dt.datetime.now(dt.UTC).date())
+                await asyncio.sleep(0)
+
+        await asyncio.gather(*(finish(n) for n in range(WRITERS)), backfill())
+        last_day = dt.datetime.now(dt.UTC).date()
+        async with db.transaction() as s:
+            await usage_reports.begin_snapshot(s)
+            assert await usage_reports.verify_day(s, first_day) == []
+            assert await usage_reports.verify_day(s, last_day) == []
+            report = await usage_reports.usage_report(s, "racer", first_day, last_day, "model")
+        main = report.rows["gpt-4o"]
+        assert main.total_tokens == sum(100 + 2 * n for n in range(WRITERS))
+        assert (main.message_count, main.llm_call_count) == (WRITERS, WRITERS)
+        assert report.rows["gpt-4o-mini"].unpriced_call_count == WRITERS
+    finally:
+        await db.dispose()

@@ -1,0 +1,178 @@
+"""The daily rollup equals the raw llm_calls sums; backfill recomputes it idempotently and
+repairs it; verify finds every drift. Both backends, real databases, the real finish path."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import delete, select, update
+
+from app.store import threads as threads_store
+from app.store import usage_reports
+from app.store.db import Database
+from app.store.models import LlmCall, UserTokenUsage
+from tests.usage_accounting.workload import (
+    DAY1,
+    DAY2,
+    DAY3,
+    at,
+    call,
+    finished_turn,
+    llm_call_count,
+    mixed_workload,
+    new_thread,
+    rollup_rows,
+)
+
+ALL_DAYS = (DAY1, DAY2, DAY3)
+
+
+async def _verify(db: Database, day: dt.date) -> list[usage_reports.Mismatch]:
+    async with db.transaction() as s:
+        await usage_reports.begin_snapshot(s)
+        return await usage_reports.verify_day(s, day)
+
+
+async def _backfill(db: Database, *days: dt.date) -> None:
+    for day in days:
+        async with db.transaction() as s:
+            await usage_reports.backfill_day(s, day)
+
+
+async def test_rollup_equals_raw_after_a_mixed_workload(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload = await mixed_workload(db, monkeypatch)
+    rows = await rollup_rows(db)
+    assert {k: v[0] for k, v in rows.items()} == workload.expected_tokens
+    for day in ALL_DAYS:
+        assert await _verify(db, day) == []
+
+    # spot checks a user would notice on the bill
+    total, _, _, messages, calls, cost, unpriced = rows[("alice", DAY1, "gpt-4o")]
+    # 3 main calls on day 1 (provider, estimated, partial at 23:59:59)
+    assert (total, messages, calls, unpriced) == (3533, 3, 3, 0)
+    assert cost == pytest.approx(0.0045 + 0.00375 + 0.00233)
+    # the title call is counted (tokens, a call) but its turn is credited to the main model
+    assert rows[("alice", DAY1, "gpt-4o-mini")][:5] == (25, 20, 5, 0, 1)
+    # the turn at 00:00 belongs to day 2: its summary call plus the other thread's title call
+    assert rows[("alice", DAY2, "gpt-4o-mini")][:5] == (3150 + 14, 3010, 154, 0, 2)
+    # an unpriced model: cost stays NULL, never 0, and the calls missing from it are counted
+    llama = rows[("alice", DAY2, "local-llama")]
+    assert llama[5] is None and llama[6] == 1 and llama[3] == 1
+    assert rows[("alice", DAY3, "local-llama")][5] is None
+    # one message with a main and a summary call on the same model counts once
+    assert rows[("bob", DAY3, "gpt-4o")][:5] == (275, 250, 25, 1, 2)
+    # the failed turn without calls added nothing: day 3 of alice is the one estimated turn
+    assert [k for k in rows if k[:2] == ("alice", DAY3)] == [("alice", DAY3, "local-llama")]
+    assert rows[("alice", DAY3, "local-llama")][3] == 1
+
+
+async def test_backfill_is_idempotent(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    await mixed_workload(db, monkeypatch)
+    live = await rollup_rows(db)
+    await _backfill(db, *ALL_DAYS)
+    once = await rollup_rows(db)
+    await _backfill(db, *ALL_DAYS)
+    twice = await rollup_rows(db)
+    assert once == twice
+    # and the recomputation agrees with what the finish path wrote, figure for figure
+    assert once == live
+
+
+async def test_backfill_repairs_deleted_and_tampered_rollups(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await mixed_workload(db, monkeypatch)
+    good = await rollup_rows(db)
+    async with db.transaction() as s:
+        await s.execute(delete(UserTokenUsage).where(UserTokenUsage.period_start == DAY1))
+        await s.execute(update(UserTokenUsage)
+                        .where(UserTokenUsage.period_start == DAY2)
+                        .values(total_tokens=UserTokenUsage.total_tokens + 7, cost_usd=None))
+        s.add(UserTokenUsage(user_id="mallory", period_type="day", period_start=DAY3,
+                             model="gpt-4o", total_tokens=10**6, prompt_tokens=0,
+                             completion_tokens=0, message_count=1, llm_call_count=1,
+                             cost_usd=1.0, unpriced_call_count=0, updated_at=at(DAY3)))
+    assert await rollup_rows(db) != good
+    await _backfill(db, *ALL_DAYS)
+    assert await rollup_rows(db) == good
+
+
+async def test_verify_names_each_tampered_figure(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await mixed_workload(db, monkeypatch)
+    async with db.transaction() as s:
+        await s.execute(update(UserTokenUsage)
+                        .where(UserTokenUsage.user_id == "bob",
+                               UserTokenUsage.period_start == DAY3)
+                        .values(completion_tokens=UserTokenUsage.completion_tokens - 1,
+                                cost_usd=UserTokenUsage.cost_usd + 0.000000001))
+        await s.execute(delete(UserTokenUsage).where(UserTokenUsage.user_id == "alice",
+                                                     UserTokenUsage.period_start == DAY1,
+                                                     UserTokenUsage.model == "gpt-4o-mini"))
+    assert await _verify(db, DAY2) == []
+    day3 = await _verify(db, DAY3)
+    assert {(m.user_id, m.model, m.field, m.rollup, m.raw) for m in day3} == {
+        ("bob", "gpt-4o", "completion_tokens", 24, 25),
+        ("bob", "gpt-4o", "cost_usd", Decimal("0.000875001"), Decimal("0.000875000")),
+    }
+    day1 = await _verify(db, DAY1)
+    assert {m.field for m in day1} == set(usage_reports.USAGE_FIELDS)
+    assert all(m.rollup is None and m.model == "gpt-4o-mini" for m in day1)
+
+
+async def test_verify_catches_a_raw_row_missing_from_the_rollup(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other direction: a call recorded without its rollup increment."""
+    await mixed_workload(db, monkeypatch)
+    async with db.transaction() as s:
+        source = (await s.execute(select(LlmCall).where(LlmCall.user_id == "bob")
+                                  .limit(1))).scalar_one()
+        s.add(LlmCall(user_id="bob", message_id=None, thread_id=None, stage="title",
+                      model="gpt-4o", prompt_tokens=3, completion_tokens=2, total_tokens=5,
+                      cost_usd=None, usage_source="provider", started_at=source.started_at,
+                      status="complete", created_at=source.created_at))
+    mismatched = {(m.field, m.rollup, m.raw) for m in await _verify(db, DAY1)}
+    assert ("total_tokens", 110, 115) in mismatched
+    assert ("unpriced_call_count", 0, 1) in mismatched
+    assert not any(field == "message_count" for field, _, _ in mismatched)
+
+
+async def test_usage_outlives_a_deleted_thread(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting a thread deletes its messages; the llm_calls rows stay (message_id NULL) and
+    still add up to the rollup, message counts included (one main call a turn)."""
+    workload = await mixed_workload(db, monkeypatch)
+    before = await rollup_rows(db)
+    calls_before = await llm_call_count(db)
+    async with db.transaction() as s:
+        assert await threads_store.delete_thread(s, "alice", workload.threads["alice"].id)
+    assert await llm_call_count(db) == calls_before
+    for day in ALL_DAYS:
+        assert await _verify(db, day) == []
+    await _backfill(db, *ALL_DAYS)
+    assert await rollup_rows(db) == before
+
+
+async def test_messages_without_token_data_are_counted_not_zeroed(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thread = await new_thread(db, "carol")
+    # an old-style row: no tokens in metadata, no llm_calls
+    await finished_turn(db, monkeypatch, thread, at(DAY1, 8), [], metadata={"model": "old"})
+    # a float or a string is not token data either
+    await finished_turn(db, monkeypatch, thread, at(DAY1, 9), [], metadata={"tokens": "12"})
+    await finished_turn(db, monkeypatch, thread, at(DAY2, 9), [], metadata={"tokens": 1.5})
+    await finished_turn(db, monkeypatch, thread, at(DAY2, 10), [call("gpt-4o", 10, 2)])
+    async with db.transaction() as s:
+        assert await usage_reports.messages_without_token_data(s) == 3
+        assert await usage_reports.messages_without_token_data(s, DAY1, DAY1) == 2
+        assert await usage_reports.messages_without_token_data(s, DAY2, DAY2) == 1
+        assert await usage_reports.messages_without_token_data(s, DAY3, DAY3) == 0
+    assert await _verify(db, DAY2) == []

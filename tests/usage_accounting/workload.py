@@ -1,0 +1,128 @@
+"""A mixed usage workload written through the real finish path (app.store.messages), on
+chosen UTC days: the store's clock is pinned per turn, nothing else is faked."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+from sqlalchemy import func, select
+
+from app.store import FinishedMessage, LlmCallRecord
+from app.store import messages as messages_store
+from app.store import threads as threads_store
+from app.store.db import Database
+from app.store.models import LlmCall, Thread, UserTokenUsage
+
+DAY1 = dt.date(2026, 11, 20)
+DAY2 = dt.date(2026, 11, 21)
+DAY3 = dt.date(2026, 11, 22)
+
+
+def at(day: dt.date, hour: int = 12, minute: int = 0) -> dt.datetime:
+    return dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=dt.UTC)
+
+
+@contextmanager
+def store_clock(monkeypatch: pytest.MonkeyPatch, moment: dt.datetime) -> Iterator[None]:
+    """The store's `now` (message times, llm_calls.created_at, the rollup day) is `moment`."""
+    with monkeypatch.context() as patch:
+        patch.setattr(messages_store, "utcnow", lambda: moment)
+        yield
+
+
+def call(model: str, prompt: int, completion: int, *, stage: str = "main",
+         source: str = "provider", cost: float | None = 0.001, status: str = "complete",
+         ) -> LlmCallRecord:
+    started = at(DAY1)
+    return LlmCallRecord(
+        stage=stage, model=model, prompt_tokens=prompt, completion_tokens=completion,
+        total_tokens=prompt + completion, cost_usd=cost,
+        usage_source=source,  # type: ignore[arg-type]
+        started_at=started, first_token_at=started + dt.timedelta(milliseconds=300),
+        finished_at=started + dt.timedelta(seconds=2), duration_ms=2000, status=status,
+    )
+
+
+async def finished_turn(
+    db: Database, monkeypatch: pytest.MonkeyPatch, thread: Thread, moment: dt.datetime,
+    calls: list[LlmCallRecord], *, status: str = "complete",
+    metadata: dict[str, object] | None = None,
+) -> None:
+    """A user message, an assistant message opened and finished at `moment` (UTC)."""
+    with store_clock(monkeypatch, moment):
+        async with db.transaction() as s:
+            await messages_store.append_user_message(s, thread, "question")
+            assistant = await messages_store.open_assistant_message(s, thread)
+        meta = metadata if metadata is not None else {
+            "tokens": sum(c.total_tokens for c in calls)}
+        async with db.transaction() as s:
+            await messages_store.finish_assistant_message(
+                s, FinishedMessage(assistant.id, "answer", meta, status, calls),  # type: ignore[arg-type]
+            )
+
+
+@dataclass
+class Workload:
+    threads: dict[str, Thread]
+    expected_tokens: dict[tuple[str, dt.date, str], int]
+
+
+async def new_thread(db: Database, user_id: str) -> Thread:
+    async with db.transaction() as s:
+        return await threads_store.create_thread(s, user_id, None)
+
+
+async def mixed_workload(db: Database, monkeypatch: pytest.MonkeyPatch) -> Workload:
+    """Two users, three days (one turn at 23:59:59 and one at 00:00 the next day), title and
+    summary calls on other models, provider / estimated / partial usage, an unpriced model,
+    a failed turn without calls and an interrupted one."""
+    alice, alice2, bob = (await new_thread(db, "alice"), await new_thread(db, "alice"),
+                          await new_thread(db, "bob"))
+    turns: list[tuple[Thread, dt.datetime, list[LlmCallRecord], str]] = [
+        (alice, at(DAY1, 9), [call("gpt-4o-mini", 20, 5, stage="title", cost=0.000006),
+                              call("gpt-4o", 1000, 200, cost=0.0045)], "complete"),
+        (alice, at(DAY1, 10), [call("gpt-4o", 1500, 0, source="estimated", cost=0.00375)],
+         "complete"),
+        (alice, dt.datetime(2026, 11, 20, 23, 59, 59, tzinfo=dt.UTC),
+         [call("gpt-4o", 800, 33, source="partial", cost=0.00233, status="interrupted")],
+         "interrupted"),
+        (alice, at(DAY2, 0), [call("gpt-4o-mini", 3000, 150, stage="summary", cost=0.00054),
+                              call("gpt-4o", 900, 300, cost=0.00525)], "complete"),
+        (alice2, at(DAY2, 8), [call("gpt-4o-mini", 10, 4, stage="title", cost=0.0000039),
+                               call("local-llama", 700, 120, cost=None)], "complete"),
+        (alice2, at(DAY3, 7), [call("local-llama", 600, 90, source="estimated", cost=None)],
+         "complete"),
+        (alice2, at(DAY3, 8), [], "failed"),
+        (bob, at(DAY1, 15), [call("gpt-4o", 100, 10, cost=0.00035)], "complete"),
+        (bob, at(DAY3, 16), [call("gpt-4o", 200, 20, cost=0.0007),
+                             call("gpt-4o", 50, 5, stage="summary", cost=0.000175)], "complete"),
+    ]
+    expected: dict[tuple[str, dt.date, str], int] = {}
+    for thread, moment, calls, status in turns:
+        await finished_turn(db, monkeypatch, thread, moment, calls, status=status,
+                            metadata=None if calls else {})
+        for c in calls:
+            key = (thread.user_id, moment.date(), c.model)
+            expected[key] = expected.get(key, 0) + c.total_tokens
+    return Workload({"alice": alice, "alice2": alice2, "bob": bob}, expected)
+
+
+async def rollup_rows(db: Database) -> dict[tuple[str, dt.date, str], tuple[object, ...]]:
+    """Every daily rollup row's figures, by (user, day, model)."""
+    async with db.transaction() as s:
+        rows = (await s.execute(select(UserTokenUsage))).scalars().all()
+    return {
+        (r.user_id, r.period_start, r.model): (
+            r.total_tokens, r.prompt_tokens, r.completion_tokens, r.message_count,
+            r.llm_call_count, r.cost_usd, r.unpriced_call_count)
+        for r in rows
+    }
+
+
+async def llm_call_count(db: Database) -> int:
+    async with db.transaction() as s:
+        return int(await s.scalar(select(func.count()).select_from(LlmCall)) or 0)
