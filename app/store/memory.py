@@ -2,8 +2,8 @@
 
 PostgreSQL: `to_tsvector('english', content)` with a GIN expression index
 (`ix_messages_content_fts`), queried with websearch_to_tsquery (terms OR-ed), ranked by ts_rank.
-SQLite: an FTS5 table `messages_fts` (porter stemming, unicode61) whose rowid is the rowid of a
-small map table `message_search(rowid, message_id UNIQUE)`, both kept in sync with `messages`
+SQLite: an FTS5 table `messages_fts` (porter stemming, unicode61) whose rowid is the id of a
+small map table `message_search(id INTEGER PRIMARY KEY, message_id UNIQUE)`, both kept in sync with `messages`
 by triggers. The map makes a delete an indexed lookup and survives a batch migration that
 copies `messages` (rowids of `messages` itself are not stable across such a copy). All of it is
 created by alembic revision 0003; a later SQLite batch migration of `messages` drops the
@@ -102,7 +102,7 @@ async def _search_postgresql(
     return list(result.scalars())
 
 
-_search_map = table(SQLITE_MAP_TABLE, column("rowid"), column("message_id"))
+_search_map = table(SQLITE_MAP_TABLE, column("id"), column("message_id"))
 _fts = table(SQLITE_FTS_TABLE, column("rowid"))
 
 
@@ -114,7 +114,7 @@ async def _search_sqlite(
     result = await s.execute(
         select(Message)
         .join(_search_map, _search_map.c.message_id == Message.id)
-        .join(_fts, _fts.c.rowid == _search_map.c.rowid)
+        .join(_fts, _fts.c.rowid == _search_map.c.id)
         .where(fts.op("MATCH")(match), *_memory_conditions(thread_id, before))
         .order_by(func.bm25(fts), Message.created_at.desc())
         .limit(limit)

@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import NullPool
 
 from app.store.db import Database, create_engine_for
+from app.store.memory import is_search_schema_object
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
@@ -45,6 +46,8 @@ def include_object_for(dialect_name: str) -> IncludeObject:
     def include_object(
         obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
     ) -> bool:
+        if reflected and compare_to is None and is_search_schema_object(name):
+            return False  # full-text search objects live in migration 0003, not the models
         only_on = getattr(getattr(obj, "_ddl_if", None), "dialect", None)
         return only_on is None or only_on == dialect_name
 

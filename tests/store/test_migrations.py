@@ -11,6 +11,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from app.store.db import Database
+from app.store.memory import is_search_schema_object
 from app.store.migrations import (
     downgrade_to_base,
     include_object_for,
@@ -39,7 +40,8 @@ def _diff(connection: Connection) -> list[object]:
 
 def _tables_and_indexes(connection: Connection) -> tuple[set[str], set[str]]:
     inspector = inspect(connection)
-    tables = set(inspector.get_table_names()) - {"alembic_version"}
+    tables = {t for t in inspector.get_table_names()
+              if t != "alembic_version" and not is_search_schema_object(t)}
     indexes = {ix["name"] for t in tables for ix in inspector.get_indexes(t) if ix["name"]}
     return tables, indexes
 
