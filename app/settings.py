@@ -52,6 +52,10 @@ class Settings(BaseSettings):
 
     title_calls: bool = True
     price_file: str | None = None
+    summary_calls: bool = True
+    title_max_tokens: int = 24
+    summary_max_tokens: int = 400
+    side_call_timeout_s: float = 20.0
 
     autonomy_enabled: bool = False
     autonomy_idle_seconds: int = 300

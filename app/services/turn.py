@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import datetime
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import structlog
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context import ContextItem, build_msg_context, build_upstream_messages
 from app.logging import get_logger
@@ -48,6 +49,8 @@ STORE_ATTEMPTS = 4
 STORE_RETRY_PAUSE_S = 0.05
 
 TurnStatus = Literal["complete", "interrupted", "failed"]
+#: A check inside open_turn's transaction, before anything is stored (see open_turn).
+TurnGuard = Callable[[AsyncSession, Thread], Awaitable[None]]
 
 
 class ThreadNotFound(Exception):
@@ -100,13 +103,18 @@ async def open_turn(
     synthetic: bool = False,
     trigger_type: str | None = None,
     trigger_reason: str | None = None,
+    guard: TurnGuard | None = None,
 ) -> Turn:
     """Step 1: in ONE transaction read the history, store the user message and open the
-    assistant message (`streaming`). Raises ThreadNotFound, or ThreadBusy (nothing stored)."""
+    assistant message (`streaming`). Raises ThreadNotFound, or ThreadBusy (nothing stored).
+    `guard` runs first in that transaction and may raise to store nothing (the follow-up
+    worker checks there, atomically, that the user has not replied meanwhile)."""
     async with deps.db.transaction() as session:
         thread = await thread_store.get_thread(session, user_id, thread_id)
         if thread is None:
             raise ThreadNotFound(str(thread_id))
+        if guard is not None:
+            await guard(session, thread)
         history = await message_store.context_history(
             session, thread.id, limit=CONTEXT_HISTORY_LIMIT
         )
@@ -162,6 +170,12 @@ class Turn:
     def log_ids(self) -> dict[str, str]:
         return {"user_id": self.user_id, "thread_id": str(self.thread.id),
                 "message_id": str(self.message_id)}
+
+    @property
+    def filter_closed(self) -> bool:
+        """Whether the stream's end was fed to the filter (an interrupted turn stores only
+        what was emitted; a stream trace's replay must do the same)."""
+        return self._filter_closed
 
     # -- the pipeline -------------------------------------------------------------------
 

@@ -149,12 +149,13 @@ class UpstreamClient:
     def model(self) -> str:
         return self._settings.upstream_model
 
-    def request_params(self) -> dict[str, Any]:
-        """What is sent besides the messages (recorded in llm_calls metadata)."""
+    def request_params(self, *, max_tokens: int | None = None) -> dict[str, Any]:
+        """What is sent besides the messages (recorded in llm_calls metadata); `max_tokens`
+        is the limit of a short call (title, summary) instead of the main one's."""
         return {
             "model": self._settings.upstream_model,
             "temperature": self._settings.upstream_temperature,
-            "max_tokens": self._settings.upstream_max_tokens,
+            "max_tokens": self._settings.upstream_max_tokens if max_tokens is None else max_tokens,
         }
 
     async def open_stream(self, messages: Sequence[dict[str, str]]) -> UpstreamStream:
@@ -174,16 +175,21 @@ class UpstreamClient:
             raise classify(exc) from exc
         return UpstreamStream(raw, deadline)
 
-    async def complete(self, messages: Sequence[dict[str, str]], *, max_tokens: int) -> Completion:
-        """A short non-streamed call (for title and summary stages)."""
+    async def complete(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int,
+        timeout_s: float | None = None,
+    ) -> Completion:
+        """A short non-streamed call (title and summary stages). `timeout_s` bounds the whole
+        call, retries included (UpstreamError `upstream_timeout` when it runs out)."""
         try:
-            result = await self._client.chat.completions.create(
-                messages=_as_params(messages),
-                model=self._settings.upstream_model,
-                temperature=self._settings.upstream_temperature,
-                max_tokens=max_tokens,
-                stream=False,
-            )
+            async with asyncio.timeout(timeout_s):
+                result = await self._client.chat.completions.create(
+                    messages=_as_params(messages),
+                    model=self._settings.upstream_model,
+                    temperature=self._settings.upstream_temperature,
+                    max_tokens=max_tokens,
+                    stream=False,
+                )
         except (openai.APIError, httpx.HTTPError, TimeoutError) as exc:
             raise classify(exc) from exc
         text = (result.choices[0].message.content or "") if result.choices else ""

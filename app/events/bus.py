@@ -1,0 +1,139 @@
+"""Fan-out of message notices to the event streams open in this process.
+
+`announce_in_transaction` runs inside the transaction that stores the messages and
+`announce_after_commit` after it commits: the local bus delivers after commit (a subscriber
+that re-reads the rows sees them); the PostgreSQL bus sends NOTIFY in the transaction, which
+PostgreSQL delivers at commit to every process LISTENing, this one included."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.events.notices import CHANNEL, MessageNotice, decode_notice, encode_notice
+from app.logging import get_logger
+from app.store import notify
+from app.store.db import Database
+
+log = get_logger("events.bus")
+
+#: Notices a slow subscriber may have waiting before newer ones are dropped for it.
+QUEUE_SIZE = 100
+#: How often the PostgreSQL listener checks that its connection is still alive.
+LISTENER_CHECK_S = 2.0
+
+
+class MessageBus:
+    """Subscribers per thread, each with its own queue."""
+
+    def __init__(self) -> None:
+        self._subscribers: dict[uuid.UUID, set[asyncio.Queue[MessageNotice]]] = {}
+
+    @contextlib.contextmanager
+    def subscribe(self, thread_id: uuid.UUID) -> Iterator[asyncio.Queue[MessageNotice]]:
+        """A queue of the thread's notices for as long as the block runs."""
+        queue: asyncio.Queue[MessageNotice] = asyncio.Queue(QUEUE_SIZE)
+        self._subscribers.setdefault(thread_id, set()).add(queue)
+        try:
+            yield queue
+        finally:
+            queues = self._subscribers.get(thread_id)
+            if queues is not None:
+                queues.discard(queue)
+                if not queues:
+                    del self._subscribers[thread_id]
+
+    def subscriber_count(self, thread_id: uuid.UUID) -> int:
+        return len(self._subscribers.get(thread_id, ()))
+
+    def deliver(self, notice: MessageNotice) -> None:
+        for queue in list(self._subscribers.get(notice.thread_id, ())):
+            try:
+                queue.put_nowait(notice)
+            except asyncio.QueueFull:
+                log.warning("event_subscriber_lagging", thread_id=str(notice.thread_id))
+
+    async def start(self) -> None:
+        """Connect what the bus needs (nothing in process)."""
+
+    async def stop(self) -> None:
+        """Release what start took."""
+
+    async def announce_in_transaction(self, session: AsyncSession, notice: MessageNotice) -> None:
+        """Inside the transaction that stores the notice's messages."""
+
+    def announce_after_commit(self, notice: MessageNotice) -> None:
+        """After that transaction committed."""
+
+
+class LocalMessageBus(MessageBus):
+    """SQLite: one process, delivered after commit."""
+
+    def announce_after_commit(self, notice: MessageNotice) -> None:
+        self.deliver(notice)
+
+
+class PostgresMessageBus(MessageBus):
+    """PostgreSQL: NOTIFY with the stored messages, LISTEN on a connection of our own; the
+    listener is re-opened when its connection dies (notices sent meanwhile are lost: the page
+    reloads the history when its stream reconnects)."""
+
+    def __init__(self, db: Database, channel: str = CHANNEL) -> None:
+        super().__init__()
+        self._db = db
+        self._channel = channel
+        self._listener: notify.Listener | None = None
+        self._watch: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._listen()
+        self._watch = asyncio.create_task(self._keep_listening(), name="message_bus_listener")
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+            self._listener = None
+
+    async def announce_in_transaction(self, session: AsyncSession, notice: MessageNotice) -> None:
+        await notify.notify(session, self._channel, encode_notice(notice))
+
+    async def _listen(self) -> None:
+        self._listener = await notify.open_listener(self._db, self._channel, self._on_payload)
+        log.info("message_bus_listening", channel=self._channel)
+
+    def _on_payload(self, payload: str) -> None:
+        notice = decode_notice(payload)
+        if notice is None:
+            log.warning("message_bus_bad_payload", payload=payload[:200])
+            return
+        self.deliver(notice)
+
+    async def _keep_listening(self) -> None:
+        while True:
+            await asyncio.sleep(LISTENER_CHECK_S)
+            if self._listener is not None and not self._listener.is_closed:
+                continue
+            log.warning("message_bus_listener_lost", channel=self._channel)
+            try:
+                if self._listener is not None:
+                    with contextlib.suppress(Exception):
+                        await self._listener.close()
+                    self._listener = None
+                await self._listen()
+            except Exception as exc:
+                log.warning("message_bus_relisten_failed", error=type(exc).__name__)
+
+
+def make_message_bus(db: Database) -> MessageBus:
+    """The bus for the database's backend."""
+    return PostgresMessageBus(db) if db.backend == "postgresql" else LocalMessageBus()

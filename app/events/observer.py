@@ -1,0 +1,40 @@
+"""Announces a finished turn's visible messages on the bus (its user message unless
+synthetic, and the assistant reply), from the transaction that stores them."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.events.bus import MessageBus
+from app.events.notices import MessageNotice
+from app.logging import get_logger
+from app.services.observers import TurnObserver
+from app.services.turn import Turn
+from app.store.records import FinishedMessage
+from app.store.visibility import is_hidden
+
+log = get_logger("events.observer")
+
+
+def turn_notice(turn: Turn) -> MessageNotice:
+    ids = [] if is_hidden(turn.user_message) else [turn.user_message.id]
+    ids.append(turn.message_id)
+    return MessageNotice(turn.thread.id, tuple(ids))
+
+
+class MessageEvents(TurnObserver):
+    def __init__(self, bus: MessageBus) -> None:
+        self.bus = bus
+
+    async def in_finish_transaction(
+        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+    ) -> None:
+        # A failed announcement must not cost the stored message: own savepoint, logged.
+        try:
+            async with session.begin_nested():
+                await self.bus.announce_in_transaction(session, turn_notice(turn))
+        except Exception as exc:
+            log.exception("message_announce_failed", error=type(exc).__name__)
+
+    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
+        self.bus.announce_after_commit(turn_notice(turn))

@@ -1,0 +1,69 @@
+"""PostgreSQL LISTEN/NOTIFY: how gateway processes tell each other that a thread got a new
+message. NOTIFY inside a transaction is delivered only when (and if) it commits, so a listener
+never hears of a row it cannot read yet. SQLite has no such thing (app.events delivers in
+process there)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from app.store.db import Database
+
+#: The longest payload PostgreSQL accepts is just under 8000 bytes; ours are ids only.
+MAX_PAYLOAD_BYTES = 7900
+
+Callback = Callable[[str], None]
+
+
+async def notify(s: AsyncSession, channel: str, payload: str) -> None:
+    """NOTIFY channel with payload, on commit of the caller's transaction."""
+    if len(payload.encode("utf-8")) > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"NOTIFY payload of {len(payload)} characters is too long")
+    await s.execute(select(func.pg_notify(channel, payload)))
+
+
+class Listener:
+    """One pooled connection taken out of the engine for good, LISTENing on a channel through
+    asyncpg's add_listener (the driver connection behind SQLAlchemy's adapter)."""
+
+    def __init__(self, connection: AsyncConnection, driver: Any, channel: str,
+                 handler: Callable[..., None]) -> None:
+        self._connection = connection
+        self._driver = driver
+        self._channel = channel
+        self._handler = handler
+
+    @property
+    def is_closed(self) -> bool:
+        return bool(self._driver.is_closed())
+
+    async def close(self) -> None:
+        """Stop listening; the connection is discarded, not returned to the pool."""
+        try:
+            if not self.is_closed:
+                await self._driver.remove_listener(self._channel, self._handler)
+        finally:
+            await self._connection.invalidate()
+            await self._connection.close()
+
+
+async def open_listener(db: Database, channel: str, callback: Callback) -> Listener:
+    """LISTEN on channel; callback(payload) runs in the event loop for each notification."""
+
+    def handler(_connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        callback(payload)
+
+    connection = await db.engine.connect()
+    try:
+        raw = await connection.get_raw_connection()
+        driver = raw.driver_connection
+        await driver.add_listener(channel, handler)
+    except BaseException:
+        await connection.invalidate()
+        await connection.close()
+        raise
+    return Listener(connection, driver, channel, handler)
