@@ -21,9 +21,13 @@ from app.api.errors import (
 )
 from app.api.middleware import RequestContextMiddleware
 from app.api.routes import api_routes
+from app.followups.wiring import start_autonomy, stop_autonomy
 from app.logging import configure_logging, get_logger
 from app.services.runtime import Runtime
 from app.services.shield import drain_shielded
+from app.services.summary import SummaryStage
+from app.services.title import TitleStage
+from app.services.tracing import StreamTracer
 from app.services.turn import TurnDeps
 from app.settings import Settings, get_settings
 from app.store import integrity
@@ -66,8 +70,15 @@ def build_runtime(settings: Settings) -> Runtime:
     upstream = UpstreamClient(client, settings)
     turns = TurnDeps(db=db, upstream=upstream, prices=load_price_table(settings.price_file),
                      settings=settings)
-    return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
-                   turns=turns)
+    rt = Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
+                 turns=turns)
+    # Metrics first: its after_finish times the turn right after the commit.
+    rt.turns.observers.insert(0, rt.metrics.observer())
+    if settings.trace_streams != "off":
+        rt.turns.observers.append(StreamTracer(settings.trace_streams))
+    # Extra upstream calls before the main one (issue 5): the title, then the summary.
+    rt.turns.observers.extend([TitleStage(), SummaryStage()])
+    return rt
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -82,6 +93,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await integrity.check_synthetic_roundtrip(rt.db)
             await sweep_stale_streaming(rt.db, settings.stale_streaming_after_s)
             app.state.runtime = rt
+            app.state.autonomy = await start_autonomy(rt)  # follow-ups: observers, bus, worker
             log.info("gateway_started", upstream=settings.upstream_base_url,
                      model=settings.upstream_model, auth_mode=settings.auth_mode,
                      database=rt.db.backend)
@@ -89,8 +101,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             await rt.background.stop()
             await drain_shielded(SHUTDOWN_DRAIN_S)
+            if getattr(app.state, "autonomy", None) is not None:
+                await stop_autonomy(app.state.autonomy)
             await rt.http.aclose()
             await rt.db.dispose()
+            rt.metrics.process_exiting()
             log.info("gateway_stopped")
 
     return Starlette(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 MIN_IDLE_SECONDS = 1
 MAX_IDLE_SECONDS = 30 * 24 * 3600
@@ -75,10 +75,13 @@ def effective(stored: Mapping[str, Any] | None, defaults: Autonomy) -> Autonomy:
     cap = stored.get("max_followups")
     return Autonomy(
         enabled=enabled if isinstance(enabled, bool) else defaults.enabled,
-        idle_seconds=idle if _is_int(idle) and idle >= MIN_IDLE_SECONDS
-        else defaults.idle_seconds,
-        max_followups=cap if _is_int(cap) and cap >= 0 else defaults.max_followups,
+        idle_seconds=idle if _is_count(idle, MIN_IDLE_SECONDS) else defaults.idle_seconds,
+        max_followups=cap if _is_count(cap, 0) else defaults.max_followups,
     )
+
+
+def _is_count(value: Any, minimum: int) -> TypeGuard[int]:
+    return _is_int(value) and value >= minimum
 
 
 def cap_reached(consecutive_followups: int, max_followups: int) -> bool:

@@ -2,7 +2,9 @@
 into the message metadata (the shape operators query) and the llm_calls rows.
 
 Later stages (title, summary, retrieval) time themselves with `stage()` and add their calls
-with `add_call()`; totals and the metadata follow without changes here."""
+with `add_call()`; totals and the metadata follow without changes here: `metadata.tokens`
+is the sum over every call of the turn, and `cost_usd` is null as soon as one call is
+unpriced (unknown is not zero)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ class CallRecord:
     usage_source: UsageSource
     status: CallStatus
     error: str | None = None
+    #: Stage-specific facts kept with the call's metadata entry (e.g. what a summary covers).
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total_tokens(self) -> int:
@@ -62,7 +66,7 @@ class CallRecord:
         )
 
     def as_metadata(self) -> dict[str, Any]:
-        return {
+        entry: dict[str, Any] = {
             "stage": self.stage,
             "description": self.description,
             "request": self.request,
@@ -79,6 +83,9 @@ class CallRecord:
             "ttft_ms": self.ttft_ms,
             "duration_ms": self.duration_ms,
         }
+        if self.details:
+            entry["details"] = dict(self.details)
+        return entry
 
 
 def _ms(delta: datetime.timedelta) -> int:

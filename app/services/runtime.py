@@ -10,6 +10,7 @@ import httpx
 import openai
 
 from app.logging import get_logger
+from app.metrics import GatewayMetrics
 from app.services.turn import TurnDeps
 from app.settings import Settings
 from app.store.db import Database
@@ -61,3 +62,4 @@ class Runtime:
     upstream: UpstreamClient
     turns: TurnDeps
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    metrics: GatewayMetrics = field(default_factory=GatewayMetrics)

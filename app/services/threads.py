@@ -5,11 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from app.logging import get_logger
 from app.services.recorder import iso_utc
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.models import Message
+from app.store.visibility import is_hidden
+
+log = get_logger("services.threads")
 
 
 def message_json(message: Message) -> dict[str, Any]:
@@ -47,9 +51,26 @@ async def thread_messages(
         if await thread_store.get_thread(session, user_id, thread_id) is None:
             return None
         rows = await message_store.visible_history(
-            session, user_id, thread_id, include_synthetic=include_synthetic
+            session, user_id, thread_id, include_synthetic=True
         )
-    return [message_json(m) for m in rows]
+    return [message_json(m) for m in _log_visibility(rows, include_synthetic=include_synthetic)]
+
+
+def _log_visibility(rows: list[Message], *, include_synthetic: bool) -> list[Message]:
+    """The rows the user sees; each hidden (synthetic or legacy follow-up) row is logged at
+    DEBUG with its trigger, and one INFO line gives the counts."""
+    visible: list[Message] = []
+    filtered = 0
+    for message in rows:
+        if is_hidden(message) and not include_synthetic:
+            filtered += 1
+            log.debug("history_message_filtered", filtered_message_id=str(message.id),
+                      trigger_type=message.trigger_type or message.meta.get("trigger_type"))
+            continue
+        visible.append(message)
+    log.info("history_visibility", total=len(rows), filtered=filtered, visible=len(visible),
+             include_synthetic=include_synthetic)
+    return visible
 
 
 async def delete_thread(db: Database, user_id: str, thread_id: uuid.UUID) -> bool:

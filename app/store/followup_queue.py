@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -131,12 +131,15 @@ async def release_for_retry(s: AsyncSession, claim: Claim, retry_at: dt.datetime
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-async def lock_thread(s: AsyncSession, thread_id: uuid.UUID) -> None:
-    """Serialise with a user turn on the thread: a user message's transaction updates the
-    thread row (touch_thread), so holding its lock orders the two. SQLite: BEGIN IMMEDIATE
-    already serialises every write transaction."""
+async def lock_thread(s: AsyncSession, thread_id: uuid.UUID) -> dict[str, Any] | None:
+    """Serialise with a user turn on the thread and return its current autonomy settings.
+    A user message's transaction updates the thread row (touch_thread), so holding that row's
+    lock orders the two. SQLite: BEGIN IMMEDIATE already serialises write transactions."""
+    query = select(Thread.autonomy).where(Thread.id == thread_id)
     if s.get_bind().dialect.name == "postgresql":
-        await s.execute(select(Thread.id).where(Thread.id == thread_id).with_for_update())
+        query = query.with_for_update()
+    autonomy: dict[str, Any] | None = await s.scalar(query)
+    return autonomy
 
 
 async def blocker(s: AsyncSession, claim: Claim) -> Blocker | None:

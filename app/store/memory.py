@@ -3,10 +3,10 @@
 PostgreSQL: `to_tsvector('english', content)` with a GIN expression index
 (`ix_messages_content_fts`), queried with websearch_to_tsquery (terms OR-ed), ranked by ts_rank.
 SQLite: an FTS5 table `messages_fts` (porter stemming, unicode61) whose rowid is the id of a
-small map table `message_search(id INTEGER PRIMARY KEY, message_id UNIQUE)`, both kept in sync with `messages`
-by triggers. The map makes a delete an indexed lookup and survives a batch migration that
-copies `messages` (rowids of `messages` itself are not stable across such a copy). All of it is
-created by alembic revision 0003; a later SQLite batch migration of `messages` drops the
+small map table `message_search(id INTEGER PRIMARY KEY, message_id UNIQUE)`, both kept in sync
+with `messages` by triggers. The map makes a delete an indexed lookup and survives a batch
+migration that copies `messages` (whose own rowids are not stable across such a copy). All of
+it is created by alembic revision 0003; a later SQLite batch migration of `messages` drops the
 triggers with the table and must re-create them (see FTS_SQLITE_TRIGGERS)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import uuid
+from typing import Any
 
 from sqlalchemy import ColumnElement, column, func, literal_column, select, table
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -32,14 +33,17 @@ MAX_TERMS = 16
 MIN_TERM_CHARS = 3
 #: Words that match nearly every message: searching for them only adds noise (SQLite FTS5 has
 #: no stop-word list of its own; PostgreSQL's english configuration drops them anyway).
-STOP_WORDS = frozenset(
-    "about above after again all also and any are because been before being below between "
-    "both but can could did does doing down during each few for from further had has have "
-    "having her here hers herself him himself his how into its itself just more most myself "
-    "nor not now off once only other our ours out over own same she should some such than "
-    "that the their theirs them then there these they this those through too under until very "
-    "was were what when where which while who whom why will with would you your yours".split()
-)
+STOP_WORDS = frozenset({
+    "about", "above", "after", "again", "all", "also", "and", "any", "are", "because", "been",
+    "before", "being", "below", "between", "both", "but", "can", "could", "did", "does", "doing",
+    "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having",
+    "her", "here", "hers", "herself", "him", "himself", "his", "how", "into", "its", "itself",
+    "just", "more", "most", "myself", "nor", "not", "now", "off", "once", "only", "other", "our",
+    "ours", "out", "over", "own", "same", "she", "should", "some", "such", "than", "that", "the",
+    "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "through",
+    "too", "under", "until", "very", "was", "were", "what", "when", "where", "which", "while",
+    "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+})
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -90,7 +94,7 @@ async def search_thread(
 async def _search_postgresql(
     s: AsyncSession, thread_id: uuid.UUID, terms: list[str], before: dt.datetime, limit: int
 ) -> list[Message]:
-    config = literal_column(f"'{FTS_CONFIG}'::regconfig")
+    config: ColumnElement[Any] = literal_column(f"'{FTS_CONFIG}'::regconfig")
     vector = func.to_tsvector(config, Message.content)  # the indexed expression, exactly
     query = func.websearch_to_tsquery(config, " or ".join(terms))
     result = await s.execute(
@@ -109,7 +113,7 @@ _fts = table(SQLITE_FTS_TABLE, column("rowid"))
 async def _search_sqlite(
     s: AsyncSession, thread_id: uuid.UUID, terms: list[str], before: dt.datetime, limit: int
 ) -> list[Message]:
-    fts = literal_column(SQLITE_FTS_TABLE)
+    fts: ColumnElement[Any] = literal_column(SQLITE_FTS_TABLE)
     match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
     result = await s.execute(
         select(Message)

@@ -60,7 +60,7 @@ async def open_listener(db: Database, channel: str, callback: Callback) -> Liste
     connection = await db.engine.connect()
     try:
         raw = await connection.get_raw_connection()
-        driver = raw.driver_connection
+        driver: Any = raw.driver_connection
         await driver.add_listener(channel, handler)
     except BaseException:
         await connection.invalidate()

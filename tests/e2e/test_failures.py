@@ -29,7 +29,7 @@ async def test_client_disconnect_interrupts_and_cancels_upstream(
     gateway = start_gateway(live_backend, upstream=slow_demo_llm)
     before = slow_demo_llm.stats()["streams_cancelled"]
     async with await keyed_client(gateway, "leaver") as client:
-        thread_id = await new_thread(client)
+        thread_id = await new_thread(client, "leaving")  # titled: the main call is the only one
         received = ""
         async with client.stream("POST", f"/api/threads/{thread_id}/messages",
                                  json={"content": LONG}) as response:

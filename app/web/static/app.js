@@ -265,6 +265,7 @@ function onThreadEvent(id, event) {
   }
   const message = data && (data.message || data);
   const known = message && message.id && ui.messages.querySelector(`[data-message-id="${CSS.escape(message.id)}"]`);
+  if (known) return; // already on the page (this tab's own turn)
   if (message && message.id && message.role && typeof message.content === "string" && !known
       && message.status && message.status !== "streaming") {
     appendMessage(message);

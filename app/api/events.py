@@ -1,0 +1,46 @@
+"""GET /api/threads/{id}/events: a `text/event-stream` of the thread's new visible messages
+(autonomous follow-ups included) for as long as the client stays. Events: `ready`
+{thread_id} once subscribed, then `message` {"message": {id, role, content, status,
+metadata, created_at}} per message. A foreign or unknown thread is 404."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.api import bodies
+from app.api.auth import authenticate
+from app.api.errors import ApiError, not_found
+from app.api.state import runtime
+from app.events.bus import MessageBus
+from app.events.stream import thread_events, thread_is_users
+
+
+def message_bus(request: Request) -> MessageBus:
+    """The process's bus (set up by the lifespan); 503 while it is not there."""
+    autonomy = getattr(request.app.state, "autonomy", None)
+    if autonomy is None:
+        raise ApiError(503, "unavailable", "thread events are not available")
+    bus: MessageBus = autonomy.bus
+    return bus
+
+
+async def _encoded(events: AsyncIterator[tuple[str, dict[str, object]]]
+                   ) -> AsyncIterator[ServerSentEvent]:
+    async for name, data in events:
+        yield ServerSentEvent(data=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+                              event=name, sep="\n")
+
+
+async def thread_events_stream(request: Request) -> Response:
+    principal = await authenticate(request)
+    thread_id = bodies.thread_id(request)
+    rt = runtime(request)
+    if not await thread_is_users(rt.db, principal.user_id, thread_id):
+        raise not_found()
+    events = thread_events(message_bus(request), rt.db, principal.user_id, thread_id)
+    return EventSourceResponse(_encoded(events), ping=rt.settings.keepalive_s, sep="\n")

@@ -1,0 +1,67 @@
+"""Schedules the follow-up of a finished reply, in the transaction that stores the reply: the
+reply and its follow-up commit together or not at all."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.followups.autonomy import Autonomy, cap_reached, effective
+from app.followups.triggers import awaiting_of, trigger_for_awaiting, trigger_reason
+from app.logging import get_logger
+from app.services.observers import TurnObserver
+from app.store import followup_queue
+from app.store import threads as thread_store
+from app.store.types import utcnow
+
+if TYPE_CHECKING:
+    from app.services.turn import Turn
+    from app.store.records import FinishedMessage
+
+log = get_logger("followups.scheduler")
+
+
+class FollowupScheduler(TurnObserver):
+    """One pending follow-up per enabled thread, at reply end + idle_seconds, unless the
+    thread already had max_followups follow-ups since the user last wrote."""
+
+    def __init__(self, defaults: Autonomy) -> None:
+        self.defaults = defaults
+
+    async def in_finish_transaction(
+        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+    ) -> None:
+        if finished.status != "complete":
+            return
+        # Own savepoint: a scheduling failure is logged, the reply is still stored.
+        try:
+            async with session.begin_nested():
+                await self._schedule(session, turn, finished)
+        except Exception as exc:
+            log.exception("followup_schedule_failed", error=type(exc).__name__)
+
+    async def _schedule(self, session: AsyncSession, turn: Turn, finished: FinishedMessage) -> None:
+        # Re-read: the autonomy settings may have changed while the reply streamed.
+        thread = await thread_store.get_thread(session, turn.user_id, turn.thread.id)
+        if thread is None:
+            return
+        autonomy = effective(thread.autonomy, self.defaults)
+        if not autonomy.enabled:
+            return
+        consecutive = await followup_queue.consecutive_followups(session, thread.id)
+        if cap_reached(consecutive, autonomy.max_followups):
+            log.info("followup_cap_reached", consecutive=consecutive,
+                     max_followups=autonomy.max_followups)
+            return
+        awaiting = awaiting_of(finished.metadata.get("response_metadata"))
+        trigger = trigger_for_awaiting(awaiting)
+        reason = trigger_reason(autonomy.idle_seconds, awaiting)
+        due_at = utcnow() + dt.timedelta(seconds=autonomy.idle_seconds)
+        followup = await followup_queue.schedule_one(
+            session, thread_id=thread.id, user_id=thread.user_id, trigger_type=trigger,
+            reason=reason, due_at=due_at,
+        )
+        log.info("followup_scheduled", followup_id=str(followup.id), trigger_type=trigger,
+                 reason=reason, due_at=due_at.isoformat(), consecutive=consecutive)

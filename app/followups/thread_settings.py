@@ -1,0 +1,35 @@
+"""PATCH a thread's autonomy: store what the user set, answer the effective settings; turning
+autonomy off cancels the pending follow-up in the same transaction."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from app.followups.autonomy import Autonomy, effective
+from app.settings import Settings
+from app.store import followups as followup_store
+from app.store import threads as thread_store
+from app.store.db import Database
+
+
+def default_autonomy(settings: Settings) -> Autonomy:
+    """The operator's defaults (off unless CHATGATE_AUTONOMY_ENABLED)."""
+    return Autonomy(enabled=settings.autonomy_enabled,
+                    idle_seconds=settings.autonomy_idle_seconds,
+                    max_followups=settings.autonomy_max_followups)
+
+
+async def update_autonomy(
+    db: Database, user_id: str, thread_id: uuid.UUID, patch: dict[str, Any],
+    defaults: Autonomy,
+) -> dict[str, Any] | None:
+    """The thread with its effective autonomy, or None when it is not the user's."""
+    async with db.transaction() as session:
+        thread = await thread_store.set_autonomy(session, user_id, thread_id, patch)
+        if thread is None:
+            return None
+        result = effective(thread.autonomy, defaults)
+        if not result.enabled:
+            await followup_store.cancel_pending_for_thread(session, thread.id)
+    return {"id": str(thread.id), "title": thread.title, "autonomy": result.as_json()}

@@ -1,0 +1,184 @@
+"""Prometheus metrics of the gateway, on a registry the application owns (never the
+library's global one, so two apps in one process do not share or clash).
+
+    chatgate_active_streams                      gauge: turns between the start of their
+                                                 answer and their stored end, this process
+    chatgate_turns_total{status}                 complete | interrupted | failed, counted once
+                                                 the message is stored; `not_stored` for a turn
+                                                 whose finishing transaction never committed
+    chatgate_time_to_first_token_seconds         turn start -> first upstream content chunk
+                                                 (the stored `ttft_ms`)
+    chatgate_gateway_overhead_seconds            see `gateway_overhead_s`
+    chatgate_filter_warnings_total{kind}         MarkerFilter warnings (context_echo, ...)
+    chatgate_tokens_total{model,kind}            kind = prompt | completion, every upstream call
+                                                 of the turn (as stored in llm_calls)
+    chatgate_upstream_errors_total{code}         upstream_unavailable | upstream_timeout |
+                                                 upstream_error, one per failed turn
+
+Several worker processes: each has its own values. When PROMETHEUS_MULTIPROC_DIR is set in
+the environment before the process starts (prometheus_client reads it at import), values are
+written to files in that directory and `exposition()` merges every process's files, so any
+worker answers /metrics for all of them (docs/production.md).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import (
+    CONTENT_TYPE_PLAIN_0_0_4,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as prom_multiprocess
+
+from app.services.observers import TurnObserver
+
+if TYPE_CHECKING:
+    from app.services.turn import Turn
+    from app.store.records import FinishedMessage
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+UPSTREAM_CODES = frozenset({"upstream_unavailable", "upstream_timeout", "upstream_error"})
+TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+OVERHEAD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class GatewayMetrics:
+    """The gateway's metrics and their text exposition."""
+
+    def __init__(self, multiproc_dir: str | None = None) -> None:
+        self.multiproc_dir = multiproc_dir or os.environ.get(MULTIPROC_ENV) or None
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.active_streams = Gauge(
+            "chatgate_active_streams", "Turns streaming an answer (started, not yet stored).",
+            registry=r, multiprocess_mode="livesum")
+        self.turns = Counter(
+            "chatgate_turns", "Finished turns by stored status.", ["status"], registry=r)
+        self.ttft = Histogram(
+            "chatgate_time_to_first_token_seconds",
+            "Turn start to the first upstream content chunk.", registry=r, buckets=TTFT_BUCKETS)
+        self.overhead = Histogram(
+            "chatgate_gateway_overhead_seconds",
+            "Turn wall time minus the time spent in upstream calls (docs/production.md).",
+            registry=r, buckets=OVERHEAD_BUCKETS)
+        self.filter_warnings = Counter(
+            "chatgate_filter_warnings", "MarkerFilter warnings by kind.", ["kind"], registry=r)
+        self.tokens = Counter(
+            "chatgate_tokens", "Tokens of upstream calls by model and kind.",
+            ["model", "kind"], registry=r)
+        self.upstream_errors = Counter(
+            "chatgate_upstream_errors", "Turns failed by the upstream, by error code.",
+            ["code"], registry=r)
+
+    def observer(self) -> MetricsObserver:
+        return MetricsObserver(self)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format: this process's registry, or every process's values
+        in multiprocess mode."""
+        if self.multiproc_dir is None:
+            return generate_latest(self.registry)
+        merged = CollectorRegistry()
+        prom_multiprocess.MultiProcessCollector(  # type: ignore[no-untyped-call]
+            merged, path=self.multiproc_dir)
+        return generate_latest(merged)
+
+    def process_exiting(self) -> None:
+        """Multiprocess mode: drop this process's live gauges (its streams are over)."""
+        if self.multiproc_dir is not None:
+            prom_multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
+                os.getpid(), self.multiproc_dir)
+
+
+def gateway_overhead_s(
+    started: float, now: float, now_wall: datetime.datetime,
+    calls: Sequence[tuple[datetime.datetime, datetime.datetime]],
+) -> float:
+    """Time the turn spent in the gateway rather than waiting on the upstream.
+
+    The turn's wall time, from the Turn's creation (just after the opening transaction
+    committed) to its finishing transaction's commit, minus the union of its upstream calls'
+    intervals (title/summary calls and the main call, from sending the request to closing
+    the stream; overlapping calls are counted once). What remains: observers before the
+    main call apart from their upstream calls, building MSG_CONTEXT, closing the stream and
+    the finishing transaction. The per-chunk work (filter, SSE write) happens inside the
+    main call's interval and is not in it; scripts/bench_filter.py measures that part.
+    `started`/`now` are time.monotonic() values; calls are wall-clock datetimes."""
+    elapsed = max(0.0, now - started)
+    turn_start = now_wall - datetime.timedelta(seconds=elapsed)
+    spans = sorted((max(a, turn_start), min(b, now_wall)) for a, b in calls)
+    upstream = 0.0
+    cursor = turn_start
+    for begin, end in spans:
+        begin = max(begin, cursor)
+        if end > begin:
+            upstream += (end - begin).total_seconds()
+            cursor = end
+    return max(0.0, elapsed - upstream)
+
+
+@dataclass
+class _ActiveTurn:
+    """One turn counted in the active gauge; ends exactly once (finish, or garbage
+    collection of a turn whose finish never committed)."""
+
+    metrics: GatewayMetrics
+    ended: bool = False
+
+    def end(self, *, stored: bool) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.metrics.active_streams.dec()
+        if not stored:
+            self.metrics.turns.labels(status="not_stored").inc()
+
+
+class MetricsObserver(TurnObserver):
+    """Feeds GatewayMetrics from the turn pipeline; no I/O (multiprocess mode writes to a
+    memory-mapped file)."""
+
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.metrics = metrics
+        self._active: weakref.WeakKeyDictionary[Turn, _ActiveTurn] = (
+            weakref.WeakKeyDictionary())
+
+    async def before_main(self, turn: Turn) -> None:
+        active = _ActiveTurn(self.metrics)
+        self.metrics.active_streams.inc()
+        self._active[turn] = active
+        fallback = weakref.finalize(turn, active.end, stored=False)
+        fallback.atexit = False
+
+    def on_warning(self, turn: Turn, record: dict[str, Any]) -> None:
+        self.metrics.filter_warnings.labels(kind=str(record.get("kind", "unknown"))).inc()
+
+    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
+        now, now_wall = time.monotonic(), datetime.datetime.now(datetime.UTC)
+        active = self._active.pop(turn, None)
+        if active is not None:
+            active.end(stored=True)
+        m = self.metrics
+        m.turns.labels(status=finished.status).inc()
+        recorder = turn.recorder
+        if recorder.first_token is not None:
+            m.ttft.observe(max(0.0, recorder.first_token - recorder.started))
+        spans = [(c.started_at, c.finished_at) for c in recorder.calls]
+        m.overhead.observe(gateway_overhead_s(recorder.started, now, now_wall, spans))
+        for call in finished.llm_calls:
+            m.tokens.labels(model=call.model, kind="prompt").inc(call.prompt_tokens)
+            m.tokens.labels(model=call.model, kind="completion").inc(call.completion_tokens)
+        if turn.failure is not None and turn.failure.code in UPSTREAM_CODES:
+            m.upstream_errors.labels(code=turn.failure.code).inc()

@@ -1,0 +1,169 @@
+"""The `summary` stage: when the history no longer fits `context_budget_chars`, the older
+messages that do not fit are summarised into `threads.summary` by a non-streamed call before
+the main call; MSG_CONTEXT then carries the summary plus the recent messages.
+
+Incremental: the call gets the previous summary and only the messages dropped since it was
+written. Which messages a summary covers is kept with its call in the assistant message's
+metadata (`processingDetails.llm_calls[].details.covered_until`, the time of the newest
+message it covers), written in the same transaction as `threads.summary`, so the two cannot
+disagree. A failed call fails nothing: the turn goes on with the previous summary, and the
+next turn tries again with everything dropped since."""
+
+from __future__ import annotations
+
+import datetime
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.context import ContextItem
+from app.context.builder import select_within_budget
+from app.logging import get_logger
+from app.services.observers import TurnObserver
+from app.services.side_call import SideCall, run_side_call
+from app.store import messages as message_store
+from app.store import threads as thread_store
+from app.store.models import Message
+from app.stream import strip_markers
+
+if TYPE_CHECKING:
+    from app.services.turn import Turn
+    from app.store.records import FinishedMessage
+
+log = get_logger("services.summary")
+
+SUMMARY_PROMPT = (
+    "You keep the running summary of a conversation. Update the summary with the new "
+    "messages below: keep names, facts, decisions and open questions, drop small talk, "
+    "at most 150 words, plain text. Answer with the summary only."
+)
+#: Longest stored summary; it is sent with every later turn.
+SUMMARY_MAX_CHARS = 4000
+#: How much of one message the summary call sees.
+MESSAGE_EXCERPT_CHARS = 2000
+#: Messages searched for the newest summary's coverage (as many as a turn reads).
+COVERAGE_LOOKBACK = 200
+
+
+def dropped_items(history: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
+    """The oldest messages that MSG_CONTEXT leaves out (the builder's own budget rule)."""
+    kept = select_within_budget(history, budget_chars)
+    return list(history[: len(history) - len(kept)])
+
+
+def summary_request(
+    previous: str | None, new_items: Sequence[ContextItem]
+) -> list[dict[str, str]]:
+    """The messages of the summary call: the summary so far and the newly dropped turns."""
+    lines = []
+    for item in new_items:
+        text = item.content
+        if len(text) > MESSAGE_EXCERPT_CHARS:
+            text = text[:MESSAGE_EXCERPT_CHARS] + "…"
+        lines.append(f"{item.role}: {text}")
+    transcript = "\n\n".join(lines)
+    return [
+        {"role": "system", "content": SUMMARY_PROMPT},
+        {"role": "user", "content": f"New messages:\n\n{transcript}\n\n"
+                                    f"Summary so far: {previous or '(none yet)'}"},
+    ]
+
+
+def clean_summary(raw: str, max_chars: int = SUMMARY_MAX_CHARS) -> str | None:
+    """Markers removed (the same filter as every answer), trimmed and capped; None if empty."""
+    text = strip_markers(raw).text.strip()
+    if len(text) > max_chars:
+        text = text[: max_chars - 1].rstrip() + "…"
+    return text or None
+
+
+def covered_until(messages: Sequence[Message]) -> datetime.datetime | None:
+    """The newest message time a stored summary covers, from the newest assistant message
+    whose completed summary call recorded it; None when there is none."""
+    for message in reversed(messages):
+        if message.role != "assistant":
+            continue
+        details = _details(message.meta)
+        if details is not None:
+            try:
+                return datetime.datetime.fromisoformat(details["covered_until"])
+            except (KeyError, TypeError, ValueError):
+                continue
+    return None
+
+
+def _details(meta: Any) -> dict[str, Any] | None:
+    """The details of a message's completed summary call; any other shape (old rows, hand
+    edits) is no summary."""
+    processing = meta.get("processingDetails") if isinstance(meta, dict) else None
+    calls = processing.get("llm_calls") if isinstance(processing, dict) else None
+    for call in calls if isinstance(calls, list) else []:
+        if (isinstance(call, dict) and call.get("stage") == "summary"
+                and call.get("status") == "complete" and isinstance(call.get("details"), dict)):
+            details: dict[str, Any] = call["details"]
+            return details
+    return None
+
+
+class SummaryStage(TurnObserver):
+    """Summarises what falls out of the context budget; stores it when the turn is stored."""
+
+    def __init__(self) -> None:
+        self._pending: weakref.WeakKeyDictionary[Turn, str] = weakref.WeakKeyDictionary()
+
+    async def before_main(self, turn: Turn) -> None:
+        settings = turn.deps.settings
+        if not settings.summary_calls:
+            return
+        dropped = dropped_items(turn.history, settings.context_budget_chars)
+        if not dropped:
+            return
+        try:
+            since = await self._covered_until(turn)
+        except Exception as exc:  # the answer matters more than its summary
+            log.exception("summary_skipped", error=type(exc).__name__)
+            return
+        new_items = [item for item in dropped if since is None or item.time > since]
+        if not new_items:
+            return
+        call = SideCall(
+            stage="summary", description="Summary of older turns",
+            messages=summary_request(turn.summary, new_items),
+            max_tokens=settings.summary_max_tokens,
+        )
+        outcome = await run_side_call(turn, call)
+        if outcome.text is None:
+            return
+        summary = clean_summary(outcome.text)
+        if summary is None:
+            log.warning("summary_empty", answer=outcome.text[:200])
+            return
+        outcome.record.details.update({
+            "covered_until": new_items[-1].time.isoformat(),
+            "messages": len(new_items),
+        })
+        turn.summary = summary
+        self._pending[turn] = summary
+
+    @staticmethod
+    async def _covered_until(turn: Turn) -> datetime.datetime | None:
+        """A short read, before any upstream call (no session is held across it)."""
+        async with turn.deps.db.transaction() as session:
+            recent = await message_store.context_history(
+                session, turn.thread.id, limit=COVERAGE_LOOKBACK
+            )
+        return covered_until(recent)
+
+    async def in_finish_transaction(
+        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+    ) -> None:
+        summary = self._pending.get(turn)
+        if summary is not None:
+            await thread_store.set_summary(session, turn.thread.id, summary)
+
+    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
+        summary = self._pending.pop(turn, None)
+        if summary is not None:
+            log.info("thread_summarised", chars=len(summary))

@@ -1,0 +1,108 @@
+"""The `title` stage: on a thread's first turn, a short non-streamed call names the thread.
+
+It runs before the main call (in `before_main`). That costs the first turn of a thread the
+title call's latency before the first token, and buys simplicity: the call's usage is known
+before the turn's metadata is built, the upstream sees the calls in a fixed order, and a
+client leaving during the title call needs no extra cleanup. The title is stored with
+`threads.set_title` in the transaction that finishes the turn, so the thread list shows it
+from the moment the answer is stored. A failed call fails nothing: it is logged, recorded
+(status `failed`) and the thread keeps no title. Setting `title_calls=false` turns it off."""
+
+from __future__ import annotations
+
+import re
+import weakref
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.logging import get_logger
+from app.services.observers import TurnObserver
+from app.services.side_call import SideCall, run_side_call
+from app.store import threads as thread_store
+from app.stream import strip_markers
+
+if TYPE_CHECKING:
+    from app.services.turn import Turn
+    from app.store.records import FinishedMessage
+
+log = get_logger("services.title")
+
+TITLE_PROMPT = (
+    "Write a short title, at most six words, for a conversation that starts with the "
+    "user's message below. Answer with the title only: no quotes, no final punctuation."
+)
+#: Longest stored title (the API accepts 200; a list entry should stay short).
+TITLE_MAX_CHARS = 80
+#: How much of the first message the title call sees (the start is what names a topic).
+TITLE_INPUT_CHARS = 2000
+
+_QUOTES_AND_DECORATION = "\"'`“”„‘’«»*_ "
+_LABEL = re.compile(r"^(?:title|thread title|subject)\s*:\s*", re.IGNORECASE)
+
+
+def title_request(user_text: str) -> list[dict[str, str]]:
+    """The messages of the title call."""
+    return [
+        {"role": "system", "content": TITLE_PROMPT},
+        {"role": "user", "content": user_text[:TITLE_INPUT_CHARS]},
+    ]
+
+
+def clean_title(raw: str, max_chars: int = TITLE_MAX_CHARS) -> str | None:
+    """What a model answered, made a title: markers removed (the same filter as every
+    answer), the first non-empty line, a `Title:` label and surrounding quotes or markdown
+    dropped, white space collapsed, cut at a word boundary. None when nothing is left."""
+    visible = strip_markers(raw).text
+    line = next((part for part in visible.splitlines() if part.strip()), "")
+    text = " ".join(line.split())
+    text = _LABEL.sub("", text)
+    text = text.lstrip("# ").strip(_QUOTES_AND_DECORATION).rstrip(". ")
+    text = text.strip(_QUOTES_AND_DECORATION)
+    if len(text) > max_chars:
+        cut = text[: max_chars - 1]
+        if " " in cut:
+            cut = cut.rsplit(" ", 1)[0]
+        text = cut.rstrip(_QUOTES_AND_DECORATION + ",;:-") + "…"
+    return text or None
+
+
+class TitleStage(TurnObserver):
+    """Names a thread on its first turn; stores the name when the turn is stored."""
+
+    def __init__(self) -> None:
+        self._pending: weakref.WeakKeyDictionary[Turn, str] = weakref.WeakKeyDictionary()
+
+    @staticmethod
+    def wanted(turn: Turn) -> bool:
+        """A thread's first turn (no earlier message) of a thread without a title."""
+        return bool(turn.deps.settings.title_calls) and not turn.thread.title and not turn.history
+
+    async def before_main(self, turn: Turn) -> None:
+        if not self.wanted(turn):
+            return
+        call = SideCall(
+            stage="title", description="Thread title",
+            messages=title_request(turn.user_message.content),
+            max_tokens=turn.deps.settings.title_max_tokens,
+        )
+        outcome = await run_side_call(turn, call)
+        if outcome.text is None:
+            return
+        title = clean_title(outcome.text)
+        if title is None:
+            log.warning("title_empty", answer=outcome.text[:200])
+            return
+        self._pending[turn] = title
+
+    async def in_finish_transaction(
+        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+    ) -> None:
+        title = self._pending.get(turn)
+        if title is not None:
+            await thread_store.set_title(session, turn.thread.id, title)
+
+    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
+        title = self._pending.pop(turn, None)
+        if title is not None:
+            log.info("thread_titled", title=title)

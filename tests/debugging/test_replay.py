@@ -1,0 +1,78 @@
+"""The replay core (app.replay): pure, no servers. The live traces are in test_traces.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.replay import Trace, TraceFormatError, replay, trace_from_json, trace_to_json
+from app.stream import MarkerFilter
+
+SEED_BUG_CHUNKS = [
+    '<!-- MSG_CONTEXT: {"history": []} -->\n<!-- METADATA: {"language": "cs"}Aha, chápu.',
+    " Tohle je", " odpověď.",
+]
+
+
+def gateway_content(chunks: list[str], *, close: bool) -> str:
+    flt = MarkerFilter()
+    text = "".join(flt.feed(c) for c in chunks)
+    return text + (flt.close() if close else "")
+
+
+def make_trace(chunks: list[str], content: str, *, closed: bool = True) -> Trace:
+    return Trace(message_id="m", thread_id="t", user_id="u", model="demo-1",
+                 status="complete" if closed else "interrupted", chunks=chunks,
+                 events=[{"type": "finish", "filter_closed": closed, "content": content}],
+                 created_at=None, stored_content=content)
+
+
+def test_replay_reports_each_warning_at_the_chunk_that_raised_it() -> None:
+    content = gateway_content(SEED_BUG_CHUNKS, close=True)
+    result = replay(make_trace(SEED_BUG_CHUNKS, content))
+    assert result.matches and result.divergence is None
+    assert result.content == "Aha, chápu. Tohle je odpověď."
+    assert result.metadata == {"language": "cs"}
+    by_step = {s.index: [w.kind for w in s.warnings] for s in result.steps if s.warnings}
+    # the echo is recognised and ended in chunk 0; the METADATA block is found unclosed
+    # there too, as soon as visible text follows its body
+    assert by_step == {0: ["context_echo", "metadata_at_start", "unclosed_block"]}
+    assert all(w.chunk_index == 0 for w in result.warnings)
+
+
+def test_an_interrupted_stream_is_replayed_without_closing_the_filter() -> None:
+    chunks = ["Hello there <", "!-- META"]  # cut while a header start is held back
+    stored = gateway_content(chunks, close=False)
+    assert stored == "Hello there"
+    assert replay(make_trace(chunks, stored, closed=False)).matches
+    closed = replay(make_trace(chunks, stored, closed=True))
+    assert not closed.matches  # closing would emit the held-back "<!-- META" as text
+
+
+def test_a_changed_stored_content_is_found_at_the_chunk_where_it_differs() -> None:
+    chunks = ["Hello", " big", " world"]
+    result = replay(make_trace(chunks, "Hello small world"))
+    assert not result.matches
+    assert result.divergence == 1
+    longer = replay(make_trace(chunks, "Hello big world and more"))
+    assert not longer.matches and longer.divergence == len(longer.steps)
+
+
+def test_trace_file_round_trip_keeps_every_field() -> None:
+    trace = make_trace(SEED_BUG_CHUNKS, "x")
+    again = trace_from_json(json.loads(json.dumps(trace_to_json(trace))))
+    assert again == trace
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    ([], "one JSON object"),
+    ({"format": "other"}, "'format'"),
+    ({"format": "chatgate.stream_trace", "version": 9}, "version"),
+    ({"format": "chatgate.stream_trace", "version": 1, "chunks": [1], "events": []}, "'chunks'"),
+    ({"format": "chatgate.stream_trace", "version": 1, "chunks": [], "events": [],
+      "stored_content": None}, "'stored_content'"),
+])
+def test_a_bad_trace_file_says_what_is_wrong(data: object, problem: str) -> None:
+    with pytest.raises(TraceFormatError, match=problem):
+        trace_from_json(data)

@@ -1,0 +1,79 @@
+"""Shared by the end-to-end follow-up tests: settings for fast follow-ups, PATCH helpers, and
+direct reads of the gateway's database (rows produced through the real code path)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+from sqlalchemy import select
+
+from app.store.db import Database
+from app.store.models import Followup, Message
+
+T = TypeVar("T")
+
+#: Fast follow-ups for tests: poll 0.1 s, short lease, a small MSG_CONTEXT history budget (so
+#: older messages leave the recent window and memory retrieval has something to find).
+FAST_ENV: Mapping[str, str] = {
+    "CHATGATE_FOLLOWUP_POLL_S": "0.1",
+    "CHATGATE_FOLLOWUP_LEASE_S": "2",
+    "CHATGATE_FOLLOWUP_MAX_ATTEMPTS": "3",
+    "CHATGATE_CONTEXT_BUDGET_CHARS": "1200",
+    "CHATGATE_TITLE_CALLS": "false",
+}
+
+
+async def set_autonomy(client: httpx.AsyncClient, thread_id: str, **autonomy: Any) -> Any:
+    response = await client.patch(f"/api/threads/{thread_id}", json={"autonomy": autonomy})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def wait_until(check: Callable[[], Awaitable[T | None]], timeout_s: float = 15.0,
+                     what: str = "condition") -> T:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+class Rows:
+    """Read-only view of a gateway's database."""
+
+    def __init__(self, database_url: str) -> None:
+        self.db = Database(database_url)
+
+    async def close(self) -> None:
+        await self.db.dispose()
+
+    async def messages(self, thread_id: str) -> list[Message]:
+        async with self.db.transaction() as s:
+            result = await s.execute(
+                select(Message).where(Message.thread_id == uuid.UUID(thread_id))
+                .order_by(Message.created_at, Message.id))
+            return list(result.scalars())
+
+    async def followups(self, thread_id: str) -> list[Followup]:
+        async with self.db.transaction() as s:
+            result = await s.execute(
+                select(Followup).where(Followup.thread_id == uuid.UUID(thread_id))
+                .order_by(Followup.created_at))
+            return list(result.scalars())
+
+    async def synthetic(self, thread_id: str) -> list[Message]:
+        return [m for m in await self.messages(thread_id) if m.synthetic]
+
+    async def settled_followup_replies(self, thread_id: str, count: int) -> list[Message] | None:
+        """The assistant replies to the first `count` synthetic prompts once all are settled."""
+        rows = await self.messages(thread_id)
+        replies = [b for a, b in zip(rows, rows[1:], strict=False)
+                   if a.synthetic and b.role == "assistant" and b.status != "streaming"]
+        return replies if len(replies) >= count else None

@@ -1,0 +1,84 @@
+"""Full-text memory search on real SQLite (FTS5) and PostgreSQL (tsvector + GIN)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import text
+
+from app.store import memory
+from app.store import messages as message_store
+from app.store import threads as thread_store
+from app.store.db import Database
+from app.store.types import utcnow
+from tests.store.factories import new_thread, turn
+
+FAR_FUTURE = utcnow() + dt.timedelta(days=1)
+
+
+def test_search_terms_drop_noise_and_syntax() -> None:
+    assert memory.search_terms('What about the "Zeppelin" AND airships -- OR NOT?') == [
+        "zeppelin", "airships"]
+    assert memory.search_terms("a an of to") == []
+    assert memory.search_terms("x" * 5 + " " + " ".join(f"w{i:03d}" for i in range(40)))[:2] == [
+        "xxxxx", "w000"]
+    assert len(memory.search_terms(" ".join(f"word{i}" for i in range(40)))) == memory.MAX_TERMS
+
+
+async def test_finds_the_relevant_older_message_only(db: Database) -> None:
+    thread = await new_thread(db)
+    other = await new_thread(db)
+    old_q, _ = await turn(db, thread, "Tell me about zeppelin airships", "They float.")
+    await turn(db, thread, "What is a bicycle?", "Two wheels.")
+    await turn(db, other, "Zeppelin in another thread", "Not yours.")
+    async with db.transaction() as s:
+        found = await memory.search_thread(s, thread.id, "zeppelins again?",
+                                           before=FAR_FUTURE, limit=5)
+        assert [m.id for m in found] == [old_q.id]  # stemmed: zeppelins ~ zeppelin
+        assert await memory.search_thread(s, thread.id, "zeppelin",
+                                          before=old_q.created_at, limit=5) == []
+        assert await memory.search_thread(s, thread.id, "the and", before=FAR_FUTURE,
+                                          limit=5) == []
+
+
+async def test_synthetic_prompts_are_never_memories(db: Database) -> None:
+    thread = await new_thread(db)
+    async with db.transaction() as s:
+        await message_store.append_user_message(
+            s, thread, "Continue our conversation about volcanoes", synthetic=True,
+            trigger_type="check_in", trigger_reason="r")
+        await message_store.append_user_message(s, thread, "[AUTONOMOUS_FOLLOWUP: volcanoes]")
+        real = await message_store.append_user_message(s, thread, "volcanoes erupt")
+    async with db.transaction() as s:
+        found = await memory.search_thread(s, thread.id, "volcanoes", before=FAR_FUTURE,
+                                           limit=5)
+        assert [m.id for m in found] == [real.id]
+        last = await memory.last_real_user_message(s, thread.id)
+        assert last is not None and last.id == real.id
+
+
+async def test_finished_reply_content_is_searchable_and_deletes_clean_up(db: Database) -> None:
+    thread = await new_thread(db)
+    _, reply = await turn(db, thread, "hello", "The answer mentions quasars.")
+    async with db.transaction() as s:
+        found = await memory.search_thread(s, thread.id, "quasar", before=FAR_FUTURE, limit=5)
+    assert [m.id for m in found] == [reply.id]  # indexed when finished (was empty when opened)
+    async with db.transaction() as s:
+        await thread_store.delete_thread(s, thread.user_id, thread.id)
+    if db.backend == "sqlite":
+        async with db.transaction() as s:
+            left = await s.scalar(text("SELECT count(*) FROM message_search"))
+            fts = await s.scalar(text("SELECT count(*) FROM messages_fts WHERE messages_fts "
+                                      "MATCH 'quasars'"))
+        assert (left, fts) == (0, 0)
+
+
+async def test_postgresql_uses_the_gin_expression_index(db: Database) -> None:
+    if db.backend != "postgresql":
+        return
+    async with db.transaction() as s:
+        await s.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = "\n".join(r[0] for r in await s.execute(text(
+            "EXPLAIN SELECT id FROM messages WHERE to_tsvector('english'::regconfig, content) "
+            "@@ websearch_to_tsquery('english'::regconfig, 'zeppelin')")))
+    assert "ix_messages_content_fts" in plan

@@ -1,0 +1,246 @@
+"""The title and summary stages: their pure parts, and turns run in-process against a real
+database (both backends) and a real model server over HTTP (the demo server, or a silent
+one that never answers). The HTTP-level behaviour is in tests/e2e/test_usage_accounting.py."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from app.context import ContextItem
+from app.main import build_runtime
+from app.services.runtime import Runtime
+from app.services.summary import (
+    clean_summary,
+    covered_until,
+    dropped_items,
+    summary_request,
+)
+from app.services.title import TITLE_MAX_CHARS, clean_title
+from app.services.turn import open_turn
+from app.settings import Settings
+from app.store import messages as message_store
+from app.store import threads as thread_store
+from app.store.models import Message
+from tests.support.live import DemoLlm
+
+T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
+
+
+# -- pure parts ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "title"), [
+    ("Repairing a bike", "Repairing a bike"),
+    ('"Repairing a bike."', "Repairing a bike"),
+    ("Title: **Repairing a bike**\n\nBecause the user asked about bikes.", "Repairing a bike"),
+    ("  \n“Prague trip”  ", "Prague trip"),
+    ('Bikes <!-- METADATA: {"language": "en"} -->', "Bikes"),
+    ('<!-- METADATA: {"language": "en"}\nBikes', "Bikes"),  # the seed bug: no closer
+    ("## C# tips", "C# tips"),
+    ("\"\" ", None),
+    ("", None),
+])
+def test_clean_title(raw: str, title: str | None) -> None:
+    assert clean_title(raw) == title
+
+
+def test_clean_title_caps_length_at_a_word_boundary() -> None:
+    title = clean_title("word " * 60)
+    assert title is not None and len(title) <= TITLE_MAX_CHARS
+    assert title.endswith("word…")
+
+
+def test_clean_summary_strips_markers_and_caps() -> None:
+    assert clean_summary('They planned a trip.\n<!-- METADATA: {"language": "en"} -->') == (
+        "They planned a trip.")
+    assert clean_summary("  ") is None
+    long = clean_summary("x" * 10_000, max_chars=100)
+    assert long is not None and len(long) == 100 and long.endswith("…")
+
+
+def _items(*contents: str) -> list[ContextItem]:
+    return [ContextItem("user" if n % 2 == 0 else "assistant", text,
+                        T0 + dt.timedelta(minutes=n)) for n, text in enumerate(contents)]
+
+
+def test_dropped_items_are_the_oldest_that_do_not_fit() -> None:
+    items = _items("a" * 100, "b" * 100, "c" * 100, "d" * 100)
+    assert dropped_items(items, budget_chars=10_000) == []
+    dropped = dropped_items(items, budget_chars=400)  # each costs ~160 encoded
+    assert [i.content[0] for i in dropped] == ["a", "b"]
+    assert [i.content[0] for i in dropped_items(items, budget_chars=0)] == list("abcd")
+
+
+def test_summary_request_carries_previous_summary_and_new_turns() -> None:
+    request = summary_request("Earlier: bikes.", _items("tyres?", "Use levers."))
+    assert "summar" in request[0]["content"].lower() and request[0]["role"] == "system"
+    assert request[1]["content"] == (
+        "New messages:\n\nuser: tyres?\n\nassistant: Use levers.\n\n"
+        "Summary so far: Earlier: bikes.")
+
+
+def test_covered_until_reads_the_newest_completed_summary_call() -> None:
+    def assistant(minute: int, calls: list[dict[str, Any]]) -> Message:
+        return Message(role="assistant", created_at=T0 + dt.timedelta(minutes=minute),
+                       meta={"processingDetails": {"llm_calls": calls}})
+
+    done = {"stage": "summary", "status": "complete",
+            "details": {"covered_until": (T0 + dt.timedelta(minutes=3)).isoformat()}}
+    failed = {"stage": "summary", "status": "failed", "details": {}}
+    rows = [assistant(1, [{"stage": "main"}]), assistant(5, [done, {"stage": "main"}]),
+            Message(role="user", meta={}), assistant(9, [failed, {"stage": "main"}])]
+    assert covered_until(rows) == T0 + dt.timedelta(minutes=3)
+    assert covered_until(rows[:1]) is None
+    assert covered_until([Message(role="assistant", meta={"processingDetails": "junk"})]) is None
+
+
+# -- turns in-process ---------------------------------------------------------------------
+
+MakeRuntime = Callable[..., Runtime]
+
+
+@pytest.fixture
+async def make_runtime(database_url: str) -> AsyncIterator[MakeRuntime]:
+    made: list[Runtime] = []
+
+    def make(upstream_base_url: str, **overrides: Any) -> Runtime:
+        values: dict[str, Any] = {"upstream_max_retries": 0, "first_token_timeout_s": 5,
+                                  **overrides}
+        settings = Settings(database_url=database_url, upstream_base_url=upstream_base_url,
+                            **values)
+        made.append(build_runtime(settings))
+        return made[-1]
+
+    yield make
+    for rt in made:
+        await rt.http.aclose()
+        await rt.db.dispose()
+
+
+async def _turn(rt: Runtime, thread_id: Any, content: str, user: str = "svc") -> list[Any]:
+    turn = await open_turn(rt.turns, user, thread_id, content)
+    return [event async for event in turn.events()]
+
+
+async def _new_thread(rt: Runtime, title: str | None = None) -> Any:
+    async with rt.db.transaction() as s:
+        return await thread_store.create_thread(s, "svc", title)
+
+
+async def _assistants(rt: Runtime, thread_id: Any) -> list[Message]:
+    async with rt.db.transaction() as s:
+        rows = await message_store.visible_history(s, "svc", thread_id)
+    return [r for r in rows if r.role == "assistant"]
+
+
+def _calls(message: Message) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = message.meta["processingDetails"]["llm_calls"]
+    return calls
+
+
+async def test_title_calls_can_be_turned_off(make_runtime: MakeRuntime, demo_llm: DemoLlm) -> None:
+    rt = make_runtime(demo_llm.base_url, title_calls=False)
+    thread = await _new_thread(rt)
+    await _turn(rt, thread.id, "no title please")
+    (assistant,) = await _assistants(rt, thread.id)
+    assert [c["stage"] for c in _calls(assistant)] == ["main"]
+    async with rt.db.transaction() as s:
+        reread = await thread_store.get_thread(s, "svc", thread.id)
+    assert reread is not None and reread.title is None
+
+
+async def test_a_failed_summary_is_retried_with_everything_dropped_since(
+    make_runtime: MakeRuntime, demo_llm: DemoLlm
+) -> None:
+    rt = make_runtime(demo_llm.base_url, context_budget_chars=700)
+    thread = await _new_thread(rt, "titled")
+    # the first question makes every summary call that sees it fail ([title-error])
+    contents = ["first [title-error] q", "second q", "third q", "fourth q"]
+    for content in contents:
+        events = await _turn(rt, thread.id, content)
+        assert events[-1].event == "message_end"
+    assistants = await _assistants(rt, thread.id)
+    summary_calls = [(n, c) for n, a in enumerate(assistants) for c in _calls(a)
+                     if c["stage"] == "summary"]
+    # the demo fails a summary call only when its request carries [title-error]: every
+    # retry still sent the first question, since no summary ever covered it
+    assert len(summary_calls) >= 2, "the budget should have overflowed twice"
+    assert all(c["status"] == "failed" and c["usage_source"] == "partial"
+               for _, c in summary_calls)
+    assert all(a.status == "complete" for a in assistants)
+    for n, _ in summary_calls:
+        assert sum(c["response"]["usage"]["total_tokens"] for c in _calls(assistants[n])) == (
+            assistants[n].meta["tokens"])
+    async with rt.db.transaction() as s:
+        reread = await thread_store.get_thread(s, "svc", thread.id)
+    assert reread is not None and reread.summary is None
+
+
+async def _silent_server() -> tuple[asyncio.Server, str]:
+    """A model server that accepts connections and never answers."""
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.read()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}/v1"
+
+
+async def test_a_title_call_that_times_out_is_recorded_and_bounded(
+    make_runtime: MakeRuntime
+) -> None:
+    server, url = await _silent_server()
+    try:
+        rt = make_runtime(url, side_call_timeout_s=0.3, first_token_timeout_s=0.3)
+        thread = await _new_thread(rt)
+        events = await _turn(rt, thread.id, "is anyone there?")
+    finally:
+        server.close()
+    assert events[-1].event == "error" and events[-1].data["code"] == "upstream_timeout"
+    (assistant,) = await _assistants(rt, thread.id)
+    title, main = _calls(assistant)
+    assert (title["stage"], title["status"], title["usage_source"]) == (
+        "title", "failed", "partial")
+    assert title["error"].startswith("upstream_timeout")
+    assert title["response"]["usage"]["prompt_tokens"] > 0  # sent, so estimated
+    assert 250 <= title["duration_ms"] < 2000
+    assert (main["stage"], main["status"]) == ("main", "failed")
+
+
+async def test_a_client_leaving_during_the_title_call_records_it_interrupted(
+    make_runtime: MakeRuntime
+) -> None:
+    server, url = await _silent_server()
+    try:
+        rt = make_runtime(url, side_call_timeout_s=30)
+        thread = await _new_thread(rt)
+        turn = await open_turn(rt.turns, "svc", thread.id, "name me, then leave")
+        started = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in turn.events():
+                if event.event == "message_start":
+                    started.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        server.close()
+    (assistant,) = await _assistants(rt, thread.id)
+    assert assistant.status == "interrupted" and assistant.content == ""
+    (title,) = _calls(assistant)
+    assert (title["stage"], title["status"], title["usage_source"]) == (
+        "title", "interrupted", "partial")
+    assert assistant.meta["tokens"] == title["response"]["usage"]["total_tokens"] > 0
