@@ -4,6 +4,7 @@ direct reads of the gateway's database (rows produced through the real code path
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -24,6 +25,8 @@ FAST_ENV: Mapping[str, str] = {
     "CHATGATE_FOLLOWUP_MAX_ATTEMPTS": "3",
     "CHATGATE_CONTEXT_BUDGET_CHARS": "1200",
     "CHATGATE_TITLE_CALLS": "false",
+    # Many turns at once on a loaded 2-core machine: do not fail them for a slow first token.
+    "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
 }
 
 
@@ -74,6 +77,6 @@ class Rows:
     async def settled_followup_replies(self, thread_id: str, count: int) -> list[Message] | None:
         """The assistant replies to the first `count` synthetic prompts once all are settled."""
         rows = await self.messages(thread_id)
-        replies = [b for a, b in zip(rows, rows[1:], strict=False)
+        replies = [b for a, b in itertools.pairwise(rows)
                    if a.synthetic and b.role == "assistant" and b.status != "streaming"]
         return replies if len(replies) >= count else None

@@ -14,7 +14,7 @@ import pytest
 from tests.e2e.helpers import keyed_client, new_thread
 from tests.followups.helpers import FAST_ENV, Rows, set_autonomy, wait_until
 from tests.support.databases import require_postgres
-from tests.support.live import DemoLlm, StartGateway, post_turn, start_demo_llm
+from tests.support.live import DemoLlm, StartGateway, iter_sse, post_turn, start_demo_llm
 
 CONTENDED_ENV = {**FAST_ENV, "CHATGATE_FOLLOWUP_POLL_S": "0.05"}
 
@@ -39,13 +39,14 @@ async def test_two_processes_fire_every_due_followup_exactly_once(
         key = await first.api_key("crowd")
         async with first.client(key) as one, second.client(key) as two:
             threads = []
-            for n in range(8):
+            for _ in range(8):
                 thread_id = await new_thread(one)
                 await set_autonomy(one, thread_id, enabled=True, idle_seconds=1,
                                    max_followups=2)
                 threads.append(thread_id)
-            await asyncio.gather(*(post_turn(one if n % 2 else two, t, f"hello {n}")
-                                   for n, t in enumerate(threads)))
+            results = await asyncio.gather(*(post_turn(one if n % 2 else two, t, f"hello {n}")
+                                             for n, t in enumerate(threads)))
+            assert [r.one("message_end")["status"] for r in results] == ["complete"] * 8
             for thread_id in threads:
                 await wait_until(lambda t=thread_id: rows.settled_followup_replies(t, 2),
                                  timeout_s=30, what="two follow-ups")
@@ -59,11 +60,6 @@ async def test_two_processes_fire_every_due_followup_exactly_once(
         claims = Counter(line["followup_id"] for gateway in (first, second)
                          for line in gateway.logs() if line.get("event") == "followup_claimed")
         assert len(claims) == 16 and set(claims.values()) == {1}
-    except AssertionError:
-        for thread_id in threads:
-            print(thread_id, [(m.role, m.synthetic, m.status, m.meta.get("error")) for m in await rows.messages(thread_id)],
-                  [(f.status, f.attempts) for f in await rows.followups(thread_id)])
-        raise
     finally:
         await rows.close()
 
@@ -112,3 +108,37 @@ async def test_a_process_killed_mid_followup_leaves_no_duplicate(
         assert uuid.UUID(thread_id) == followup.thread_id
     finally:
         await rows.close()
+
+
+async def test_events_reach_a_client_of_another_process(
+    demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    """PostgreSQL LISTEN/NOTIFY: the client watches process B, the user writes through
+    process A, and the follow-up runs wherever it is claimed; B's client gets all of it."""
+    require_postgres()
+    writer = start_gateway("postgresql", upstream=demo_llm, env=FAST_ENV)
+    watcher = start_gateway("postgresql", upstream=demo_llm, env=FAST_ENV,
+                            database_url=writer.database_url)
+    key = await writer.api_key("far")
+    received: list[dict[str, object]] = []
+    ready = asyncio.Event()
+    async with writer.client(key) as a, watcher.client(key) as b:
+        thread_id = await new_thread(a)
+        await set_autonomy(a, thread_id, enabled=True, idle_seconds=1, max_followups=1)
+
+        async def watch() -> None:
+            async with b.stream("GET", f"/api/threads/{thread_id}/events") as response:
+                async for event in iter_sse(response):
+                    if event.event == "ready":
+                        ready.set()
+                    elif event.event == "message":
+                        received.append(event.data["message"])
+                        if len(received) == 3:
+                            return
+
+        task = asyncio.create_task(watch())
+        await asyncio.wait_for(ready.wait(), 10)
+        await post_turn(a, thread_id, "[awaiting:task] deploy it")
+        await asyncio.wait_for(task, 20)
+    assert [m["role"] for m in received] == ["user", "assistant", "assistant"]
+    assert received[0]["content"] == "[awaiting:task] deploy it"

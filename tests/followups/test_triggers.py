@@ -57,7 +57,8 @@ def test_reason_says_why_in_words() -> None:
         "No activity for 300 seconds; assistant awaited a decision")
     assert trigger_reason(1, "question") == (
         "No activity for 1 second; assistant awaited an answer to a question")
-    assert trigger_reason(60, "task") == "No activity for 60 seconds; assistant awaited a task to be done"
+    assert trigger_reason(60, "task") == (
+        "No activity for 60 seconds; assistant awaited a task to be done")
     assert trigger_reason(60, None) == "No activity for 60 seconds; checking in"
 
 
