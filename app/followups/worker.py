@@ -173,8 +173,13 @@ class FollowupWorker:
     async def _keep_lease(self, claim: Claim) -> None:
         while True:
             await asyncio.sleep(self.lease.total_seconds() / 3)
-            async with self.deps.db.transaction() as session:
-                mine = await followup_queue.renew_lease(session, claim, utcnow() + self.lease)
+            try:
+                async with self.deps.db.transaction() as session:
+                    mine = await followup_queue.renew_lease(
+                        session, claim, utcnow() + self.lease)
+            except Exception as exc:  # try again next time; the turn goes on regardless
+                log.warning("followup_lease_renew_failed", error=type(exc).__name__)
+                continue
             if not mine:
                 log.warning("followup_claim_lost")
                 return

@@ -40,6 +40,11 @@ async def rows(fast_gateway: LiveGateway) -> Any:
     await view.close()
 
 
+async def _all_settled(rows: Rows, thread_id: str) -> list[Followup] | None:
+    followups = await rows.followups(thread_id)
+    return followups if all(f.status not in ("pending", "claimed") for f in followups) else None
+
+
 def upstream_user_text(request: dict[str, Any]) -> str:
     return str(request["body"]["messages"][-1]["content"])
 
@@ -78,7 +83,9 @@ async def test_each_trigger_type_follows_up_with_its_exact_prompt(
             assert prompt.meta == {"synthetic": True, "trigger_type": trigger,
                                    "trigger_reason": REASONS[trigger]}
             assert reply.status == "complete" and reply.content and reply.synthetic is False
-            [followup] = await rows.followups(thread_id)
+            # The claim is settled just after the reply is stored (a separate transaction).
+            [followup] = await wait_until(
+                lambda t=thread_id: _all_settled(rows, t), what="settled follow-up")
             assert (followup.status, followup.trigger_type, followup.reason) == (
                 "done", trigger, REASONS[trigger])
 
