@@ -63,13 +63,18 @@ async def sweep_stale_streaming(db: Database, older_than_s: float) -> int:
     return count
 
 
+def _warn_unknown_model_price(model: str) -> None:
+    """Once per model: its calls are stored with cost_usd null (unknown is not zero)."""
+    log.warning("unknown_model_price", model=model)
+
+
 def build_runtime(settings: Settings) -> Runtime:
     db = Database(settings.database_url)
     http = make_http_client(settings)
     client = make_openai_client(settings, http)
     upstream = UpstreamClient(client, settings)
-    turns = TurnDeps(db=db, upstream=upstream, prices=load_price_table(settings.price_file),
-                     settings=settings)
+    prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
+    turns = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings)
     rt = Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                  turns=turns)
     # Metrics first: its after_finish times the turn right after the commit.

@@ -12,7 +12,7 @@ next turn tries again with everything dropped since."""
 from __future__ import annotations
 
 import datetime
-import weakref
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.context import ContextItem
 from app.context.builder import select_within_budget
 from app.logging import get_logger
-from app.services.observers import TurnObserver
 from app.services.side_call import SideCall, run_side_call
+from app.services.thread_field_stage import ThreadFieldStage
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.models import Message
@@ -30,7 +30,6 @@ from app.stream import strip_markers
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
-    from app.store.records import FinishedMessage
 
 log = get_logger("services.summary")
 
@@ -107,11 +106,8 @@ def _details(meta: Any) -> dict[str, Any] | None:
     return None
 
 
-class SummaryStage(TurnObserver):
+class SummaryStage(ThreadFieldStage):
     """Summarises what falls out of the context budget; stores it when the turn is stored."""
-
-    def __init__(self) -> None:
-        self._pending: weakref.WeakKeyDictionary[Turn, str] = weakref.WeakKeyDictionary()
 
     async def before_main(self, turn: Turn) -> None:
         settings = turn.deps.settings
@@ -145,7 +141,7 @@ class SummaryStage(TurnObserver):
             "messages": len(new_items),
         })
         turn.summary = summary
-        self._pending[turn] = summary
+        self.keep(turn, summary)
 
     @staticmethod
     async def _covered_until(turn: Turn) -> datetime.datetime | None:
@@ -156,14 +152,8 @@ class SummaryStage(TurnObserver):
             )
         return covered_until(recent)
 
-    async def in_finish_transaction(
-        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
-    ) -> None:
-        summary = self._pending.get(turn)
-        if summary is not None:
-            await thread_store.set_summary(session, turn.thread.id, summary)
+    async def store(self, session: AsyncSession, thread_id: uuid.UUID, value: str) -> None:
+        await thread_store.set_summary(session, thread_id, value)
 
-    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
-        summary = self._pending.pop(turn, None)
-        if summary is not None:
-            log.info("thread_summarised", chars=len(summary))
+    def log_stored(self, value: str) -> None:
+        log.info("thread_summarised", chars=len(value))

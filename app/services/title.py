@@ -11,20 +11,19 @@ from the moment the answer is stored. A failed call fails nothing: it is logged,
 from __future__ import annotations
 
 import re
-import weakref
+import uuid
 from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.logging import get_logger
-from app.services.observers import TurnObserver
 from app.services.side_call import SideCall, run_side_call
+from app.services.thread_field_stage import ThreadFieldStage
 from app.store import threads as thread_store
 from app.stream import strip_markers
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
-    from app.store.records import FinishedMessage
 
 log = get_logger("services.title")
 
@@ -67,11 +66,8 @@ def clean_title(raw: str, max_chars: int = TITLE_MAX_CHARS) -> str | None:
     return text or None
 
 
-class TitleStage(TurnObserver):
+class TitleStage(ThreadFieldStage):
     """Names a thread on its first turn; stores the name when the turn is stored."""
-
-    def __init__(self) -> None:
-        self._pending: weakref.WeakKeyDictionary[Turn, str] = weakref.WeakKeyDictionary()
 
     @staticmethod
     def wanted(turn: Turn) -> bool:
@@ -93,16 +89,10 @@ class TitleStage(TurnObserver):
         if title is None:
             log.warning("title_empty", answer=outcome.text[:200])
             return
-        self._pending[turn] = title
+        self.keep(turn, title)
 
-    async def in_finish_transaction(
-        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
-    ) -> None:
-        title = self._pending.get(turn)
-        if title is not None:
-            await thread_store.set_title(session, turn.thread.id, title)
+    async def store(self, session: AsyncSession, thread_id: uuid.UUID, value: str) -> None:
+        await thread_store.set_title(session, thread_id, value)
 
-    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
-        title = self._pending.pop(turn, None)
-        if title is not None:
-            log.info("thread_titled", title=title)
+    def log_stored(self, value: str) -> None:
+        log.info("thread_titled", title=value)

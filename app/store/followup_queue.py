@@ -18,6 +18,7 @@ from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.followups import cancel_pending_for_thread, schedule_followup
+from app.store.messages import mark_interrupted
 from app.store.models import Followup, Message, Thread
 from app.store.visibility import hidden_sql, visible_sql
 
@@ -182,14 +183,7 @@ async def interrupt_orphaned_replies(
         select(Message).where(Message.thread_id == thread_id, Message.role == "assistant",
                               Message.status == "streaming", Message.created_at > after)
     )
-    count = 0
-    for message in rows.scalars():
-        message.status = "interrupted"
-        message.meta = {**message.meta, "interrupted_reason": "followup_worker_died"}
-        message.updated_at = now
-        count += 1
-    await s.flush()
-    return count
+    return await mark_interrupted(s, rows.scalars(), reason="followup_worker_died", now=now)
 
 
 async def get_followup(s: AsyncSession, followup_id: uuid.UUID) -> Followup | None:

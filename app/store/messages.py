@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import and_, exists, func, not_, select, update
@@ -188,11 +189,18 @@ async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -
         .where(Message.status == "streaming", Message.created_at < cutoff)
         .with_for_update(skip_locked=True)
     )
-    now = utcnow()
+    return await mark_interrupted(s, stale.scalars(), reason="stale_streaming", now=utcnow())
+
+
+async def mark_interrupted(
+    s: AsyncSession, messages: Iterable[Message], *, reason: str, now: dt.datetime
+) -> int:
+    """Turns rows whose stream ended without a finish into `interrupted`, saying why in
+    metadata (`interrupted_reason`); returns how many."""
     count = 0
-    for message in stale.scalars():
+    for message in messages:
         message.status = "interrupted"
-        message.meta = {**message.meta, "interrupted_reason": "stale_streaming"}
+        message.meta = {**message.meta, "interrupted_reason": reason}
         message.updated_at = now
         count += 1
     await s.flush()

@@ -148,6 +148,8 @@ class LlmCall(Base):
         CheckConstraint(f"usage_source IN ({_in(USAGE_SOURCES)})", name="usage_source"),
         Index("ix_llm_calls_message", "message_id"),
         Index("ix_llm_calls_user_created", "user_id", "created_at"),
+        # backfill and verify scan one UTC day of calls across all users
+        Index("ix_llm_calls_created", "created_at"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)

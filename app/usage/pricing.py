@@ -8,14 +8,10 @@ logged once per model so operators notice a missing price."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from app.logging import get_logger
-
-log = get_logger("usage.pricing")
 
 
 @dataclass(frozen=True)
@@ -40,8 +36,15 @@ class PriceTable:
     """Looks up a model's price; dated variants (`gpt-4o-2024-08-06`) fall back to the
     longest listed prefix followed by `-`."""
 
-    def __init__(self, prices: Mapping[str, ModelPrice]) -> None:
+    def __init__(
+        self,
+        prices: Mapping[str, ModelPrice],
+        on_unknown: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_unknown(model)` is called the first time each unpriced model is asked for
+        (the gateway logs a warning there; this module stays pure)."""
         self._prices = dict(prices)
+        self._on_unknown = on_unknown
         self._warned: set[str] = set()
 
     def price_of(self, model: str) -> ModelPrice | None:
@@ -51,12 +54,13 @@ class PriceTable:
         return self._prices[max(prefixes, key=len)] if prefixes else None
 
     def cost_usd(self, model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """The cost of a call, or None (logged once per model) when the price is unknown."""
+        """The cost of a call, or None (reported once per model) when the price is unknown."""
         price = self.price_of(model)
         if price is None:
             if model not in self._warned:
                 self._warned.add(model)
-                log.warning("unknown_model_price", model=model)
+                if self._on_unknown is not None:
+                    self._on_unknown(model)
             return None
         cost = (prompt_tokens * price.prompt + completion_tokens * price.completion) / 1_000_000
         return round(cost, 8)
@@ -80,9 +84,11 @@ def parse_price_table(data: Any) -> dict[str, ModelPrice]:
     return {str(name): _parse_price(str(name), raw) for name, raw in data.items()}
 
 
-def load_price_table(path: str | None) -> PriceTable:
+def load_price_table(
+    path: str | None, on_unknown: Callable[[str], None] | None = None
+) -> PriceTable:
     """The table from `path` (replacing the defaults), or the built-in defaults."""
     if not path:
-        return PriceTable(DEFAULT_PRICES)
+        return PriceTable(DEFAULT_PRICES, on_unknown)
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    return PriceTable(parse_price_table(data))
+    return PriceTable(parse_price_table(data), on_unknown)

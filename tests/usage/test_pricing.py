@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from structlog.testing import capture_logs
 
 from app.usage.pricing import DEFAULT_PRICES, ModelPrice, PriceTable, load_price_table
 
@@ -24,13 +23,12 @@ def test_dated_variant_uses_the_longest_listed_prefix() -> None:
     assert table.price_of("gpt-4oo") is None
 
 
-def test_unknown_model_costs_none_and_is_logged_once() -> None:
-    table = PriceTable(DEFAULT_PRICES)
-    with capture_logs() as logs:
-        assert table.cost_usd("mystery-model", 10, 10) is None
-        assert table.cost_usd("mystery-model", 10, 10) is None
-        assert table.cost_usd("other-model", 1, 1) is None
-    warned = [e["model"] for e in logs if e["event"] == "unknown_model_price"]
+def test_unknown_model_costs_none_and_is_reported_once() -> None:
+    warned: list[str] = []
+    table = PriceTable(DEFAULT_PRICES, on_unknown=warned.append)
+    assert table.cost_usd("mystery-model", 10, 10) is None
+    assert table.cost_usd("mystery-model", 10, 10) is None
+    assert table.cost_usd("other-model", 1, 1) is None
     assert warned == ["mystery-model", "other-model"]
 
 
