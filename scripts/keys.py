@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -88,7 +88,12 @@ def list_(
     database_url: str | None = DbOption,
 ) -> None:
     """List keys (never the keys themselves: id, user, prefix, dates)."""
-    table = Table("id", "user", "name", "prefix", "admin", "created", "last used", "revoked")
+    # The id and prefix are what an operator copies into `revoke`: never shorten them, even
+    # on a narrow terminal or in a pipe (rich assumes 80 columns there); other columns fold.
+    table = Table(
+        Column("id", no_wrap=True, min_width=36), "user", "name",
+        Column("prefix", no_wrap=True), "admin", "created", "last used", "revoked",
+    )
     for row in asyncio.run(key_rows(database_url, user)):
         table.add_row(*row)
     console.print(table)

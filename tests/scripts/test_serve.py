@@ -1,0 +1,135 @@
+"""The "two commands" promise: `scripts/serve` alone gives a working gateway. With no upstream
+configured it migrates the database, starts the demo model server and says so, serves the page
+and answers a turn with clean text; SIGTERM stops it and its demo child."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.e2e.helpers import HEADER, messages, new_thread
+from tests.support.live import ROOT, _clean_env, free_port, post_turn, wait_for_http
+
+SERVE = ROOT / "scripts" / "serve"
+STOP_TIMEOUT_S = 15.0
+
+
+def log_lines(log_path: Path) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = []
+    for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            item = json.loads(line)
+            if isinstance(item, dict):
+                lines.append(item)
+    return lines
+
+
+def accepts_connections(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until_closed(port: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while accepts_connections(port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.fixture
+def installed_venv() -> None:
+    """scripts/serve's bootstrap is a no-op only when .venv is installed from the current
+    pyproject.toml; otherwise it would pip install from inside the test."""
+    stamp = ROOT / ".venv" / ".chatgate-installed"
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if not stamp.is_file() or stamp.read_text().strip() != want:
+        pytest.skip(".venv is not installed from the current pyproject.toml: run scripts/test")
+
+
+@pytest.fixture
+def serve_process(installed_venv: None, tmp_path: Path) -> Iterator[
+    tuple[subprocess.Popen[bytes], str, Path, Path]
+]:
+    """`scripts/serve --port P` with no CHATGATE_UPSTREAM_BASE_URL and its SQLite file in
+    tmp_path; yields (process, url, log path, database path). Whatever is left of it (its
+    process group: the serve process and the demo child) is killed afterwards."""
+    port = free_port()
+    database = tmp_path / "var" / "chatgate.db"
+    log_path = tmp_path / "serve.log"
+    env = _clean_env({
+        "CHATGATE_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
+        "CHATGATE_DEMO_DELAY_MS": "2",  # the demo child's pace; the default 15 ms is slow
+    })
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [str(SERVE), "--port", str(port)], cwd=tmp_path, env=env,
+            stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        yield process, f"http://127.0.0.1:{port}", log_path, database
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=STOP_TIMEOUT_S)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # the group we made: serve + demo child
+        process.wait(timeout=STOP_TIMEOUT_S)
+
+
+async def test_serve_alone_gives_a_working_gateway_and_stops_cleanly(
+    serve_process: tuple[subprocess.Popen[bytes], str, Path, Path],
+) -> None:
+    process, url, log_path, database = serve_process
+    wait_for_http(url + "/readyz", process, log_path)
+    log_text = log_path.read_text(errors="replace")
+    assert "bootstrap: installing" not in log_text
+    assert database.is_file(), "the database was not migrated where it was configured"
+
+    lines = log_lines(log_path)
+    started = [line for line in lines if line.get("event") == "demo_upstream_started"]
+    assert len(started) == 1, log_text[-3000:]
+    demo_url = started[0]["upstream"]
+    demo_port = urlsplit(demo_url).port
+    assert demo_port is not None and demo_url.startswith("http://127.0.0.1:")
+    listening = next(line for line in lines if line.get("event") == "gateway_listening")
+    assert listening["upstream"] == demo_url
+    assert listening["auth_mode"] == "off"  # loopback, mode not set: no key needed
+
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        page = await client.get("/")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        assert "<title>Chatgate</title>" in page.text
+
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, "Hello [seed-bug]")
+        assert result.status_code == 200, result.raw
+        assert result.one("message_end")["status"] == "complete"
+        assert result.text.startswith("Aha, chápu.")
+        assert not HEADER.search(result.text) and "-->" not in result.text
+        stored = await messages(client, thread_id)
+        assert stored[-1]["content"] == result.text
+
+    gateway_port = urlsplit(url).port
+    assert gateway_port is not None
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=STOP_TIMEOUT_S)
+    assert wait_until_closed(gateway_port, 5.0)
+    assert wait_until_closed(demo_port, 5.0), "the demo model server outlived scripts/serve"

@@ -1,0 +1,184 @@
+"""The upstream client (app.upstream) against the real demo model server over loopback:
+streamed chunks and provider usage, non-streamed completions, and every failure reduced to
+the code a client acts on (upstream_unavailable / upstream_error / upstream_timeout)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from app.settings import Settings
+from app.upstream import (
+    ChatChunk,
+    ProviderUsage,
+    UpstreamClient,
+    UpstreamError,
+    make_http_client,
+    make_openai_client,
+)
+from tests.support.live import DemoLlm, free_port
+
+SYSTEM = "Be brief."
+META = '<!-- METADATA: {"language": "en", "sources": [], "awaiting": null} -->'
+HI_ANSWER = (
+    "Here is what I can tell you about **Hi**.\n\n"
+    "- This answer comes from the Chatgate demo model, not a real language model.\n"
+    "- Your message had 1 word and 2 characters.\n"
+    "- It streams in small pieces, the way a real model's tokens arrive.\n\n"
+    "Ask me anything else.\n\n" + META
+)
+
+MakeClient = Callable[..., UpstreamClient]
+
+
+def conversation(text: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
+
+
+def demo_usage(messages: list[dict[str, str]], answer: str) -> ProviderUsage:
+    """What the demo server reports (docs/demo_scenarios.md: ceil(len / 4), +3 a message)."""
+    prompt = sum(math.ceil(len(m["content"]) / 4) + 3 for m in messages)
+    completion = math.ceil(len(answer) / 4)
+    return ProviderUsage(prompt, completion, prompt + completion)
+
+
+@pytest.fixture
+async def make_client(demo_llm: DemoLlm) -> AsyncIterator[MakeClient]:
+    """UpstreamClient factory over one shared httpx client, as the gateway builds it;
+    defaults: the demo server, no retries, short timeouts."""
+    http_clients: list[Any] = []
+
+    def make(**overrides: Any) -> UpstreamClient:
+        settings = Settings(**{
+            "upstream_base_url": demo_llm.base_url,
+            "upstream_max_retries": 0,
+            "first_token_timeout_s": 5.0,
+            "upstream_read_timeout_s": 5.0,
+            "upstream_connect_timeout_s": 2.0,
+            **overrides,
+        })
+        http = make_http_client(settings)
+        http_clients.append(http)
+        return UpstreamClient(make_openai_client(settings, http), settings)
+
+    yield make
+    for http in http_clients:
+        await http.aclose()
+
+
+async def stream_all(client: UpstreamClient, text: str) -> list[ChatChunk]:
+    stream = await client.open_stream(conversation(text))
+    try:
+        return [chunk async for chunk in stream.chunks()]
+    finally:
+        await stream.close()
+
+
+async def test_stream_yields_the_answer_in_pieces_then_the_provider_usage(
+    make_client: MakeClient,
+) -> None:
+    chunks = await stream_all(make_client(), "Hi")
+
+    assert "".join(c.text for c in chunks) == HI_ANSWER  # raw: filtering is the gateway's job
+    assert sum(1 for c in chunks if c.text) > 10  # token-sized pieces, not one blob
+    assert [c.finish_reason for c in chunks if c.finish_reason] == ["stop"]
+    assert {c.model for c in chunks} == {"demo-1"}
+    usages = [c.usage for c in chunks if c.usage is not None]
+    assert usages == [demo_usage(conversation("Hi"), HI_ANSWER)]
+    assert chunks[-1].usage is not None  # the usage chunk comes last, after finish
+
+
+async def test_stream_without_provider_usage_reports_none(make_client: MakeClient) -> None:
+    chunks = await stream_all(make_client(), "Hi [no-usage]")
+    assert "".join(c.text for c in chunks).endswith(META)
+    assert all(c.usage is None for c in chunks)
+
+
+async def test_complete_returns_the_whole_answer_and_its_usage(make_client: MakeClient) -> None:
+    completion = await make_client().complete(conversation("Hi"), max_tokens=1024)
+    assert completion.text == HI_ANSWER
+    assert completion.usage == demo_usage(conversation("Hi"), HI_ANSWER)
+    assert completion.model == "demo-1"
+
+
+async def test_complete_honours_max_tokens(make_client: MakeClient) -> None:
+    completion = await make_client().complete(conversation("Hi"), max_tokens=5)
+    assert completion.text == HI_ANSWER[:20]  # the demo cuts at 4 characters a token
+    assert completion.usage is not None and completion.usage.completion_tokens == 5
+
+
+async def test_nothing_listening_is_upstream_unavailable(make_client: MakeClient) -> None:
+    client = make_client(upstream_base_url=f"http://127.0.0.1:{free_port()}/v1")
+    with pytest.raises(UpstreamError) as streamed:
+        await client.open_stream(conversation("Hi"))
+    assert streamed.value.code == "upstream_unavailable"
+    with pytest.raises(UpstreamError) as completed:
+        await client.complete(conversation("Hi"), max_tokens=16)
+    assert completed.value.code == "upstream_unavailable"
+
+
+async def test_error_before_the_first_token_is_upstream_error_without_retries(
+    make_client: MakeClient, demo_llm: DemoLlm
+) -> None:
+    client = make_client()
+    before = demo_llm.stats()["requests"]
+    with pytest.raises(UpstreamError) as streamed:
+        await client.open_stream(conversation("Hi [error-before]"))
+    assert streamed.value.code == "upstream_error"
+    assert "500" in streamed.value.message
+    assert demo_llm.stats()["requests"] == before + 1  # upstream_max_retries=0 is honoured
+
+    with pytest.raises(UpstreamError) as completed:
+        await client.complete(conversation("Hi [error-before]"), max_tokens=16)
+    assert completed.value.code == "upstream_error"
+
+
+async def test_a_stream_cut_midway_is_upstream_error_after_the_text_so_far(
+    make_client: MakeClient,
+) -> None:
+    stream = await make_client().open_stream(conversation("Hi [error-mid]"))
+    received = ""
+    try:
+        with pytest.raises(UpstreamError) as cut:
+            async for chunk in stream.chunks():
+                received += chunk.text
+    finally:
+        await stream.close()
+    assert cut.value.code == "upstream_error"
+    assert received and HI_ANSWER.startswith(received) and received != HI_ANSWER
+
+
+async def test_missing_first_token_is_upstream_timeout_and_stops_the_model(
+    make_client: MakeClient, demo_llm: DemoLlm
+) -> None:
+    cancelled_before = demo_llm.stats()["streams_cancelled"]
+    # demo_llm holds [slow-first]'s first token back 2 s; the deadline is 0.3 s
+    stream = await make_client(first_token_timeout_s=0.3).open_stream(
+        conversation("Hi [slow-first]"))
+    try:
+        with pytest.raises(UpstreamError) as late:
+            async for _ in stream.chunks():
+                pass
+    finally:
+        await stream.close()
+    assert late.value.code == "upstream_timeout"
+    await wait_until(lambda: demo_llm.stats()["streams_cancelled"] > cancelled_before)
+
+
+async def test_complete_timeout_is_upstream_timeout(make_client: MakeClient) -> None:
+    with pytest.raises(UpstreamError) as late:
+        await make_client().complete(conversation("Hi [slow-first]"), max_tokens=16,
+                                     timeout_s=0.3)
+    assert late.value.code == "upstream_timeout"
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
