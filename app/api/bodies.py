@@ -18,7 +18,7 @@ async def json_object(request: Request, *, optional: bool = False) -> dict[str, 
         return {}
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise ApiError(400, "invalid_json", "the request body is not valid JSON") from exc
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "the request body must be a JSON object")

@@ -6,7 +6,8 @@ metadata, created_at}} per message. A foreign or unknown thread is 404."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
@@ -29,11 +30,15 @@ def message_bus(request: Request) -> MessageBus:
     return bus
 
 
-async def _encoded(events: AsyncIterator[tuple[str, dict[str, object]]]
+async def _encoded(events: AsyncGenerator[tuple[str, dict[str, object]], None]
                    ) -> AsyncIterator[ServerSentEvent]:
-    async for name, data in events:
-        yield ServerSentEvent(data=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
-                              event=name, sep="\n")
+    # aclosing: closing this generator also closes `events` at once, which unsubscribes
+    # from the bus (otherwise a dead subscriber's queue lingers until garbage collection).
+    async with aclosing(events) as pairs:
+        async for name, data in pairs:
+            yield ServerSentEvent(data=json.dumps(data, ensure_ascii=False,
+                                                   separators=(",", ":")),
+                                  event=name, sep="\n")
 
 
 async def thread_events_stream(request: Request) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
@@ -19,8 +20,11 @@ def encode(event: TurnEvent) -> ServerSentEvent:
 
 
 async def _sse_events(turn: Turn) -> AsyncIterator[ServerSentEvent]:
-    async for event in turn.events():
-        yield encode(event)
+    # aclosing: when sse-starlette closes this generator (a failed send), the turn's own
+    # generator is closed with it now, not whenever the garbage collector gets to it.
+    async with aclosing(turn.events()) as events:
+        async for event in events:
+            yield encode(event)
 
 
 class TurnStreamResponse(EventSourceResponse):

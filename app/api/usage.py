@@ -49,7 +49,11 @@ def _date_range(request: Request) -> tuple[dt.date, dt.date]:
     """`start`/`end` (inclusive UTC days): 422 when malformed, reversed or over a year."""
     today = dt.datetime.now(dt.UTC).date()
     end = _day_param(request, "end", today)
-    start = _day_param(request, "start", end - dt.timedelta(days=DEFAULT_DAYS - 1))
+    if end == dt.date.max:  # the query's bound is the day after `end`, which must exist
+        raise ApiError(422, "invalid_query", f"'end' must be before {dt.date.max.isoformat()}")
+    # Clamped at the first day there is: `end=0001-01-05` must be a 422 or a report, not a 500.
+    default_start = dt.date.fromordinal(max(1, end.toordinal() - (DEFAULT_DAYS - 1)))
+    start = _day_param(request, "start", default_start)
     if start > end:
         raise ApiError(422, "invalid_query", "'start' must not be after 'end'")
     if (end - start).days + 1 > MAX_DAYS:

@@ -4,7 +4,7 @@ messages (scoped by user, visible ones only) and hand them out in the API's mess
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from app.events.bus import MessageBus
@@ -42,7 +42,7 @@ async def visible_messages(
 
 async def thread_events(
     bus: MessageBus, db: Database, user_id: str, thread_id: uuid.UUID
-) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
     """(event name, data) pairs: `ready` once subscribed, then `message` {"message": ...}
     for each new visible message, until the client leaves."""
     with bus.subscribe(thread_id) as queue:

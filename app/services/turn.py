@@ -4,7 +4,7 @@ finish (one transaction, shielded from cancellation).
     turn = await open_turn(deps, user_id, thread_id, content)   # ThreadNotFound, ThreadBusy
     async for event in turn.events(): ...                         # TurnEvent, SSE-ready
 
-The SSE route and (later) the follow-up worker both drive a turn through `events()`. No
+The SSE route and the follow-up worker both drive a turn through `events()`. No
 database session is open while the stream runs. Whatever ends the stream (completion, an
 upstream failure, the client leaving, cancellation), `finish()` stores the visible text that
 was sent, an honest status, the metadata and the llm_calls, exactly once."""
@@ -35,7 +35,8 @@ from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.models import Message, Thread
 from app.store.records import FinishedMessage
-from app.stream import MarkerFilter
+from app.store.sanitize import SanitizeReport, clean_json, clean_text
+from app.stream import FilterWarning, MarkerFilter
 from app.upstream import ProviderUsage, UpstreamClient, UpstreamError, UpstreamStream
 from app.usage.pricing import PriceTable
 
@@ -79,7 +80,8 @@ class TurnEvent:
 
 @dataclass(frozen=True)
 class TurnFailure:
-    """Why a turn failed: an upstream code or `internal_error`/`storage_error`."""
+    """Why a turn failed: an upstream code, or `internal_error` for a gateway bug. (A turn
+    that cannot be stored ends with a `storage_error` event instead; see _closing_events.)"""
 
     code: str
     message: str
@@ -148,6 +150,8 @@ class Turn:
         self.memories: list[ContextItem] = []
         self.recorder = TurnRecorder()
         self.filter = MarkerFilter()
+        #: What cleaning the emitted text changed; noted in metadata.sanitized as the store would.
+        self.sanitized = SanitizeReport()
         self.sent: list[str] = []
         self.raw_parts: list[str] = []
         self.chunks = 0
@@ -240,13 +244,14 @@ class Turn:
                 yield rest
 
     def _feed(self, raw: str) -> str:
+        """One upstream chunk through the filter; returns the clean text safe to send."""
         index = self.chunks
         self.chunks += 1
         if self.first_token_at is None:
             self.first_token_at = utcnow()
             self.recorder.mark_first_token()
         self.raw_parts.append(raw)
-        safe: str = self.filter.feed(raw)
+        safe = self._clean(self.filter.feed(raw))
         for observer in self.deps.observers:
             observer.on_chunk(self, index, raw, safe)
         self._report_new_warnings()
@@ -257,9 +262,16 @@ class Turn:
         if self._stream is None or self._filter_closed:
             return ""
         self._filter_closed = True
-        rest: str = self.filter.close()
+        rest = self._clean(self.filter.close())
         self._report_new_warnings()
         return rest
+
+    def _clean(self, visible: str) -> str:
+        """The store's cleaning (NUL removed, lone surrogates -> U+FFFD), applied before the
+        text is sent: what the client sees stays what is stored, and a lone surrogate from
+        the upstream cannot break the UTF-8 encoding of the SSE stream. Per character, so
+        cleaning each piece equals cleaning the whole message."""
+        return clean_text(visible, self.sanitized)
 
     def _report_new_warnings(self) -> None:
         records = self.filter.records
@@ -286,6 +298,12 @@ class Turn:
         if self._finishing:
             return
         self._finishing = True
+        # Bound here too: the SSE response may finish a turn whose events() never ran (the
+        # client left first), and then no id would be in this task's log context.
+        with structlog.contextvars.bound_contextvars(**self.log_ids):
+            await self._finish()
+
+    async def _finish(self) -> None:
         if self._stream is not None:
             try:
                 await self._stream.close()
@@ -295,13 +313,14 @@ class Turn:
         self._finished = finished
         if not await self._store(finished):
             self._store_failed = True
+            self._log_summary(finished, stored=False)
             return
         for observer in self.deps.observers:
             try:
                 await observer.after_finish(self, finished)
             except Exception as exc:
                 log.exception("turn_observer_failed", error=type(exc).__name__)
-        self._log_summary(finished)
+        self._log_summary(finished, stored=True)
 
     async def _store(self, finished: FinishedMessage) -> bool:
         """The one finishing transaction, retried on transient errors (deadlock, lost
@@ -345,15 +364,18 @@ class Turn:
         return FinishedMessage(
             message_id=self.message_id,
             content="".join(self.sent),
-            metadata=metadata,
+            metadata=self.sanitized.merge_into(metadata),
             status=self.status,
             llm_calls=[call.as_store_record() for call in self.recorder.calls],
         )
 
-    def _log_summary(self, finished: FinishedMessage) -> None:
+    def _log_summary(self, finished: FinishedMessage, *, stored: bool) -> None:
+        """The one summary line of the turn, stored or not (`stored=false`: the row is left
+        for the stale-streaming sweep)."""
         log.info(
             "turn_finished",
             status=finished.status,
+            stored=stored,
             chunks=self.chunks,
             ttft_ms=self.recorder.ttft_ms,
             duration_ms=self.recorder.elapsed_ms(),
@@ -371,7 +393,9 @@ class Turn:
                                         "message": "the answer could not be stored"})]
         events: list[TurnEvent] = []
         if self.filter.metadata:
-            events.append(TurnEvent("metadata", dict(self.filter.metadata)))
+            # Cleaned as the store cleans response_metadata: the event equals the stored copy.
+            clean = clean_json(dict(self.filter.metadata), SanitizeReport())
+            events.append(TurnEvent("metadata", clean))
         meta = finished.metadata
         events.append(TurnEvent("usage", {
             "prompt_tokens": meta["prompt_tokens"],
@@ -389,12 +413,7 @@ class Turn:
         return events
 
 
-def _record_fields(record: Any) -> dict[str, Any]:
-    """A filter warning record as log fields (kind, chunk index, offsets)."""
-    if isinstance(record, dict):
-        return dict(record)
-    if hasattr(record, "__dataclass_fields__"):
-        return {name: getattr(record, name) for name in record.__dataclass_fields__}
-    if hasattr(record, "_asdict"):
-        return dict(record._asdict())
-    return {"record": repr(record)}
+def _record_fields(record: FilterWarning) -> dict[str, Any]:
+    """A filter warning as log fields: kind, marker, chunk_index, offset, end (observers
+    such as the metrics read `kind`)."""
+    return dict(record._asdict())

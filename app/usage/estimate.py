@@ -16,8 +16,10 @@ TOKENS_REPLY_PRIMING = 3
 
 
 def estimate_text_tokens(text: str) -> int:
-    """Estimated tokens of a text: ceil(UTF-8 bytes / 4); 0 for empty text."""
-    size = len(text.encode("utf-8"))
+    """Estimated tokens of a text: ceil(UTF-8 bytes / 4); 0 for empty text. A lone surrogate
+    (possible in a model's raw output) counts 3 bytes, like the U+FFFD it is stored as, instead
+    of raising: an estimate must never stop a turn from being stored."""
+    size = len(text.encode("utf-8", "surrogatepass"))
     return -(-size // BYTES_PER_TOKEN)
 
 
