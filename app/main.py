@@ -4,6 +4,7 @@ when the store's integrity check fails."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -63,6 +64,23 @@ async def sweep_stale_streaming(db: Database, older_than_s: float) -> int:
     return count
 
 
+def sweep_interval_s(older_than_s: float) -> float:
+    """Often enough that a row left `streaming` (a peer process died, or a finish could not
+    be stored through a database outage) is freed soon after it turns stale; rarely enough
+    to cost nothing."""
+    return min(60.0, max(5.0, older_than_s / 4))
+
+
+async def sweep_stale_streaming_forever(db: Database, older_than_s: float) -> None:
+    """The start-up sweep, repeated while the process runs."""
+    while True:
+        await asyncio.sleep(sweep_interval_s(older_than_s))
+        try:
+            await sweep_stale_streaming(db, older_than_s)
+        except Exception as exc:  # the database may be down; the next round tries again
+            log.warning("stale_sweep_failed", error=type(exc).__name__)
+
+
 def _warn_unknown_model_price(model: str) -> None:
     """Once per model: its calls are stored with cost_usd null (unknown is not zero)."""
     log.warning("unknown_model_price", model=model)
@@ -97,6 +115,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             await integrity.check_synthetic_roundtrip(rt.db)
             await sweep_stale_streaming(rt.db, settings.stale_streaming_after_s)
+            rt.background.start("stale_sweep", lambda: sweep_stale_streaming_forever(
+                rt.db, settings.stale_streaming_after_s))
             app.state.runtime = rt
             app.state.autonomy = await start_autonomy(rt)  # follow-ups: observers, bus, worker
             log.info("gateway_started", upstream=settings.upstream_base_url,

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     context_budget_chars: int = 12_000
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     keepalive_s: float = 15.0
+    #: A client that keeps its connection open but stops reading is dropped after this long
+    #: blocked on one send, so its turn is stored (`interrupted`) and the upstream closed.
+    sse_send_timeout_s: float = 30.0
     stale_streaming_after_s: float = 600.0
 
     log_level: str = "INFO"

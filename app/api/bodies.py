@@ -9,11 +9,36 @@ from typing import Any
 from starlette.requests import Request
 
 from app.api.errors import ApiError, not_found
+from app.api.state import runtime
+
+
+def max_body_bytes(max_content_chars: int) -> int:
+    """The largest body worth reading: the longest allowed content with every character
+    JSON-escaped (`\\uXXXX`, 6 bytes), plus room for the other fields."""
+    return 6 * max_content_chars + 65_536
+
+
+async def _read_capped(request: Request) -> bytes:
+    """The body, refused with 413 as soon as it passes the cap: never read whole into memory
+    when it is absurdly large."""
+    limit = max_body_bytes(runtime(request).settings.max_content_chars)
+    declared = request.headers.get("content-length", "")
+    too_large = ApiError(413, "body_too_large", f"the request body exceeds {limit} bytes")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise too_large
+        parts.append(part)
+    return b"".join(parts)
 
 
 async def json_object(request: Request, *, optional: bool = False) -> dict[str, Any]:
-    """The body as a JSON object: 400 when it is not JSON or not an object."""
-    raw = await request.body()
+    """The body as a JSON object: 400 when it is not JSON or not an object, 413 when huge."""
+    raw = await _read_capped(request)
     if optional and not raw.strip():
         return {}
     try:

@@ -48,4 +48,5 @@ async def thread_events_stream(request: Request) -> Response:
     if not await thread_is_users(rt.db, principal.user_id, thread_id):
         raise not_found()
     events = thread_events(message_bus(request), rt.db, principal.user_id, thread_id)
-    return EventSourceResponse(_encoded(events), ping=rt.settings.keepalive_s, sep="\n")
+    return EventSourceResponse(_encoded(events), ping=rt.settings.keepalive_s, sep="\n",
+                              send_timeout=rt.settings.sse_send_timeout_s)

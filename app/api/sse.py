@@ -31,8 +31,8 @@ class TurnStreamResponse(EventSourceResponse):
     """An SSE response that always settles its turn: if the client leaves before the
     generator even starts, the turn is still finished (as `interrupted`)."""
 
-    def __init__(self, turn: Turn, *, ping_s: float) -> None:
-        super().__init__(_sse_events(turn), ping=ping_s, sep="\n")
+    def __init__(self, turn: Turn, *, ping_s: float, send_timeout_s: float) -> None:
+        super().__init__(_sse_events(turn), ping=ping_s, sep="\n", send_timeout=send_timeout_s)
         self._turn = turn
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

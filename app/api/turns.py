@@ -29,4 +29,6 @@ async def post_message(request: Request) -> Response:
         raise ApiError(409, "thread_busy", "this thread is already streaming an answer") from exc
     except ContentTooLong as exc:
         raise ApiError(413, "content_too_long", str(exc)) from exc
-    return TurnStreamResponse(turn, ping_s=rt.settings.keepalive_s)
+    return TurnStreamResponse(
+        turn, ping_s=rt.settings.keepalive_s, send_timeout_s=rt.settings.sse_send_timeout_s
+    )

@@ -37,6 +37,12 @@ class MemoryRecall(TurnObserver):
         self.max_chars = max_chars
 
     async def before_main(self, turn: Turn) -> None:
+        try:
+            await self._recall(turn)
+        except Exception as exc:  # memories help the answer; their absence must not fail it
+            log.exception("memory_recall_failed", error=type(exc).__name__)
+
+    async def _recall(self, turn: Turn) -> None:
         current = turn.user_message
         synthetic = current.synthetic is True
         async with self.db.transaction() as session:

@@ -119,7 +119,10 @@ class FollowupWorker:
             if turn is None:
                 return
             status = await self._drive(claim, turn)
-            settled = await self._settle(claim, "done" if status == "complete" else "failed")
+            # "done" only when the reply really is in the database: a follow-up whose answer
+            # was lost is a failed one (and stays visible as such to operators).
+            done = status == "complete" and turn.stored
+            settled = await self._settle(claim, "done" if done else "failed")
             log.info("followup_finished", turn_status=status, message_id=str(turn.message_id),
                      settled=settled)
         except asyncio.CancelledError:

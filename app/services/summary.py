@@ -87,9 +87,11 @@ def covered_until(messages: Sequence[Message]) -> datetime.datetime | None:
         details = _details(message.meta)
         if details is not None:
             try:
-                return datetime.datetime.fromisoformat(details["covered_until"])
+                covered = datetime.datetime.fromisoformat(details["covered_until"])
             except (KeyError, TypeError, ValueError):
                 continue
+            if covered.tzinfo is not None:  # a naive (hand-edited) time cannot be compared
+                return covered
     return None
 
 

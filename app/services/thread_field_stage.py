@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.logging import get_logger
 from app.services.observers import TurnObserver
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
     from app.store.records import FinishedMessage
+
+
+log = get_logger("services.thread_field_stage")
 
 
 class ThreadFieldStage(TurnObserver):
@@ -38,8 +42,16 @@ class ThreadFieldStage(TurnObserver):
         self, session: AsyncSession, turn: Turn, finished: FinishedMessage
     ) -> None:
         value = self._pending.get(turn)
-        if value is not None:
-            await self.store(session, turn.thread.id, value)
+        if value is None:
+            return
+        try:
+            # A savepoint: a field that cannot be written must not lose the answer itself.
+            async with session.begin_nested():
+                await self.store(session, turn.thread.id, value)
+        except Exception as exc:
+            self._pending.pop(turn, None)
+            log.warning("thread_field_store_failed", stage=type(self).__name__,
+                        error=type(exc).__name__, detail=str(exc)[:300])
 
     async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
         value = self._pending.pop(turn, None)

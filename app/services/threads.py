@@ -53,10 +53,10 @@ async def thread_messages(
         rows = await message_store.visible_history(
             session, user_id, thread_id, include_synthetic=True
         )
-    return [message_json(m) for m in _log_visibility(rows, include_synthetic=include_synthetic)]
+    return [message_json(m) for m in _visible_rows(rows, include_synthetic=include_synthetic)]
 
 
-def _log_visibility(rows: list[Message], *, include_synthetic: bool) -> list[Message]:
+def _visible_rows(rows: list[Message], *, include_synthetic: bool) -> list[Message]:
     """The rows the user sees; each hidden (synthetic or legacy follow-up) row is logged at
     DEBUG with its trigger, and one INFO line gives the counts."""
     visible: list[Message] = []

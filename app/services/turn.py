@@ -36,7 +36,7 @@ from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.models import Message, Thread
 from app.store.records import FinishedMessage
 from app.store.sanitize import SanitizeReport, clean_json, clean_text
-from app.stream import FilterWarning, MarkerFilter
+from app.stream import MarkerFilter
 from app.upstream import ProviderUsage, UpstreamClient, UpstreamError, UpstreamStream
 from app.usage.pricing import PriceTable
 
@@ -45,9 +45,11 @@ log = get_logger("services.turn")
 #: Messages read for the context; the character budget then keeps the newest that fit.
 CONTEXT_HISTORY_LIMIT = 200
 
-#: Attempts and pause (growing) for the finishing transaction.
-STORE_ATTEMPTS = 4
+#: Attempts and first pause (doubling, capped) for the finishing transaction: about 5 s in
+#: all, to ride out a database restart; past that the periodic stale sweep frees the row.
+STORE_ATTEMPTS = 8
 STORE_RETRY_PAUSE_S = 0.05
+STORE_RETRY_PAUSE_MAX_S = 2.0
 
 TurnStatus = Literal["complete", "interrupted", "failed"]
 #: A check inside open_turn's transaction, before anything is stored (see open_turn).
@@ -88,12 +90,9 @@ class TurnFailure:
 
 
 def _context_items(history: Sequence[Message]) -> list[ContextItem]:
-    """What the model sees of earlier messages: nothing empty (failed before a token)."""
-    return [
-        ContextItem(role=m.role, content=m.content, time=m.created_at)
-        for m in history
-        if m.content and m.status != "streaming"
-    ]
+    """Earlier messages as the model sees them (the store already left out streaming,
+    failed and empty rows: `context_history`)."""
+    return [ContextItem(role=m.role, content=m.content, time=m.created_at) for m in history]
 
 
 async def open_turn(
@@ -174,6 +173,11 @@ class Turn:
     def log_ids(self) -> dict[str, str]:
         return {"user_id": self.user_id, "thread_id": str(self.thread.id),
                 "message_id": str(self.message_id)}
+
+    @property
+    def stored(self) -> bool:
+        """The finished message was committed (False before finish() or when it failed)."""
+        return self._finished is not None and not self._store_failed
 
     @property
     def filter_closed(self) -> bool:
@@ -276,7 +280,7 @@ class Turn:
     def _report_new_warnings(self) -> None:
         records = self.filter.records
         for record in records[self._warnings_seen:]:
-            fields = _record_fields(record)
+            fields = record.log_fields()
             log.warning("filter_warning", **fields)
             for observer in self.deps.observers:
                 observer.on_warning(self, fields)
@@ -340,7 +344,10 @@ class Turn:
                 return False
             except Exception as exc:
                 log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
-                await asyncio.sleep(STORE_RETRY_PAUSE_S * attempt)
+                if attempt < STORE_ATTEMPTS:
+                    await asyncio.sleep(
+                        min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1))
+                    )
         return False
 
     def _finished_message(self) -> FinishedMessage:
@@ -412,8 +419,3 @@ class Turn:
                                                     "status": finished.status}))
         return events
 
-
-def _record_fields(record: FilterWarning) -> dict[str, Any]:
-    """A filter warning as log fields: kind, marker, chunk_index, offset, end (observers
-    such as the metrics read `kind`)."""
-    return dict(record._asdict())

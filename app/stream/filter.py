@@ -52,9 +52,10 @@ class FilterWarning(NamedTuple):
     """Stream position just after the block: where visible text resumes."""
 
     def log_fields(self) -> dict[str, object]:
-        """The fields a log line carries."""
+        """The fields a `filter_warning` log line carries (observers such as the metrics and
+        the stream tracer read `kind`)."""
         return {
-            "warning": self.kind,
+            "kind": self.kind,
             "marker": self.marker,
             "chunk_index": self.chunk_index,
             "offset": self.offset,

@@ -7,6 +7,8 @@ from typing import Literal
 import httpx
 import openai
 
+from app.stream import strip_markers
+
 UpstreamErrorCode = Literal["upstream_unavailable", "upstream_timeout", "upstream_error"]
 
 
@@ -38,5 +40,8 @@ def classify(exc: BaseException) -> UpstreamError:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
+    """The provider's message, shortened. It reaches the client's `error` event and the stored
+    `metadata.error`, and some providers echo the request: markers (an echoed MSG_CONTEXT)
+    go through the same filter as any model text."""
+    text = strip_markers(str(exc)).text or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."

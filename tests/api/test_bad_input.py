@@ -49,6 +49,25 @@ async def test_post_message_refuses_bad_bodies(
         assert await messages(client, thread_id) == []
 
 
+async def test_content_at_the_limit_is_accepted_even_fully_escaped(gateway: LiveGateway) -> None:
+    async with await keyed_client(gateway, "escaped") as client:
+        thread_id = await new_thread(client)
+        raw = b'{"content": "' + b"\\u00e9" * 32_000 + b'"}'
+        result = await post_turn(client, thread_id, None, raw_body=raw)
+        assert result.one("message_end")["status"] == "complete"
+        assert (await messages(client, thread_id))[0]["content"] == "é" * 32_000
+
+
+async def test_huge_body_is_refused_before_it_is_parsed(gateway: LiveGateway) -> None:
+    async with await keyed_client(gateway, "flood") as client:
+        thread_id = await new_thread(client)
+        raw = b'{"content": "hi", "padding": "' + b" " * 2_000_000 + b'"}'
+        result = await post_turn(client, thread_id, None, raw_body=raw)
+        assert result.status_code == 413, result.raw
+        assert result.body["error"]["code"] == "body_too_large"
+        assert await messages(client, thread_id) == []
+
+
 async def test_content_at_the_limit_is_accepted(gateway: LiveGateway) -> None:
     async with await keyed_client(gateway, "verbose") as client:
         thread_id = await new_thread(client)

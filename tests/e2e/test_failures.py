@@ -195,3 +195,33 @@ async def test_startup_sweep_respects_the_configured_age(
         drop_database(url)
 
 
+
+
+async def test_periodic_sweep_frees_a_row_stuck_while_the_gateway_runs(
+    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    """A row left `streaming` after start-up (a peer process died, or its finish could not be
+    stored) must not keep its thread busy (409) until the next restart."""
+    gateway = start_gateway(live_backend, upstream=demo_llm,
+                            env={"CHATGATE_STALE_STREAMING_AFTER_S": "1"})
+    db = Database(gateway.database_url)
+    try:
+        async with db.transaction() as session:
+            thread = await thread_store.create_thread(session, "stuck", None)
+            await message_store.append_user_message(session, thread, "hi")
+            await message_store.open_assistant_message(session, thread)
+    finally:
+        await db.dispose()
+    key = await gateway.api_key("stuck")
+    async with gateway.client(key) as client:
+        assert [r["status"] for r in await messages(client, str(thread.id))] == [
+            "complete", "streaming"]
+        statuses: list[str] = []
+        for _ in range(100):  # the sweep runs every 5 s at this age
+            await asyncio.sleep(0.1)
+            statuses = [r["status"] for r in await messages(client, str(thread.id))]
+            if statuses[-1] != "streaming":
+                break
+        assert statuses == ["complete", "interrupted"]
+        answer = await post_turn(client, str(thread.id), "still there?")
+        assert answer.events[-1].event == "message_end"

@@ -97,6 +97,9 @@ def test_covered_until_reads_the_newest_completed_summary_call() -> None:
     assert covered_until(rows) == T0 + dt.timedelta(minutes=3)
     assert covered_until(rows[:1]) is None
     assert covered_until([Message(role="assistant", meta={"processingDetails": "junk"})]) is None
+    naive = {"stage": "summary", "status": "complete",
+             "details": {"covered_until": "2026-01-01T10:00:00"}}
+    assert covered_until([assistant(2, [naive])]) is None  # hand-edited: not comparable
 
 
 # -- turns in-process ---------------------------------------------------------------------

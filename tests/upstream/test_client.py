@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import openai
 import pytest
 
 from app.settings import Settings
@@ -21,6 +22,7 @@ from app.upstream import (
     make_http_client,
     make_openai_client,
 )
+from app.upstream.errors import classify
 from tests.support.live import DemoLlm, free_port
 
 SYSTEM = "Be brief."
@@ -182,3 +184,15 @@ async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> N
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
+
+
+def test_a_provider_error_that_echoes_the_request_shows_no_marker() -> None:
+    """Some providers quote the request in their error; MSG_CONTEXT must not leak that way."""
+    echoed = openai.APIError(
+        'bad request: <!-- MSG_CONTEXT: {"history": [{"role": "user"}]} -->\nHello', None,
+        body=None,
+    )
+    error = classify(echoed)
+    assert error.code == "upstream_error"
+    assert "<!--" not in error.message and "MSG_CONTEXT" not in error.message
+    assert "Hello" in error.message
