@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.routing import BaseRoute
 
 from app.api.errors import (
     ApiError,
@@ -36,21 +35,12 @@ from app.store import messages as message_store
 from app.store.db import Database
 from app.upstream import UpstreamClient, make_http_client, make_openai_client
 from app.usage.pricing import load_price_table
+from app.web import web_routes
 
 log = get_logger("main")
 
 #: How long shutdown waits for turns that are still being stored.
 SHUTDOWN_DRAIN_S = 10.0
-
-
-def _web_routes() -> list[BaseRoute]:
-    """The page at `/` (app.web), when that package is present."""
-    try:
-        from app.web import web_routes
-    except ImportError:
-        return []
-    routes: list[BaseRoute] = web_routes()
-    return routes
 
 
 async def sweep_stale_streaming(db: Database, older_than_s: float) -> int:
@@ -134,7 +124,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             log.info("gateway_stopped")
 
     return Starlette(
-        routes=[*api_routes(), *_web_routes()],
+        routes=[*api_routes(), *web_routes()],
         middleware=[Middleware(RequestContextMiddleware)],
         exception_handlers={
             ApiError: api_error_handler,
