@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.live import LiveGateway
+from tests.support.live import LiveGateway, iter_sse
 
 HEADER = re.compile(r"<!--[ \t\r\n]{0,16}(METADATA|MSG_CONTEXT)", re.IGNORECASE)
 
@@ -41,6 +41,21 @@ async def wait_for_status(
         last = rows[-1] if rows else {}
         await asyncio.sleep(0.05)
     raise AssertionError(f"last message never became {status!r}: {last}")
+
+
+async def read_then_leave(
+    client: httpx.AsyncClient, thread_id: str, content: str, after_chars: int = 40
+) -> str:
+    """Post a turn, read deltas until more than `after_chars` arrived, then hang up."""
+    received = ""
+    async with client.stream("POST", f"/api/threads/{thread_id}/messages",
+                             json={"content": content}) as response:
+        async for event in iter_sse(response):
+            if event.event == "delta":
+                received += event.data["text"]
+            if len(received) > after_chars:
+                break
+    return received
 
 
 async def keyed_client(gateway: LiveGateway, user: str) -> httpx.AsyncClient:

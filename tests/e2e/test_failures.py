@@ -8,7 +8,14 @@ import asyncio
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
-from tests.e2e.helpers import HEADER, keyed_client, messages, new_thread, wait_for_status
+from tests.e2e.helpers import (
+    HEADER,
+    keyed_client,
+    messages,
+    new_thread,
+    read_then_leave,
+    wait_for_status,
+)
 from tests.support.live import DemoLlm, StartGateway, free_port, iter_sse, post_turn
 
 LONG = "[long] please write a lot"
@@ -30,14 +37,7 @@ async def test_client_disconnect_interrupts_and_cancels_upstream(
     before = slow_demo_llm.stats()["streams_cancelled"]
     async with await keyed_client(gateway, "leaver") as client:
         thread_id = await new_thread(client, "leaving")  # titled: the main call is the only one
-        received = ""
-        async with client.stream("POST", f"/api/threads/{thread_id}/messages",
-                                 json={"content": LONG}) as response:
-            async for event in iter_sse(response):
-                if event.event == "delta":
-                    received += event.data["text"]
-                if len(received) > 40:
-                    break
+        received = await read_then_leave(client, thread_id, LONG)
         stored = await wait_for_status(client, thread_id, "interrupted")
     await _wait_upstream_cancelled(slow_demo_llm, before)
     assert stored["content"].startswith(received)

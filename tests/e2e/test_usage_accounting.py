@@ -32,13 +32,12 @@ from app.store import threads as thread_store
 from app.store import usage_reports
 from app.store.db import Database
 from app.store.models import LlmCall
-from tests.e2e.helpers import keyed_client, messages, new_thread, wait_for_status
+from tests.e2e.helpers import keyed_client, messages, new_thread, read_then_leave, wait_for_status
 from tests.support.live import (
     DemoLlm,
     LiveGateway,
     StartGateway,
     _GatewayPool,
-    iter_sse,
     post_turn,
 )
 
@@ -185,14 +184,7 @@ async def test_interrupted_stream_without_usage_is_partial_not_zero(
     gateway = start_gateway(live_backend, upstream=slow_demo_llm)
     async with await keyed_client(gateway, "leaver") as client:
         thread_id = await new_thread(client, "named")
-        received = ""
-        async with client.stream("POST", f"/api/threads/{thread_id}/messages",
-                                 json={"content": "[long] a lot please"}) as response:
-            async for event in iter_sse(response):
-                if event.event == "delta":
-                    received += event.data["text"]
-                if len(received) > 40:
-                    break
+        await read_then_leave(client, thread_id, "[long] a lot please")
         stored = await wait_for_status(client, thread_id, "interrupted")
     meta = stored["metadata"]
     assert meta["usage_source"] == "partial"

@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from app.store.db import Database
 from app.store.models import Followup, Message
+from tests.support.live import iter_sse, post_turn
 
 T = TypeVar("T")
 
@@ -34,6 +35,34 @@ async def set_autonomy(client: httpx.AsyncClient, thread_id: str, **autonomy: An
     response = await client.patch(f"/api/threads/{thread_id}", json={"autonomy": autonomy})
     assert response.status_code == 200, response.text
     return response.json()
+
+
+async def pushed_messages_after_turn(
+    watcher: httpx.AsyncClient, writer: httpx.AsyncClient, thread_id: str, content: str,
+    count: int = 3, timeout_s: float = 15.0,
+) -> list[dict[str, Any]]:
+    """Subscribe to the thread's events through `watcher`, post a turn through `writer` once
+    subscribed, and return the first `count` messages pushed to the subscriber."""
+    received: list[dict[str, Any]] = []
+    ready = asyncio.Event()
+
+    async def watch() -> None:
+        async with watcher.stream("GET", f"/api/threads/{thread_id}/events") as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            async for event in iter_sse(response):
+                if event.event == "ready":
+                    ready.set()
+                elif event.event == "message":
+                    received.append(event.data["message"])
+                    if len(received) == count:
+                        return
+
+    task = asyncio.create_task(watch())
+    await asyncio.wait_for(ready.wait(), 10)
+    await post_turn(writer, thread_id, content)
+    await asyncio.wait_for(task, timeout_s)
+    return received
 
 
 async def wait_until(check: Callable[[], Awaitable[T | None]], timeout_s: float = 15.0,

@@ -16,8 +16,8 @@ from app.followups.triggers import TRIGGER_PROMPTS
 from app.store import followup_queue
 from app.store.models import Followup
 from tests.e2e.helpers import keyed_client, messages, new_thread
-from tests.followups.helpers import Rows, set_autonomy, wait_until
-from tests.support.live import DemoLlm, LiveGateway, iter_sse, post_turn
+from tests.followups.helpers import Rows, pushed_messages_after_turn, set_autonomy, wait_until
+from tests.support.live import DemoLlm, LiveGateway, post_turn
 
 TRIGGERS = {
     "[awaiting:question] Tell me about tides": "question_unanswered",
@@ -169,25 +169,8 @@ async def test_events_stream_delivers_the_followup_to_a_connected_client(
     async with await keyed_client(fast_gateway, "watcher") as client:
         thread_id = await new_thread(client)
         await set_autonomy(client, thread_id, enabled=True, idle_seconds=1, max_followups=1)
-        received: list[dict[str, Any]] = []
-
-        async def watch() -> None:
-            async with client.stream("GET", f"/api/threads/{thread_id}/events") as response:
-                assert response.status_code == 200
-                assert response.headers["content-type"].startswith("text/event-stream")
-                async for event in iter_sse(response):
-                    if event.event == "ready":
-                        ready.set()
-                    elif event.event == "message":
-                        received.append(event.data["message"])
-                        if len(received) == 3:
-                            return
-
-        ready = asyncio.Event()
-        watcher = asyncio.create_task(watch())
-        await asyncio.wait_for(ready.wait(), 10)
-        await post_turn(client, thread_id, "[awaiting:decision] tea or coffee?")
-        await asyncio.wait_for(watcher, 15)
+        received = await pushed_messages_after_turn(
+            client, client, thread_id, "[awaiting:decision] tea or coffee?")
     [prompt] = await rows.synthetic(thread_id)
     assert [m["role"] for m in received] == ["user", "assistant", "assistant"]
     assert received[0]["content"] == "[awaiting:decision] tea or coffee?"

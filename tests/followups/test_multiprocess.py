@@ -12,9 +12,15 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import keyed_client, new_thread
-from tests.followups.helpers import FAST_ENV, Rows, set_autonomy, wait_until
+from tests.followups.helpers import (
+    FAST_ENV,
+    Rows,
+    pushed_messages_after_turn,
+    set_autonomy,
+    wait_until,
+)
 from tests.support.databases import require_postgres
-from tests.support.live import DemoLlm, StartGateway, iter_sse, post_turn, start_demo_llm
+from tests.support.live import DemoLlm, StartGateway, post_turn, start_demo_llm
 
 CONTENDED_ENV = {**FAST_ENV, "CHATGATE_FOLLOWUP_POLL_S": "0.05"}
 
@@ -120,25 +126,10 @@ async def test_events_reach_a_client_of_another_process(
     watcher = start_gateway("postgresql", upstream=demo_llm, env=FAST_ENV,
                             database_url=writer.database_url)
     key = await writer.api_key("far")
-    received: list[dict[str, object]] = []
-    ready = asyncio.Event()
     async with writer.client(key) as a, watcher.client(key) as b:
         thread_id = await new_thread(a)
         await set_autonomy(a, thread_id, enabled=True, idle_seconds=1, max_followups=1)
-
-        async def watch() -> None:
-            async with b.stream("GET", f"/api/threads/{thread_id}/events") as response:
-                async for event in iter_sse(response):
-                    if event.event == "ready":
-                        ready.set()
-                    elif event.event == "message":
-                        received.append(event.data["message"])
-                        if len(received) == 3:
-                            return
-
-        task = asyncio.create_task(watch())
-        await asyncio.wait_for(ready.wait(), 10)
-        await post_turn(a, thread_id, "[awaiting:task] deploy it")
-        await asyncio.wait_for(task, 20)
+        received = await pushed_messages_after_turn(b, a, thread_id, "[awaiting:task] deploy it",
+                                                    timeout_s=20)
     assert [m["role"] for m in received] == ["user", "assistant", "assistant"]
     assert received[0]["content"] == "[awaiting:task] deploy it"

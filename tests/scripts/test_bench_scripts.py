@@ -1,0 +1,50 @@
+"""The benchmark commands the README and docs quote run as documented and print their figures
+(small sizes here; the figures themselves are never asserted: timing belongs to the scripts)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.support.live import ROOT, _clean_env
+
+
+def run_script(name: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / name), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=_clean_env({"COLUMNS": "200"}),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_bench_filter_prints_every_input_and_the_linearity_ratio() -> None:
+    out = run_script("bench_filter.py", "--runs", "1")
+    for label in ("markdown 200 KB", "every other char '<'", "'<!-' repeated",
+                  "60 KB METADATA body", "markdown 1 MB"):
+        assert label in out
+    assert re.search(r"1 MB \d+ ns, 250 KB \d+ ns, ratio \d+\.\d+", out), out
+
+
+def test_bench_repair_repairs_and_restores_every_corrupt_row(database_url: str) -> None:
+    out = run_script("bench_repair.py", "--messages", "600", "--runs", "2",
+                     "--database-url", database_url)
+    seeded = re.search(r"seeded 600 messages, (\d+) corrupt", out)
+    assert seeded is not None and int(seeded.group(1)) > 0, out
+    assert f"{seeded.group(1)} rows repaired and restored" in out
+    assert re.search(r"median of 2 runs: scan [\d.]+ s, fix --apply [\d.]+ s, "
+                     r"rollback [\d.]+ s", out), out
+
+
+def test_bench_trace_compares_with_and_without_a_trace(database_url: str) -> None:
+    out = run_script("bench_trace.py", "--chunks", "50", "--runs", "2",
+                     "--database-url", database_url)
+    assert re.search(r"50 chunks, 2 runs; median transaction without trace [\d.]+ ms, "
+                     r"with trace [\d.]+ ms", out), out
+
+
+def test_bench_repair_defaults_to_a_scratch_sqlite_file() -> None:
+    out = run_script("bench_repair.py", "--messages", "200", "--runs", "1")
+    assert out.splitlines()[-1].startswith("sqlite+aiosqlite: 200 messages, median of 1 runs")
