@@ -17,7 +17,7 @@ import openai
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from app.settings import Settings
-from app.upstream.errors import UpstreamError, classify
+from app.upstream.errors import UPSTREAM_FAILURES, UpstreamError, classify
 
 
 def make_http_client(settings: Settings) -> httpx.AsyncClient:
@@ -113,7 +113,7 @@ class UpstreamStream:
                 raw = await self._next_raw()
             except StopAsyncIteration:
                 return
-            except (openai.APIError, httpx.HTTPError, TimeoutError) as exc:
+            except UPSTREAM_FAILURES as exc:
                 raise classify(exc) from exc
             chunk = _chunk(raw)
             if chunk.text:
@@ -171,7 +171,7 @@ class UpstreamClient:
                     stream=True,
                     stream_options={"include_usage": True},
                 )
-        except (openai.APIError, httpx.HTTPError, TimeoutError) as exc:
+        except UPSTREAM_FAILURES as exc:
             raise classify(exc) from exc
         return UpstreamStream(raw, deadline)
 
@@ -190,7 +190,7 @@ class UpstreamClient:
                     max_tokens=max_tokens,
                     stream=False,
                 )
-        except (openai.APIError, httpx.HTTPError, TimeoutError) as exc:
+        except UPSTREAM_FAILURES as exc:
             raise classify(exc) from exc
         text = (result.choices[0].message.content or "") if result.choices else ""
         return Completion(text=text, usage=_usage(result.usage), model=result.model or None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 import httpx
@@ -10,6 +11,13 @@ import openai
 from app.stream import strip_markers
 
 UpstreamErrorCode = Literal["upstream_unavailable", "upstream_timeout", "upstream_error"]
+
+#: What talking to the model server can raise besides UpstreamError: the SDK's and httpx's
+#: errors, a body cut or read twice (httpx.StreamError is no HTTPError), a stream line that is
+#: not JSON (the SDK decodes it with json.loads), and asyncio timeouts.
+UPSTREAM_FAILURES: tuple[type[BaseException], ...] = (
+    openai.APIError, httpx.HTTPError, httpx.StreamError, json.JSONDecodeError, TimeoutError,
+)
 
 
 class UpstreamError(Exception):
@@ -36,6 +44,8 @@ def classify(exc: BaseException) -> UpstreamError:
         )
     if isinstance(exc, openai.APIError | httpx.HTTPError):
         return UpstreamError("upstream_error", f"the model server failed: {_short(exc)}")
+    if isinstance(exc, json.JSONDecodeError):
+        return UpstreamError("upstream_error", "the model server sent malformed JSON")
     return UpstreamError("upstream_error", f"unexpected upstream failure: {type(exc).__name__}")
 
 
