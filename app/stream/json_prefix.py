@@ -112,28 +112,6 @@ class JsonObjectPrefix:
                 state = self._pop() if closed else _VALUE
             elif state in _WS_STATES and c in _WS:
                 i = _WS_RUN.match(text, i, end).end()  # type: ignore[union-attr]
-            elif state == _AFTER:
-                if c == ",":
-                    state = _KEY if self._stack[-1] == "{" else _VALUE
-                elif c == "}" or c == "]":
-                    if self._stack[-1] != ("{" if c == "}" else "["):
-                        return self._fail(i)
-                    self._stack.pop()
-                    if not self._stack:
-                        self._state = _DONE
-                        return COMPLETE, i + 1
-                else:
-                    return self._fail(i)
-                i += 1
-            elif state in (_VALUE, _ARR_OPEN):
-                if c == "]" and state == _ARR_OPEN:
-                    self._stack.pop()
-                    state = _AFTER
-                else:
-                    state = self._value_start(c)
-                    if state == _FAILED:
-                        return self._fail(i)
-                i += 1
             elif state in _NUMBER_ENDS:
                 state = self._number_tail(state, c)
                 if state == _AFTER:
@@ -142,7 +120,7 @@ class JsonObjectPrefix:
                     i = _DIGIT_RUN.match(text, i, end).end()  # type: ignore[union-attr]
                 else:
                     i += 1
-            else:
+            else:  # one character at a token boundary or inside a token
                 state = self._step(state, c)
                 if state == _FAILED:
                     return self._fail(i)
@@ -157,8 +135,20 @@ class JsonObjectPrefix:
         self._state = _FAILED
         return INVALID, i
 
-    def _value_start(self, c: str) -> int:
-        """The state after the first character of a value (or _FAILED)."""
+    def _after_value(self, c: str) -> int:
+        """After a value: a comma, or the bracket that closes the innermost container."""
+        if c == ",":
+            return _KEY if self._stack[-1] == "{" else _VALUE
+        if (c == "}" or c == "]") and self._stack[-1] == ("{" if c == "}" else "["):
+            return self._pop()
+        return _FAILED
+
+    def _value_start(self, state: int, c: str) -> int:
+        """The state after the first character of a value (or _FAILED); in an empty array,
+        `]` closes it instead."""
+        if c == "]" and state == _ARR_OPEN:
+            self._stack.pop()
+            return _AFTER
         if c == '"':
             self._in_key = False
             return _STRING
@@ -193,6 +183,10 @@ class JsonObjectPrefix:
 
     def _step(self, state: int, c: str) -> int:
         """The remaining one-character transitions; _FAILED when c cannot continue."""
+        if state == _AFTER:
+            return self._after_value(c)
+        if state in (_VALUE, _ARR_OPEN):
+            return self._value_start(state, c)
         if state == _START:
             if c != "{":
                 return _FAILED
