@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.sanitize import clean_text
 from app.stream import FilterWarning, MarkerFilter
 
 TRACE_FORMAT = "chatgate.stream_trace"
@@ -135,12 +136,13 @@ class ReplayResult:
 
 
 def replay(trace: Trace) -> ReplayResult:
-    """Feed the chunks through a fresh MarkerFilter (closing it if the gateway did)."""
+    """Feed the chunks through a fresh MarkerFilter (closing it if the gateway did), each
+    cleaned first as the gateway does (app.sanitize)."""
     flt = MarkerFilter()
     steps: list[ReplayStep] = []
     for index, raw in enumerate(trace.chunks):
         seen = len(flt.records)
-        emitted = flt.feed(raw)
+        emitted = flt.feed(clean_text(raw))
         steps.append(ReplayStep(index, raw, emitted, flt.records[seen:]))
     if trace.filter_closed:
         seen = len(flt.records)

@@ -16,6 +16,7 @@ PURE_MODULES = (
     "app.usage.estimate",
     "app.usage.pricing",
     "app.replay",
+    "app.sanitize",
     "app.repair",
     "app.followups.autonomy",
     "app.followups.triggers",

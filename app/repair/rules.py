@@ -24,6 +24,7 @@ from typing import Final
 
 from app.repair.code_spans import mask_code
 from app.repair.rows import StoredMessage
+from app.sanitize import clean_text
 from app.stream import FilterResult, strip_markers
 from app.stream.spec import HEADER
 
@@ -128,11 +129,12 @@ def diagnose(message: StoredMessage) -> Diagnosis:
     """Every rule the message breaks. Clean rows come back as CLEAN."""
     if message.role == "user":
         return Diagnosis((LEGACY_SYNTHETIC,), ()) if is_legacy_synthetic(message) else CLEAN
-    if message.role != "assistant" or _COMMENT_OPEN not in message.content:
+    content = clean_text(message.content)  # as the store will write it (see app.sanitize)
+    if message.role != "assistant" or _COMMENT_OPEN not in content:
         return CLEAN
-    filtered = strip_markers(message.content) if HEADER.search(message.content) else None
+    filtered = strip_markers(content) if HEADER.search(content) else None
     rules = marker_rules(filtered) if filtered is not None else ()
-    notices = (UNCLOSED_COMMENT,) if unclosed_comment_offsets(message.content) else ()
+    notices = (UNCLOSED_COMMENT,) if unclosed_comment_offsets(content) else ()
     if not rules and not notices:
         return CLEAN
     return Diagnosis(rules, notices, filtered)

@@ -21,12 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.context import ContextItem
 from app.context.builder import select_within_budget
 from app.logging import get_logger
+from app.sanitize import clean_and_strip_markers
 from app.services.side_call import SideCall, run_side_call
 from app.services.thread_field_stage import ThreadFieldStage
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.models import Message
-from app.stream import strip_markers
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
@@ -72,7 +72,7 @@ def summary_request(
 
 def clean_summary(raw: str, max_chars: int = SUMMARY_MAX_CHARS) -> str | None:
     """Markers removed (the same filter as every answer), trimmed and capped; None if empty."""
-    text = strip_markers(raw).text.strip()
+    text = clean_and_strip_markers(raw).text.strip()
     if len(text) > max_chars:
         text = text[: max_chars - 1].rstrip() + "…"
     return text or None

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.logging import get_logger
+from app.sanitize import clean_and_strip_markers
 from app.services.side_call import SideCall, run_side_call
 from app.services.thread_field_stage import ThreadFieldStage
 from app.store import threads as thread_store
-from app.stream import strip_markers
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
@@ -52,7 +52,7 @@ def clean_title(raw: str, max_chars: int = TITLE_MAX_CHARS) -> str | None:
     """What a model answered, made a title: markers removed (the same filter as every
     answer), the first non-empty line, a `Title:` label and surrounding quotes or markdown
     dropped, white space collapsed, cut at a word boundary. None when nothing is left."""
-    visible = strip_markers(raw).text
+    visible = clean_and_strip_markers(raw).text
     line = next((part for part in visible.splitlines() if part.strip()), "")
     text = " ".join(line.split())
     text = _LABEL.sub("", text)

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context import ContextItem, build_msg_context, build_upstream_messages
 from app.logging import get_logger
+from app.sanitize import SanitizeReport, clean_json, clean_text
 from app.services.observers import TurnObserver
 from app.services.recorder import TurnRecorder, utcnow
 from app.services.shield import run_shielded
@@ -35,7 +36,6 @@ from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.models import Message, Thread
 from app.store.records import FinishedMessage
-from app.store.sanitize import SanitizeReport, clean_json, clean_text
 from app.stream import MarkerFilter
 from app.upstream import ProviderUsage, UpstreamClient, UpstreamError, UpstreamStream
 from app.usage.pricing import PriceTable
@@ -255,7 +255,7 @@ class Turn:
             self.first_token_at = utcnow()
             self.recorder.mark_first_token()
         self.raw_parts.append(raw)
-        safe = self._clean(self.filter.feed(raw))
+        safe = self.filter.feed(self._clean(raw))
         for observer in self.deps.observers:
             observer.on_chunk(self, index, raw, safe)
         self._report_new_warnings()
@@ -266,16 +266,17 @@ class Turn:
         if self._stream is None or self._filter_closed:
             return ""
         self._filter_closed = True
-        rest = self._clean(self.filter.close())
+        rest = self.filter.close()
         self._report_new_warnings()
         return rest
 
-    def _clean(self, visible: str) -> str:
-        """The store's cleaning (NUL removed, lone surrogates -> U+FFFD), applied before the
-        text is sent: what the client sees stays what is stored, and a lone surrogate from
-        the upstream cannot break the UTF-8 encoding of the SSE stream. Per character, so
-        cleaning each piece equals cleaning the whole message."""
-        return clean_text(visible, self.sanitized)
+    def _clean(self, raw: str) -> str:
+        """The store's cleaning (NUL removed, lone surrogates -> U+FFFD), applied to each raw
+        chunk before the filter: what the client sees stays what is stored, a lone surrogate
+        cannot break the UTF-8 encoding of the SSE stream, and a NUL removed later could not
+        join the pieces of a marker the filter let pass. Per character, so cleaning each
+        chunk equals cleaning the whole output."""
+        return clean_text(raw, self.sanitized)
 
     def _report_new_warnings(self) -> None:
         records = self.filter.records

@@ -1,65 +1,11 @@
-"""Make text and metadata storable on both backends without silently changing them.
-
-PostgreSQL rejects NUL in text and JSONB; UTF-8 cannot encode lone surrogates; JSON has no NaN.
-Each is replaced on write and counted, and the counts are noted in the message metadata under
-`sanitized`, so a changed message says that it was changed. Everything else round-trips exactly.
-"""
+"""Content and metadata made storable at the last step before a write (the rules are in
+app.sanitize, pure, so the stream path can apply them before filtering)."""
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-REPLACEMENT_CHAR = "\ufffd"
-
-
-@dataclass(slots=True)
-class SanitizeReport:
-    """What was changed while sanitising, to be recorded in metadata."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def add(self, what: str, n: int) -> None:
-        if n:
-            self.counts[what] = self.counts.get(what, 0) + n
-
-    def merge_into(self, metadata: dict[str, Any]) -> dict[str, Any]:
-        """Metadata with the counts added under `sanitized` (unchanged when nothing changed)."""
-        if not self.counts:
-            return metadata
-        noted = dict(metadata.get("sanitized") or {}) if isinstance(
-            metadata.get("sanitized"), dict) else {}
-        for what, n in self.counts.items():
-            previous = noted.get(what, 0)
-            noted[what] = (previous if isinstance(previous, int) else 0) + n
-        return {**metadata, "sanitized": noted}
-
-
-def clean_text(value: str, report: SanitizeReport) -> str:
-    """Remove NUL and replace lone surrogates by U+FFFD."""
-    if "\x00" in value:
-        report.add("nul_removed", value.count("\x00"))
-        value = value.replace("\x00", "")
-    value, replaced = _SURROGATE.subn(REPLACEMENT_CHAR, value)
-    report.add("surrogates_replaced", replaced)
-    return value
-
-
-def clean_json(value: Any, report: SanitizeReport) -> Any:
-    """clean_text applied to every string (keys too) of a JSON value; NaN/inf become null."""
-    if isinstance(value, str):
-        return clean_text(value, report)
-    if isinstance(value, dict):
-        return {clean_text(str(k), report): clean_json(v, report) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [clean_json(v, report) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        report.add("non_finite_replaced", 1)
-        return None
-    return value
+from app.sanitize import SanitizeReport, clean_json, clean_text
 
 
 def clean_message(content: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -15,8 +15,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.replay import Trace
+from app.sanitize import SanitizeReport, clean_json
 from app.store.models import Message, StreamTrace
-from app.store.sanitize import SanitizeReport, clean_json
 
 
 async def save_trace(

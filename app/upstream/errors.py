@@ -8,7 +8,7 @@ from typing import Literal
 import httpx
 import openai
 
-from app.stream import strip_markers
+from app.sanitize import clean_and_strip_markers
 
 UpstreamErrorCode = Literal["upstream_unavailable", "upstream_timeout", "upstream_error"]
 
@@ -53,5 +53,5 @@ def _short(exc: BaseException) -> str:
     """The provider's message, shortened. It reaches the client's `error` event and the stored
     `metadata.error`, and some providers echo the request: markers (an echoed MSG_CONTEXT)
     go through the same filter as any model text."""
-    text = strip_markers(str(exc)).text or type(exc).__name__
+    text = clean_and_strip_markers(str(exc)).text or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."

@@ -50,6 +50,15 @@ def test_an_interrupted_stream_is_replayed_without_closing_the_filter() -> None:
     assert not closed.matches  # closing would emit the held-back "<!-- META" as text
 
 
+def test_replay_cleans_each_chunk_as_the_gateway_does() -> None:
+    """A NUL split off a marker start: the gateway removes it before filtering, so must the
+    replay, or it would show the marker the gateway removed."""
+    chunks = ["Hi <!-", '\x00- METADATA: {"language": "en"} -->']
+    result = replay(make_trace(chunks, "Hi"))
+    assert result.matches and result.content == "Hi"
+    assert result.metadata == {"language": "en"}
+
+
 def test_a_changed_stored_content_is_found_at_the_chunk_where_it_differs() -> None:
     chunks = ["Hello", " big", " world"]
     result = replay(make_trace(chunks, "Hello small world"))

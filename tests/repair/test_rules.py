@@ -80,6 +80,16 @@ def test_clean_assistant_rows_are_left_alone(content: str) -> None:
     assert plan_repair(message(content)) is None
 
 
+def test_a_nul_hiding_a_marker_is_found_and_fixed() -> None:
+    """The store removes NUL on write: the fix must be judged on the text as it will be
+    stored, where `<!-` NUL `-` has become a marker start."""
+    content = 'Hi <!-\x00- METADATA: {"language": "en"} -->'
+    assert diagnose(message(content)).rules == (MARKER_HEADER,)
+    plan = plan_repair(message(content))
+    assert plan is not None and plan.new_content == "Hi"
+    assert plan.new_metadata["response_metadata"] == {"language": "en"}
+
+
 def test_user_and_system_rows_with_markers_are_the_users_words() -> None:
     for role in ("user", "system"):
         assert diagnose(message('What is <!-- METADATA: {"a": 1', role=role)).is_clean

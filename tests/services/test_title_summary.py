@@ -41,6 +41,7 @@ T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
     ("  \n“Prague trip”  ", "Prague trip"),
     ('Bikes <!-- METADATA: {"language": "en"} -->', "Bikes"),
     ('<!-- METADATA: {"language": "en"}\nBikes', "Bikes"),  # the seed bug: no closer
+    ('Bikes <!-\x00- METADATA: {"language": "en"} -->', "Bikes"),  # NUL hides no marker
     ("## C# tips", "C# tips"),
     ("\"\" ", None),
     ("", None),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from app.store.db import Database
 from app.store.errors import ThreadBusy
 from app.store.records import FinishedMessage
 from tests.support.live import DemoLlm
+from tests.support.scripted_upstream import scripted_upstream, sse_body
 
 
 @pytest.fixture
@@ -157,3 +159,51 @@ async def test_open_turn_on_a_foreign_thread_is_not_found(runtime: Runtime) -> N
     with pytest.raises(ThreadNotFound):
         await open_turn(runtime.turns, "intruder", thread.id, "hi")
     assert await _rows(runtime.db, thread) == []
+
+
+@asynccontextmanager
+async def scripted_runtime(database_url: str, texts: list[str]) -> AsyncIterator[Runtime]:
+    """A runtime whose model server streams exactly `texts` (no title call)."""
+    async with scripted_upstream(sse_body(texts)) as base_url:
+        rt = build_runtime(Settings(database_url=database_url, upstream_base_url=base_url,
+                                    upstream_max_retries=0, title_calls=False))
+        try:
+            yield rt
+        finally:
+            await rt.http.aclose()
+            await rt.db.dispose()
+
+
+async def _run_turn(rt: Runtime) -> tuple[str, Any]:
+    """(the text of the deltas, the stored assistant row) of one turn."""
+    thread = await _thread(rt.db)
+    turn = await open_turn(rt.turns, "svc", thread.id, "hi")
+    events = [event async for event in turn.events()]
+    assert events[-1].event == "message_end", events[-1]
+    rows = await _rows(rt.db, thread)
+    return "".join(e.data["text"] for e in events if e.event == "delta"), rows[-1]
+
+
+@pytest.mark.parametrize("texts", [
+    ['Hi <!-\x00- METADATA: {"language": "en"} -->'],
+    ["Hi <!-", '\x00- METADATA: {"language": "en"} -->'],
+    ["Hi <\x00!-- MSG_CONTEXT: {} -->", '<!-- METADATA: {"language": "en"} -->'],
+])
+async def test_a_nul_inside_a_marker_cannot_smuggle_it_through(
+    database_url: str, texts: list[str]
+) -> None:
+    """The store removes NUL (PostgreSQL refuses it): the filter must see the text without it,
+    or removing it afterwards would join `<!-` and `-` into a live marker."""
+    async with scripted_runtime(database_url, texts) as rt:
+        sent, stored = await _run_turn(rt)
+    assert sent == stored.content == "Hi"
+    assert stored.meta["response_metadata"] == {"language": "en"}
+    assert stored.meta["sanitized"] == {"nul_removed": 1}
+
+
+async def test_a_lone_surrogate_is_replaced_live_and_stored_the_same(database_url: str) -> None:
+    async with scripted_runtime(database_url, ["broken \ud83d pair", " and more"]) as rt:
+        sent, stored = await _run_turn(rt)
+    assert sent == stored.content == "broken \ufffd pair and more"
+    assert stored.status == "complete"
+    assert stored.meta["sanitized"] == {"surrogates_replaced": 1}

@@ -24,6 +24,7 @@ from app.upstream import (
 )
 from app.upstream.errors import classify
 from tests.support.live import DemoLlm, free_port
+from tests.support.scripted_upstream import scripted_upstream, sse_body
 
 SYSTEM = "Be brief."
 META = '<!-- METADATA: {"language": "en", "sources": [], "awaiting": null} -->'
@@ -198,41 +199,20 @@ def test_a_provider_error_that_echoes_the_request_shows_no_marker() -> None:
     assert "Hello" in error.message
 
 
-GOOD_CHUNK = ('{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "raw-1", '
-              '"choices": [{"index": 0, "delta": {"content": "Hello"}, "finish_reason": null}]}')
-
-
-@pytest.fixture
-async def malformed_upstream() -> AsyncIterator[str]:
-    """A model server on loopback whose stream sends one good chunk, then a line that is not
-    JSON (a proxy that cut or mangled the body): the base URL."""
-    body = f"data: {GOOD_CHUNK}\n\ndata: {{\"id\": \"c1\", \"choi\n\n".encode()
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")  # the request body is never needed here
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    async with server:
-        yield f"http://127.0.0.1:{port}/v1"
-
-
 async def test_malformed_stream_data_is_upstream_error_after_the_text_so_far(
-    make_client: MakeClient, malformed_upstream: str
+    make_client: MakeClient,
 ) -> None:
-    stream = await make_client(upstream_base_url=malformed_upstream).open_stream(
-        conversation("Hi"))
-    received = ""
-    try:
-        with pytest.raises(UpstreamError) as broken:
-            async for chunk in stream.chunks():
-                received += chunk.text
-    finally:
-        await stream.close()
+    """A proxy that cut or mangled the body: a stream line that is not JSON."""
+    body = sse_body(["Hello"], tail='data: {"id": "c1", "choi\n\n')
+    async with scripted_upstream(body) as base_url:
+        stream = await make_client(upstream_base_url=base_url).open_stream(conversation("Hi"))
+        received = ""
+        try:
+            with pytest.raises(UpstreamError) as broken:
+                async for chunk in stream.chunks():
+                    received += chunk.text
+        finally:
+            await stream.close()
     assert received == "Hello"
     assert broken.value.code == "upstream_error"
     assert "malformed" in broken.value.message

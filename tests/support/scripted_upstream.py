@@ -1,0 +1,43 @@
+"""A model server on loopback that answers every request with a fixed SSE body: for outputs
+the demo server cannot produce (bytes a real model or a broken proxy may send)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+
+def completion_chunk(text: str) -> str:
+    """One OpenAI chat.completion.chunk carrying `text`, as JSON."""
+    return json.dumps({
+        "id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": "scripted-1",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    })
+
+
+def sse_body(texts: Sequence[str], *, tail: str = "data: [DONE]\n\n") -> bytes:
+    """A streamed answer made of `texts`, then `tail` (the end, or something broken)."""
+    return ("".join(f"data: {completion_chunk(t)}\n\n" for t in texts) + tail).encode()
+
+
+@asynccontextmanager
+async def scripted_upstream(body: bytes) -> AsyncIterator[str]:
+    """Serve `body` as the event stream of every request; yields the base URL (…/v1)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"content-length: " + str(len(body)).encode() + b"\r\n"
+                     b"connection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}/v1"
