@@ -178,10 +178,13 @@ async def interrupt_orphaned_replies(
     s: AsyncSession, thread_id: uuid.UUID, after: dt.datetime, now: dt.datetime
 ) -> int:
     """Assistant rows still `streaming` in the thread since `after`, left by a worker that
-    died mid-turn (its lease expired), become `interrupted`; returns how many."""
+    died mid-turn (its lease expired), become `interrupted`; returns how many. Locked and
+    skipped when locked (PostgreSQL): a worker that only lost its lease and is finishing the
+    row right now keeps its answer instead of having it overwritten."""
     rows = await s.execute(
         select(Message).where(Message.thread_id == thread_id, Message.role == "assistant",
                               Message.status == "streaming", Message.created_at > after)
+        .with_for_update(skip_locked=True)
     )
     return await mark_interrupted(s, rows.scalars(), reason="followup_worker_died", now=now)
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
+import pytest
+from sqlalchemy import select
+
 from app.store import followup_queue as queue
 from app.store import messages as message_store
 from app.store.db import Database
-from app.store.models import Followup, Thread
+from app.store.models import Followup, Message, Thread
 from app.store.types import utcnow
 from tests.store.factories import new_thread, turn
 
@@ -178,3 +181,23 @@ async def test_orphaned_streaming_reply_is_interrupted(db: Database) -> None:
         row = await message_store.get_message(s, thread.user_id, reply.id)
     assert row is not None and row.status == "interrupted"
     assert row.meta["interrupted_reason"] == "followup_worker_died"
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def test_a_reply_being_finished_is_not_taken_for_an_orphan(db: Database) -> None:
+    """A worker that lost its lease but is finishing its reply holds the row's lock: the
+    worker re-running the follow-up must leave that row to it (PostgreSQL row locks;
+    SQLite has one writer at a time, so the two cannot overlap there)."""
+    thread = await new_thread(db)
+    since = utcnow()
+    async with db.transaction() as s:
+        await message_store.append_user_message(
+            s, thread, "p", synthetic=True, trigger_type="check_in", trigger_reason="r")
+        reply = await message_store.open_assistant_message(s, thread)
+    async with db.transaction() as finishing:
+        await finishing.execute(select(Message).where(Message.id == reply.id).with_for_update())
+        async with db.transaction() as s:
+            assert await queue.interrupt_orphaned_replies(s, thread.id, since, utcnow()) == 0
+    async with db.transaction() as s:
+        row = await message_store.get_message(s, thread.user_id, reply.id)
+    assert row is not None and row.status == "streaming"
