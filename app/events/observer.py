@@ -7,13 +7,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.events.bus import MessageBus
 from app.events.notices import MessageNotice
-from app.logging import get_logger
 from app.services.observers import TurnObserver
 from app.services.turn import Turn
 from app.store.records import FinishedMessage
 from app.store.visibility import is_hidden
-
-log = get_logger("events.observer")
 
 
 def turn_notice(turn: Turn) -> MessageNotice:
@@ -29,12 +26,7 @@ class MessageEvents(TurnObserver):
     async def in_finish_transaction(
         self, session: AsyncSession, turn: Turn, finished: FinishedMessage
     ) -> None:
-        # A failed announcement must not cost the stored message: own savepoint, logged.
-        try:
-            async with session.begin_nested():
-                await self.bus.announce_in_transaction(session, turn_notice(turn))
-        except Exception as exc:
-            log.exception("message_announce_failed", error=type(exc).__name__)
+        await self.bus.announce_in_transaction(session, turn_notice(turn))
 
     async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
         self.bus.announce_after_commit(turn_notice(turn))

@@ -35,12 +35,7 @@ class FollowupScheduler(TurnObserver):
     ) -> None:
         if finished.status != "complete":
             return
-        # Own savepoint: a scheduling failure is logged, the reply is still stored.
-        try:
-            async with session.begin_nested():
-                await self._schedule(session, turn, finished)
-        except Exception as exc:
-            log.exception("followup_schedule_failed", error=type(exc).__name__)
+        await self._schedule(session, turn, finished)
 
     async def _schedule(self, session: AsyncSession, turn: Turn, finished: FinishedMessage) -> None:
         # Re-read: the autonomy settings may have changed while the reply streamed.

@@ -30,7 +30,9 @@ class TurnObserver:
     async def in_finish_transaction(
         self, session: AsyncSession, turn: Turn, finished: FinishedMessage
     ) -> None:
-        """Inside the one transaction that stores the finished message."""
+        """Inside the one transaction that stores the finished message, in a savepoint of its
+        own: if it raises, its writes are rolled back, the failure is logged
+        (`turn_observer_failed`) and the message is stored all the same."""
 
     async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
         """After the finished message is committed (shielded from cancellation)."""

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.logging import get_logger
 from app.services.observers import TurnObserver
 
 if TYPE_CHECKING:
@@ -18,14 +17,12 @@ if TYPE_CHECKING:
     from app.store.records import FinishedMessage
 
 
-log = get_logger("services.thread_field_stage")
-
-
 class ThreadFieldStage(TurnObserver):
     """Holds each turn's new value until the turn is stored; subclasses say how to store it."""
 
     def __init__(self) -> None:
         self._pending: weakref.WeakKeyDictionary[Turn, str] = weakref.WeakKeyDictionary()
+        self._written: weakref.WeakKeyDictionary[Turn, str] = weakref.WeakKeyDictionary()
 
     def keep(self, turn: Turn, value: str) -> None:
         """The value to store with this turn."""
@@ -41,19 +38,13 @@ class ThreadFieldStage(TurnObserver):
     async def in_finish_transaction(
         self, session: AsyncSession, turn: Turn, finished: FinishedMessage
     ) -> None:
-        value = self._pending.get(turn)
+        value = self._pending.pop(turn, None)
         if value is None:
             return
-        try:
-            # A savepoint: a field that cannot be written must not lose the answer itself.
-            async with session.begin_nested():
-                await self.store(session, turn.thread.id, value)
-        except Exception as exc:
-            self._pending.pop(turn, None)
-            log.warning("thread_field_store_failed", stage=type(self).__name__,
-                        error=type(exc).__name__, detail=str(exc)[:300])
+        await self.store(session, turn.thread.id, value)
+        self._written[turn] = value  # reached only when the write worked (see Turn._store)
 
     async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
-        value = self._pending.pop(turn, None)
+        value = self._written.pop(turn, None)
         if value is not None:
             self.log_stored(value)

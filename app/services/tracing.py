@@ -64,18 +64,12 @@ class StreamTracer(TurnObserver):
             return
         events = [warning_event(r) for r in turn.filter.records]
         events.append(finish_event(turn, finished))
-        try:
-            async with session.begin_nested():
-                await traces.save_trace(
-                    session, message_id=turn.message_id, thread_id=turn.thread.id,
-                    user_id=turn.user_id,
-                    model=turn.response_model or turn.deps.upstream.model,
-                    status=finished.status, chunks=turn.raw_parts, events=events,
-                )
-        except Exception as exc:
-            log.warning("stream_trace_failed", error=type(exc).__name__, detail=str(exc)[:300])
-            return
-        self._traced.add(turn)
+        await traces.save_trace(
+            session, message_id=turn.message_id, thread_id=turn.thread.id, user_id=turn.user_id,
+            model=turn.response_model or turn.deps.upstream.model,
+            status=finished.status, chunks=turn.raw_parts, events=events,
+        )
+        self._traced.add(turn)  # reached only when the trace is written (see Turn._store)
 
     async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
         """Logged once committed, so the line never names a trace that was rolled back."""

@@ -324,7 +324,8 @@ class Turn:
             try:
                 await observer.after_finish(self, finished)
             except Exception as exc:
-                log.exception("turn_observer_failed", error=type(exc).__name__)
+                log.exception("turn_observer_failed", observer=type(observer).__name__,
+                              hook="after_finish", error=type(exc).__name__)
         self._log_summary(finished, stored=True)
 
     async def _store(self, finished: FinishedMessage) -> bool:
@@ -338,7 +339,7 @@ class Turn:
                     await thread_store.touch_thread(session, self.thread.id)
                     await message_store.finish_assistant_message(session, finished)
                     for observer in self.deps.observers:
-                        await observer.in_finish_transaction(session, self, finished)
+                        await self._observe_in_savepoint(session, observer, finished)
                 return True
             except (MessageAlreadyFinished, MessageNotFound) as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
@@ -350,6 +351,18 @@ class Turn:
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1))
                     )
         return False
+
+    async def _observe_in_savepoint(
+        self, session: AsyncSession, observer: TurnObserver, finished: FinishedMessage
+    ) -> None:
+        """One observer's writes (trace, title, event, follow-up) in a savepoint of their own:
+        a failing hook is logged and rolled back alone, and never costs the answer."""
+        try:
+            async with session.begin_nested():
+                await observer.in_finish_transaction(session, self, finished)
+        except Exception as exc:
+            log.exception("turn_observer_failed", observer=type(observer).__name__,
+                          hook="in_finish_transaction", error=type(exc).__name__)
 
     def _finished_message(self) -> FinishedMessage:
         if self.upstream_messages:

@@ -207,3 +207,29 @@ async def test_a_lone_surrogate_is_replaced_live_and_stored_the_same(database_ur
     assert sent == stored.content == "broken \ufffd pair and more"
     assert stored.status == "complete"
     assert stored.meta["sanitized"] == {"surrogates_replaced": 1}
+
+
+class BrokenHook(TurnObserver):
+    """Writes, then fails, inside the finishing transaction."""
+
+    async def in_finish_transaction(
+        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+    ) -> None:
+        await thread_store.set_title(session, turn.thread.id, "written by a broken hook")
+        raise RuntimeError("hook failed")
+
+
+async def test_a_failing_hook_is_rolled_back_alone_and_costs_no_answer(runtime: Runtime) -> None:
+    spy = Spy()
+    runtime.turns.observers[:0] = [BrokenHook()]
+    runtime.turns.observers.append(spy)
+    thread = await _thread(runtime.db)
+    turn = await open_turn(runtime.turns, "svc", thread.id, "short answer please")
+    events = [event async for event in turn.events()]
+    assert events[-1].event == "message_end" and events[-1].data["status"] == "complete"
+    rows = await _rows(runtime.db, thread)
+    assert rows[-1].status == "complete" and rows[-1].content
+    assert "in_finish_transaction:complete" in spy.calls  # the hooks after it still ran
+    async with runtime.db.transaction() as session:
+        stored = await thread_store.get_thread(session, "svc", thread.id)
+    assert stored is not None and stored.title != "written by a broken hook"
