@@ -334,9 +334,6 @@ class Turn:
         for attempt in range(1, STORE_ATTEMPTS + 1):
             try:
                 async with self.deps.db.transaction() as session:
-                    # Thread row first, as open_turn does: the same lock order in both
-                    # transactions, so a concurrent (409) open cannot deadlock with a finish.
-                    await thread_store.touch_thread(session, self.thread.id)
                     await message_store.finish_assistant_message(session, finished)
                     for observer in self.deps.observers:
                         await self._observe_in_savepoint(session, observer, finished)

@@ -110,6 +110,15 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
         raise ValueError("a finished message cannot be streaming")
     content, metadata = clean_message(finished.content, finished.metadata)
     now = utcnow()
+    # The thread row first, as open_turn locks it: one lock order for both transactions, so a
+    # concurrent open (answered 409) cannot deadlock with a finish. It also moves the thread
+    # to the top of the list.
+    await s.execute(
+        update(Thread)
+        .where(Thread.id == select(Message.thread_id)
+               .where(Message.id == finished.message_id).scalar_subquery())
+        .values(updated_at=now)
+    )
     result = await s.execute(
         update(Message)
         .where(Message.id == finished.message_id, Message.completed_at.is_(None))
@@ -137,7 +146,6 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
     await s.flush()
     await record_turn_usage(s, user_id=message.user_id, day=utc_day(now),
                             calls=finished.llm_calls)
-    await touch_thread(s, message.thread_id)
     return message
 
 
