@@ -6,7 +6,7 @@ import json
 import uuid
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from app.api.errors import ApiError, not_found
 from app.api.state import runtime
@@ -28,11 +28,14 @@ async def _read_capped(request: Request) -> bytes:
         raise too_large
     parts: list[bytes] = []
     size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise too_large
-        parts.append(part)
+    try:
+        async for part in request.stream():
+            size += len(part)
+            if size > limit:
+                raise too_large
+            parts.append(part)
+    except ClientDisconnect as exc:  # nobody to answer; a 4xx keeps it out of the 500 path
+        raise ApiError(400, "client_disconnected", "the client left while sending") from exc
     return b"".join(parts)
 
 

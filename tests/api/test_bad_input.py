@@ -3,6 +3,7 @@ never a 500, and nothing stored for a refused request."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -127,3 +128,27 @@ async def test_unknown_route_and_method_answer_json(gateway: LiveGateway) -> Non
     async with await keyed_client(gateway, "wanderer") as client:
         assert_error(await client.get("/api/nothing-here"), 404, "not_found")
         assert_error(await client.put("/api/threads"), 405, "method_not_allowed")
+
+
+async def test_a_client_leaving_mid_body_is_no_server_error(gateway: LiveGateway) -> None:
+    """Half a body, then the connection closes: nobody is left to answer, but the gateway must
+    not count it as its own failure (no 500, no `unhandled_error` with a traceback)."""
+    async with await keyed_client(gateway, "leaver") as client:
+        thread_id = await new_thread(client)
+        key = client.headers["authorization"]
+    host, port = gateway.url.removeprefix("http://").split(":")
+    _, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        f"POST /api/threads/{thread_id}/messages HTTP/1.1\r\nhost: {host}\r\n"
+        f"authorization: {key}\r\ncontent-type: application/json\r\n"
+        "content-length: 1000\r\n\r\n".encode() + b'{"content": "only half'
+    )
+    await writer.drain()
+    await asyncio.sleep(0.3)
+    writer.close()
+    await writer.wait_closed()
+    async with await keyed_client(gateway, "leaver") as client:
+        assert (await client.get("/healthz")).status_code == 200
+        assert await messages(client, thread_id) == []
+    await asyncio.sleep(0.3)  # the server notices the closed socket
+    assert not [line for line in gateway.logs() if line.get("event") == "unhandled_error"]
