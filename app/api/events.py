@@ -5,17 +5,17 @@ metadata, created_at}} per message. A foreign or unknown thread is 404."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
 from app.api import bodies
 from app.api.auth import authenticate
 from app.api.errors import ApiError, not_found
+from app.api.sse import StreamResponse, sse_event
 from app.api.state import runtime
 from app.events.bus import MessageBus
 from app.events.stream import thread_events, thread_is_users
@@ -36,9 +36,7 @@ async def _encoded(events: AsyncGenerator[tuple[str, dict[str, object]], None]
     # from the bus (otherwise a dead subscriber's queue lingers until garbage collection).
     async with aclosing(events) as pairs:
         async for name, data in pairs:
-            yield ServerSentEvent(data=json.dumps(data, ensure_ascii=False,
-                                                   separators=(",", ":")),
-                                  event=name, sep="\n")
+            yield sse_event(name, data)
 
 
 async def thread_events_stream(request: Request) -> Response:
@@ -48,5 +46,5 @@ async def thread_events_stream(request: Request) -> Response:
     if not await thread_is_users(rt.db, principal.user_id, thread_id):
         raise not_found()
     events = thread_events(message_bus(request), rt.db, principal.user_id, thread_id)
-    return EventSourceResponse(_encoded(events), ping=rt.settings.keepalive_s, sep="\n",
-                              send_timeout=rt.settings.sse_send_timeout_s)
+    return StreamResponse(_encoded(events), ping=rt.settings.keepalive_s, sep="\n",
+                          send_timeout=rt.settings.sse_send_timeout_s)

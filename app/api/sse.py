@@ -6,17 +6,38 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
+from app.logging import get_logger
 from app.services.shield import run_shielded
 from app.services.turn import Turn, TurnEvent
 
+log = get_logger("api.sse")
+
+
+def sse_event(name: str, data: Any, event_id: str | None = None) -> ServerSentEvent:
+    """One event: compact JSON data, plain `\n` line ends."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return ServerSentEvent(data=text, event=name, id=event_id, sep="\n")
+
 
 def encode(event: TurnEvent) -> ServerSentEvent:
-    data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-    return ServerSentEvent(data=data, event=event.event, id=event.id, sep="\n")
+    return sse_event(event.event, event.data, event.id)
+
+
+class StreamResponse(EventSourceResponse):
+    """An EventSourceResponse for which a client too slow to take a send within
+    `send_timeout` is the client's problem: logged at INFO, not raised to the 500 path."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            log.info("sse_send_timeout", path=scope.get("path"))
 
 
 async def _sse_events(turn: Turn) -> AsyncIterator[ServerSentEvent]:
@@ -27,7 +48,7 @@ async def _sse_events(turn: Turn) -> AsyncIterator[ServerSentEvent]:
             yield encode(event)
 
 
-class TurnStreamResponse(EventSourceResponse):
+class TurnStreamResponse(StreamResponse):
     """An SSE response that always settles its turn: if the client leaves before the
     generator even starts, the turn is still finished (as `interrupted`)."""
 
