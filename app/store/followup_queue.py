@@ -148,7 +148,8 @@ async def blocker(s: AsyncSession, claim: Claim) -> Blocker | None:
     that would store its synthetic message, after lock_thread."""
     mine = await s.scalar(select(exists().where(_is_mine(claim))))
     if not mine:
-        return "lost_claim"
+        status = await s.scalar(select(Followup.status).where(Followup.id == claim.id))
+        return "user_replied" if status == "cancelled" else "lost_claim"
     newer = and_(Message.thread_id == claim.thread_id, Message.role == "user",
                  Message.created_at > claim.created_at)
     if await s.scalar(select(exists().where(newer, visible_sql()))):

@@ -27,12 +27,18 @@ async def schedule_followup(
     return followup
 
 
-async def cancel_pending_for_thread(s: AsyncSession, thread_id: uuid.UUID) -> int:
-    """Cancel the thread's pending follow-ups (a real user message arrived); returns how many."""
+async def cancel_pending_for_thread(
+    s: AsyncSession, thread_id: uuid.UUID, *, claimed_too: bool = False
+) -> int:
+    """Cancel the thread's pending follow-ups; returns how many. A real user message cancels
+    claimed ones too (`claimed_too`): a worker that claimed one but has not stored its prompt
+    finds the claim cancelled under the thread lock and stands down, whatever the clocks of
+    the two processes say. (One already streaming holds the thread: the user gets 409.)"""
+    statuses = ("pending", "claimed") if claimed_too else ("pending",)
     result = await s.execute(
         update(Followup)
-        .where(Followup.thread_id == thread_id, Followup.status == "pending")
-        .values(status="cancelled", finished_at=utcnow())
+        .where(Followup.thread_id == thread_id, Followup.status.in_(statuses))
+        .values(status="cancelled", finished_at=utcnow(), lease_expires_at=None)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
 

@@ -52,8 +52,8 @@ async def append_user_message(
     max_chars: int = MAX_CONTENT_CHARS,
 ) -> Message:
     """Store a user message. Only the server makes synthetic messages, and only a literal
-    `synthetic=True` does. A real message cancels the thread's pending follow-ups in the
-    caller's transaction."""
+    `synthetic=True` does. A real message cancels the thread's pending and claimed
+    follow-ups in the caller's transaction."""
     check_length(content, max_chars)
     is_synthetic = synthetic is True
     if is_synthetic and not trigger_type:
@@ -73,7 +73,7 @@ async def append_user_message(
     s.add(message)
     await s.flush()
     if not is_synthetic:
-        await cancel_pending_for_thread(s, thread.id)
+        await cancel_pending_for_thread(s, thread.id, claimed_too=True)
     await touch_thread(s, thread.id)
     return message
 

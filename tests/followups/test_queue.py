@@ -4,6 +4,7 @@ the re-checks made before a follow-up runs, and the consecutive count behind the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -140,8 +141,26 @@ async def test_blocker_sees_a_reply_a_started_turn_and_a_lost_claim(db: Database
         assert await queue.blocker(s, c) == "already_started"
         await message_store.append_user_message(s, thread, "a real reply")
         assert await queue.blocker(s, c) == "user_replied"
-        await queue.finish_claim(s, c, "cancelled", utcnow())
-        assert await queue.blocker(s, c) == "lost_claim"
+    await schedule(db, thread)
+    [other] = await claim(db, "w2")
+    async with db.transaction() as s:
+        await queue.finish_claim(s, other, "failed", utcnow())  # settled elsewhere meanwhile
+        assert await queue.blocker(s, other) == "lost_claim"
+
+
+async def test_a_reply_stands_a_claimed_followup_down_whatever_the_clocks(db: Database) -> None:
+    """The scheduling process's clock ran an hour ahead: no message looks newer than the
+    follow-up, yet the reply cancelled the claim itself, so the worker stands down."""
+    thread = await new_thread(db)
+    await turn(db, thread, "question", "answer")
+    await schedule(db, thread)
+    [c] = await claim(db, "w1")
+    skewed = dataclasses.replace(c, created_at=c.created_at + dt.timedelta(hours=1))
+    async with db.transaction() as s:
+        await message_store.append_user_message(s, thread, "a real reply")
+    async with db.transaction() as s:
+        assert await queue.blocker(s, skewed) == "user_replied"
+    assert await status_of(db, c.id) == ("cancelled", 1)
 
 
 async def test_consecutive_followups_restart_at_each_real_message(db: Database) -> None:
