@@ -338,8 +338,12 @@ class Turn:
                     for observer in self.deps.observers:
                         await self._observe_in_savepoint(session, observer, finished)
                 return True
-            except (MessageAlreadyFinished, MessageNotFound) as exc:
+            except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
+                return False
+            except MessageNotFound as exc:
+                log.warning("turn_store_skipped", reason=type(exc).__name__)
+                await self._bill_lost_message(finished)
                 return False
             except Exception as exc:
                 log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
@@ -348,6 +352,17 @@ class Turn:
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1))
                     )
         return False
+
+    async def _bill_lost_message(self, finished: FinishedMessage) -> None:
+        """The thread was deleted while the turn ran: no message to store, but its calls were
+        made and are billed (one attempt; a failure is logged like any lost usage)."""
+        try:
+            async with self.deps.db.transaction() as session:
+                await message_store.record_calls_of_a_lost_message(
+                    session, self.user_id, finished.llm_calls)
+        except Exception as exc:
+            log.exception("turn_usage_lost", error=type(exc).__name__,
+                          calls=len(finished.llm_calls))
 
     async def _observe_in_savepoint(
         self, session: AsyncSession, observer: TurnObserver, finished: FinishedMessage

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import and_, exists, func, not_, select, update
@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread
 from app.store.models import LlmCall, Message, Thread
-from app.store.records import FinishedMessage
+from app.store.records import FinishedMessage, LlmCallRecord
 from app.store.sanitize import clean_message
 from app.store.threads import touch_thread
 from app.store.types import utcnow
@@ -133,10 +133,29 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
         if not found:
             raise MessageNotFound(str(finished.message_id))
         raise MessageAlreadyFinished(str(finished.message_id))
-    for call in finished.llm_calls:
+    await _record_calls(s, finished.llm_calls, message.user_id, now,
+                        message_id=message.id, thread_id=message.thread_id)
+    return message
+
+
+async def record_calls_of_a_lost_message(
+    s: AsyncSession, user_id: str, calls: Sequence[LlmCallRecord]
+) -> None:
+    """Bill a turn whose message is gone (its thread was deleted while it streamed): the
+    upstream calls were made and paid for, so their rows and the rollup are written anyway,
+    with no message or thread, as a deleted thread leaves its older calls."""
+    await _record_calls(s, calls, user_id, utcnow(), message_id=None, thread_id=None)
+
+
+async def _record_calls(
+    s: AsyncSession, calls: Sequence[LlmCallRecord], user_id: str, now: dt.datetime, *,
+    message_id: uuid.UUID | None, thread_id: uuid.UUID | None,
+) -> None:
+    """One llm_calls row per call and the day's rollup, in the caller's transaction."""
+    for call in calls:
         s.add(LlmCall(
-            id=uuid.uuid4(), message_id=message.id, thread_id=message.thread_id,
-            user_id=message.user_id, stage=call.stage, model=call.model,
+            id=uuid.uuid4(), message_id=message_id, thread_id=thread_id,
+            user_id=user_id, stage=call.stage, model=call.model,
             prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
             total_tokens=call.total_tokens, cost_usd=call.cost_usd,
             usage_source=call.usage_source, started_at=call.started_at,
@@ -144,9 +163,7 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
             duration_ms=call.duration_ms, status=call.status, error=call.error, created_at=now,
         ))
     await s.flush()
-    await record_turn_usage(s, user_id=message.user_id, day=utc_day(now),
-                            calls=finished.llm_calls)
-    return message
+    await record_turn_usage(s, user_id=user_id, day=utc_day(now), calls=calls)
 
 
 async def get_message(s: AsyncSession, user_id: str, message_id: uuid.UUID) -> Message | None:

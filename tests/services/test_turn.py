@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.main import build_runtime
@@ -20,9 +21,12 @@ from app.services.turn import ThreadNotFound, Turn, open_turn
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
+from app.store import usage_reports
 from app.store.db import Database
 from app.store.errors import ThreadBusy
+from app.store.models import LlmCall, UserTokenUsage
 from app.store.records import FinishedMessage
+from app.store.types import utcnow
 from tests.support.live import DemoLlm
 from tests.support.scripted_upstream import scripted_upstream, sse_body
 
@@ -233,3 +237,29 @@ async def test_a_failing_hook_is_rolled_back_alone_and_costs_no_answer(runtime: 
     async with runtime.db.transaction() as session:
         stored = await thread_store.get_thread(session, "svc", thread.id)
     assert stored is not None and stored.title != "written by a broken hook"
+
+
+async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime) -> None:
+    """No message to store, but the model worked: its llm_calls row and the rollup are
+    written without a message, and verify still agrees with the raw rows."""
+    thread = await _thread(runtime.db, user="deleter")
+    turn = await open_turn(runtime.turns, "deleter", thread.id, "[long] keep going")
+    async with aclosing(turn.events()) as events:
+        async for event in events:
+            if event.event == "delta":
+                async with runtime.db.transaction() as session:
+                    assert await thread_store.delete_thread(session, "deleter", thread.id)
+                break
+    async with runtime.db.transaction() as session:
+        calls = (await session.execute(
+            select(LlmCall).where(LlmCall.user_id == "deleter"))).scalars().all()
+        rollups = (await session.execute(
+            select(UserTokenUsage).where(UserTokenUsage.user_id == "deleter"))).scalars().all()
+        day = utcnow().date()
+        mismatches = await usage_reports.verify_day(session, day)
+    assert sorted(c.stage for c in calls) == ["main", "title"]  # a first turn names its thread
+    assert {(c.message_id, c.thread_id) for c in calls} == {(None, None)}
+    [main] = [c for c in calls if c.stage == "main"]
+    assert main.total_tokens > 0 and main.usage_source == "partial"
+    assert [r.total_tokens for r in rollups] == [sum(c.total_tokens for c in calls)]
+    assert [m for m in mismatches if m.user_id == "deleter"] == []
