@@ -17,6 +17,7 @@ PURE_MODULES = (
     "app.usage.pricing",
     "app.replay",
     "app.sanitize",
+    "app.synthetic",
     "app.repair",
     "app.followups.autonomy",
     "app.followups.triggers",

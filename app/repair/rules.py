@@ -27,6 +27,7 @@ from app.repair.rows import StoredMessage
 from app.sanitize import clean_text
 from app.stream import FilterResult, strip_markers
 from app.stream.spec import HEADER
+from app.synthetic import LEGACY_SYNTHETIC_PREFIX, is_synthetic_metadata
 
 MARKER_HEADER: Final = "marker_header"
 UNCLOSED_METADATA: Final = "unclosed_metadata"
@@ -39,8 +40,6 @@ FIX_RULES: Final = (MARKER_HEADER, UNCLOSED_METADATA, CONTEXT_ECHO, LEGACY_SYNTH
 NOTICE_RULES: Final = (UNCLOSED_COMMENT,)
 """Rules that are reported only."""
 
-LEGACY_SYNTHETIC_PREFIX: Final = "[AUTONOMOUS_FOLLOWUP:"
-"""Same prefix as app.store.visibility (kept here so the rules need no SQLAlchemy)."""
 LEGACY_TRIGGER: Final = re.compile(r"\[AUTONOMOUS_FOLLOWUP:[ \t]*([^\]\s]{1,64})[ \t]*\]")
 UNKNOWN_TRIGGER: Final = "unknown"
 
@@ -107,12 +106,8 @@ def is_legacy_synthetic(message: StoredMessage) -> bool:
         and message.content.startswith(LEGACY_SYNTHETIC_PREFIX)
         and message.synthetic is False
         and message.trigger_type is None
-        and not _flagged(message.metadata)
+        and not is_synthetic_metadata(message.metadata)
     )
-
-
-def _flagged(metadata: object) -> bool:
-    return isinstance(metadata, dict) and metadata.get("synthetic") is True
 
 
 def legacy_trigger(content: str) -> tuple[str, str | None]:

@@ -13,8 +13,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from app.store.models import Message
-
-LEGACY_SYNTHETIC_PREFIX = "[AUTONOMOUS_FOLLOWUP:"
+from app.synthetic import LEGACY_SYNTHETIC_PREFIX, is_synthetic_metadata
 
 
 class metadata_synthetic_is_true(FunctionElement[bool]):
@@ -62,11 +61,6 @@ def visible_sql() -> ColumnElement[bool]:
         not_(metadata_synthetic_is_true(Message.meta)),
         not_(is_legacy_synthetic_sql()),
     )
-
-
-def is_synthetic_metadata(metadata: Any) -> bool:
-    """Python: metadata marks a synthetic message (strict `is True`)."""
-    return isinstance(metadata, dict) and metadata.get("synthetic") is True
 
 
 def is_hidden(message: Message) -> bool:
