@@ -18,7 +18,6 @@ from rich.table import Column, Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.settings import get_settings
 from app.store import api_keys
 from app.store.db import Database
 
@@ -26,12 +25,8 @@ cli = typer.Typer(help="Manage Chatgate API keys.", no_args_is_help=True)
 console = Console()
 
 
-def _database(url: str | None) -> Database:
-    return Database(url or get_settings().database_url)
-
-
 async def create_key(url: str | None, user: str, name: str, admin: bool) -> tuple[str, str]:
-    db = _database(url)
+    db = Database(url)
     try:
         async with db.transaction() as session:
             row, plaintext = await api_keys.create_key(session, user, name, is_admin=admin)
@@ -41,7 +36,7 @@ async def create_key(url: str | None, user: str, name: str, admin: bool) -> tupl
 
 
 async def revoke_key(url: str | None, key_id: uuid.UUID) -> bool:
-    db = _database(url)
+    db = Database(url)
     try:
         async with db.transaction() as session:
             return await api_keys.revoke_key(session, key_id)
@@ -50,7 +45,7 @@ async def revoke_key(url: str | None, key_id: uuid.UUID) -> bool:
 
 
 async def key_rows(url: str | None, user: str | None) -> list[list[str]]:
-    db = _database(url)
+    db = Database(url)
     try:
         async with db.transaction() as session:
             keys = await api_keys.list_keys(session, user)

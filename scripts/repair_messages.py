@@ -32,7 +32,6 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.repair import FIX_RULES, NOTICE_RULES, RepairReport, RollbackReport, ScanFilter
-from app.settings import get_settings
 from app.store import repairs
 from app.store.db import Database
 
@@ -69,10 +68,6 @@ def parse_since(value: str | None) -> dt.datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
-def _database(url: str | None) -> Database:
-    return Database(url or get_settings().database_url)
-
-
 @contextmanager
 def _progress(total: int, label: str, enabled: bool) -> Iterator[repairs.Progress | None]:
     if not enabled:
@@ -89,7 +84,7 @@ async def run_repairs(
     samples: int = 5, show_progress: bool = False,
 ) -> RepairReport:
     """Scan (or apply) with a progress bar over the candidate rows."""
-    db = _database(url)
+    db = Database(url)
     try:
         _, candidates = await repairs.count_for_progress(db, flt)
         label = "repairing" if apply else "scanning"
@@ -104,7 +99,7 @@ async def run_repairs(
 
 
 async def run_rollback(url: str | None, run_id: str) -> RollbackReport:
-    db = _database(url)
+    db = Database(url)
     try:
         return await repairs.rollback_run(db, run_id)
     finally:
@@ -112,7 +107,7 @@ async def run_rollback(url: str | None, run_id: str) -> RollbackReport:
 
 
 async def run_list(url: str | None) -> list[repairs.RunSummary]:
-    db = _database(url)
+    db = Database(url)
     try:
         async with db.transaction() as session:
             return await repairs.list_runs(session)

@@ -39,7 +39,6 @@ from app.replay import (
     trace_from_json,
     trace_to_json,
 )
-from app.settings import get_settings
 from app.store import traces
 from app.store.db import Database
 from app.stream import FilterWarning
@@ -65,7 +64,7 @@ def fail(message: str) -> typer.Exit:
 
 
 async def fetch_trace(database_url: str | None, message_id: uuid.UUID) -> Trace | None:
-    db = Database(database_url or get_settings().database_url)
+    db = Database(database_url)
     try:
         async with db.transaction() as session:
             return await traces.load_trace(session, message_id)

@@ -25,7 +25,6 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.settings import get_settings
 from app.store import usage_reports
 from app.store.db import Database
 from app.store.usage_reports import Mismatch
@@ -34,17 +33,13 @@ cli = typer.Typer(help="Chatgate usage rollups: backfill and verify.", no_args_i
 console = Console()
 
 
-def _database(url: str | None) -> Database:
-    return Database(url or get_settings().database_url)
-
-
 def _days(first: dt.date, last: dt.date) -> list[dt.date]:
     return [first + dt.timedelta(days=n) for n in range((last - first).days + 1)]
 
 
 async def backfill(url: str | None, first: dt.date, last: dt.date) -> dict[dt.date, int]:
     """Recompute the rollups of [first, last]; returns the rollup rows each day now has."""
-    db = _database(url)
+    db = Database(url)
     written: dict[dt.date, int] = {}
     try:
         with Progress(console=console, transient=True) as progress:
@@ -67,7 +62,7 @@ class Verification:
 
 async def verify(url: str | None, day: dt.date | None) -> Verification:
     """Raw sums against rollups for one day, or every day with usage, from one snapshot."""
-    db = _database(url)
+    db = Database(url)
     mismatches: list[Mismatch] = []
     try:
         async with db.transaction() as session:
