@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.replay import Trace
@@ -70,11 +70,3 @@ async def load_trace(s: AsyncSession, message_id: uuid.UUID) -> Trace | None:
         stored_content=content,
         stored_metadata=response_metadata if isinstance(response_metadata, dict) else {},
     )
-
-
-async def count_traces(s: AsyncSession, message_id: uuid.UUID) -> int:
-    """How many traces a message has (0 when it was not traced)."""
-    count = await s.scalar(
-        select(func.count()).select_from(StreamTrace).where(StreamTrace.message_id == message_id)
-    )
-    return int(count or 0)
