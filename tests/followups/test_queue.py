@@ -187,13 +187,19 @@ async def test_consecutive_followups_restart_at_each_real_message(db: Database) 
     assert await count() == 3  # a legacy follow-up prompt is not the user either
 
 
-async def test_orphaned_streaming_reply_is_interrupted(db: Database) -> None:
+async def started_followup_turn(db: Database) -> tuple[Thread, Message, dt.datetime]:
+    """A synthetic prompt and its reply left `streaming`: (thread, reply, time before both)."""
     thread = await new_thread(db)
     since = utcnow()
     async with db.transaction() as s:
         await message_store.append_user_message(
             s, thread, "p", synthetic=True, trigger_type="check_in", trigger_reason="r")
         reply = await message_store.open_assistant_message(s, thread)
+    return thread, reply, since
+
+
+async def test_orphaned_streaming_reply_is_interrupted(db: Database) -> None:
+    thread, reply, since = await started_followup_turn(db)
     async with db.transaction() as s:
         assert await queue.interrupt_orphaned_replies(s, thread.id, since, utcnow()) == 1
     async with db.transaction() as s:
@@ -207,12 +213,7 @@ async def test_a_reply_being_finished_is_not_taken_for_an_orphan(db: Database) -
     """A worker that lost its lease but is finishing its reply holds the row's lock: the
     worker re-running the follow-up must leave that row to it (PostgreSQL row locks;
     SQLite has one writer at a time, so the two cannot overlap there)."""
-    thread = await new_thread(db)
-    since = utcnow()
-    async with db.transaction() as s:
-        await message_store.append_user_message(
-            s, thread, "p", synthetic=True, trigger_type="check_in", trigger_reason="r")
-        reply = await message_store.open_assistant_message(s, thread)
+    thread, reply, since = await started_followup_turn(db)
     async with db.transaction() as finishing:
         await finishing.execute(select(Message).where(Message.id == reply.id).with_for_update())
         async with db.transaction() as s:
