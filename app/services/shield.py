@@ -25,6 +25,14 @@ async def run_shielded(work: Coroutine[Any, Any, None]) -> None:
         await asyncio.shield(task)
 
 
+def run_detached(work: Coroutine[Any, Any, None]) -> None:
+    """Start `work` without waiting for it; kept referenced until done, and waited for (bounded)
+    by drain_shielded at shutdown like shielded work."""
+    task = asyncio.ensure_future(work)
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+
+
 async def drain_shielded(timeout_s: float) -> None:
     """Wait (bounded) for shielded work still running, e.g. at shutdown."""
     if _running:

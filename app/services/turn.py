@@ -27,7 +27,7 @@ from app.logging import get_logger
 from app.sanitize import SanitizeReport, clean_json, clean_text
 from app.services.observers import TurnObserver
 from app.services.recorder import TurnRecorder, utcnow
-from app.services.shield import run_shielded
+from app.services.shield import run_detached, run_shielded
 from app.services.turn_usage import main_call_record
 from app.settings import Settings
 from app.store import messages as message_store
@@ -50,6 +50,12 @@ CONTEXT_HISTORY_LIMIT = 200
 STORE_ATTEMPTS = 8
 STORE_RETRY_PAUSE_S = 0.05
 STORE_RETRY_PAUSE_MAX_S = 2.0
+#: Past those, the finish is retried in the background, once every LATE_STORE_PAUSE_S for
+#: LATE_STORE_WINDOW_S (a failover or a restart of the database), so the answer is not lost.
+LATE_STORE_PAUSE_S = 5.0
+LATE_STORE_WINDOW_S = 300.0
+
+StoreResult = Literal["stored", "skipped", "failed"]
 
 TurnStatus = Literal["complete", "interrupted", "failed"]
 #: A check inside open_turn's transaction, before anything is stored (see open_turn).
@@ -316,10 +322,16 @@ class Turn:
                 log.warning("upstream_close_failed", error=type(exc).__name__)
         finished = self._finished_message()
         self._finished = finished
-        if not await self._store(finished):
-            self._store_failed = True
-            self._log_summary(finished, stored=False)
+        result = await self._store(finished)
+        if result == "stored":
+            await self._after_finish(finished)
             return
+        self._store_failed = True
+        self._log_summary(finished, stored=False)
+        if result == "failed":
+            run_detached(self._store_late(finished))
+
+    async def _after_finish(self, finished: FinishedMessage) -> None:
         for observer in self.deps.observers:
             try:
                 await observer.after_finish(self, finished)
@@ -328,30 +340,50 @@ class Turn:
                               hook="after_finish", error=type(exc).__name__)
         self._log_summary(finished, stored=True)
 
-    async def _store(self, finished: FinishedMessage) -> bool:
+    async def _store(self, finished: FinishedMessage, attempts: int = STORE_ATTEMPTS
+                     ) -> StoreResult:
         """The one finishing transaction, retried on transient errors (deadlock, lost
         connection): a row must not stay `streaming` because of one bad moment."""
-        for attempt in range(1, STORE_ATTEMPTS + 1):
+        for attempt in range(1, attempts + 1):
             try:
                 async with self.deps.db.transaction() as session:
                     await message_store.finish_assistant_message(session, finished)
                     for observer in self.deps.observers:
                         await self._observe_in_savepoint(session, observer, finished)
-                return True
+                return "stored"
             except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
-                return False
+                return "skipped"
             except MessageNotFound as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
                 await self._bill_lost_message(finished)
-                return False
+                return "skipped"
             except Exception as exc:
                 log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
-                if attempt < STORE_ATTEMPTS:
+                if attempt < attempts:
                     await asyncio.sleep(
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1))
                     )
-        return False
+        return "failed"
+
+    async def _store_late(self, finished: FinishedMessage) -> None:
+        """The finish, retried in the background after the inline attempts failed. The row
+        stays `streaming` meanwhile; should the stale sweep mark it `interrupted` first, this
+        still completes it (a swept row keeps completed_at NULL)."""
+        with structlog.contextvars.bound_contextvars(**self.log_ids):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + LATE_STORE_WINDOW_S
+            while loop.time() < deadline:
+                await asyncio.sleep(LATE_STORE_PAUSE_S)
+                result = await self._store(finished, attempts=1)
+                if result == "stored":
+                    self._store_failed = False
+                    log.info("turn_store_recovered")
+                    await self._after_finish(finished)
+                    return
+                if result == "skipped":
+                    return
+            log.error("turn_store_abandoned", window_s=LATE_STORE_WINDOW_S)
 
     async def _bill_lost_message(self, finished: FinishedMessage) -> None:
         """The thread was deleted while the turn ran: no message to store, but its calls were
@@ -423,7 +455,8 @@ class Turn:
         finished = self._finished
         if finished is None or self._store_failed:
             return [TurnEvent("error", {"code": "storage_error",
-                                        "message": "the answer could not be stored"})]
+                                        "message": "the answer could not be stored yet; "
+                                                   "the gateway keeps trying for a while"})]
         events: list[TurnEvent] = []
         if self.filter.metadata:
             # Cleaned as the store cleans response_metadata: the event equals the stored copy.

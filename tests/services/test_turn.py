@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.main import build_runtime
+from app.services import turn as turn_module
 from app.services.observers import TurnObserver
 from app.services.runtime import Runtime
 from app.services.turn import ThreadNotFound, Turn, open_turn
@@ -27,6 +28,7 @@ from app.store.errors import ThreadBusy
 from app.store.models import LlmCall, UserTokenUsage
 from app.store.records import FinishedMessage
 from app.store.types import utcnow
+from tests.support.databases import set_connections_allowed
 from tests.support.live import DemoLlm
 from tests.support.scripted_upstream import scripted_upstream, sse_body
 
@@ -263,3 +265,39 @@ async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime
     assert main.total_tokens > 0 and main.usage_source == "partial"
     assert [r.total_tokens for r in rollups] == [sum(c.total_tokens for c in calls)]
     assert [m for m in mismatches if m.user_id == "deleter"] == []
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def test_an_answer_finished_during_a_database_outage_is_stored_later(
+    database_url: str, demo_llm: DemoLlm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database goes away while the answer streams and stays away through the inline
+    attempts: the client is told `storage_error`, and once the database is back the answer
+    is stored, complete, with the very text that was sent."""
+    monkeypatch.setattr(turn_module, "LATE_STORE_PAUSE_S", 0.2)
+    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
+                                upstream_max_retries=0, title_calls=False))
+    try:
+        thread = await _thread(rt.db)
+        turn = await open_turn(rt.turns, "svc", thread.id, "a short answer please")
+        events = []
+        try:
+            async with aclosing(turn.events()) as stream:
+                async for event in stream:
+                    if event.event == "delta" and len(events) == 1:
+                        await set_connections_allowed(database_url, False)
+                    events.append(event)
+        finally:
+            await set_connections_allowed(database_url, True)
+        assert events[-1].event == "error" and events[-1].data["code"] == "storage_error"
+        sent = "".join(e.data["text"] for e in events if e.event == "delta")
+        for _ in range(100):
+            rows = await _rows(rt.db, thread)
+            if rows[-1].status != "streaming":
+                break
+            await asyncio.sleep(0.1)
+        assert (rows[-1].status, rows[-1].content) == ("complete", sent)
+        assert turn.stored
+    finally:
+        await rt.http.aclose()
+        await rt.db.dispose()

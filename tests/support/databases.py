@@ -186,6 +186,18 @@ async def _admin_execute(*statements: str) -> None:
         await connection.close()
 
 
+async def set_connections_allowed(url: str, allowed: bool) -> None:
+    """A PostgreSQL outage for one test database: refuse new connections and end the open
+    ones (allowed=False), or let connections in again."""
+    name = make_url(url).database or ""
+    flag = "true" if allowed else "false"
+    statements = [f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {flag}']
+    if not allowed:
+        statements.append("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+    await _admin_execute(*statements)
+
+
 def postgres_unavailable_reason() -> str | None:
     """None when PostgreSQL answers, else why not (checked once per process)."""
     with _State.lock:
