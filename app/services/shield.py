@@ -17,20 +17,24 @@ async def run_shielded(work: Coroutine[Any, Any, None]) -> None:
     The anyio shield covers cancel scopes (sse-starlette cancels its task group when the
     client leaves); running the work as its own task under asyncio.shield covers a plain
     task.cancel() (server shutdown): then the caller stops waiting but the work still
-    completes. The task is kept referenced until done so it cannot be garbage-collected."""
-    task = asyncio.ensure_future(work)
-    _running.add(task)
-    task.add_done_callback(_running.discard)
+    completes."""
+    task = _start(work)
     with anyio.CancelScope(shield=True):
         await asyncio.shield(task)
 
 
 def run_detached(work: Coroutine[Any, Any, None]) -> None:
-    """Start `work` without waiting for it; kept referenced until done, and waited for (bounded)
-    by drain_shielded at shutdown like shielded work."""
+    """Start `work` without waiting for it; waited for (bounded) by drain_shielded at shutdown
+    like shielded work."""
+    _start(work)
+
+
+def _start(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    """`work` as a task, kept referenced until done so it cannot be garbage-collected."""
     task = asyncio.ensure_future(work)
     _running.add(task)
     task.add_done_callback(_running.discard)
+    return task
 
 
 async def drain_shielded(timeout_s: float) -> None:
