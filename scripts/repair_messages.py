@@ -249,6 +249,20 @@ def runs(database_url: UrlOpt = None) -> None:
     out.print(table)
 
 
+def _refuse_options_before_command(ctx: typer.Context) -> None:
+    """`--user alice fix --apply` must not repair every user's rows: an option given before
+    a command would be silently dropped, so it is an error (exit 2) instead."""
+    given = sorted(
+        param.opts[0] for param in ctx.command.params
+        if param.name in ctx.params and ctx.params[param.name] != param.default
+    )
+    if given:
+        raise typer.BadParameter(
+            f"{', '.join(given)} given before the command {ctx.invoked_subcommand!r}: put "
+            "options after the command, or use the flag form without a command"
+        )
+
+
 @cli.callback(invoke_without_command=True)
 def main(
     ctx: typer.Context,
@@ -264,6 +278,7 @@ def main(
     """Without a command: the issue's flag form (--check, --apply, --rollback RUN_ID);
     with none of those, a dry run."""
     if ctx.invoked_subcommand is not None:
+        _refuse_options_before_command(ctx)
         return
     if sum((check, apply, rollback_run is not None)) > 1:
         raise typer.BadParameter("use one of --check, --apply, --rollback")

@@ -27,7 +27,7 @@ from app.repair.rows import StoredMessage
 from app.sanitize import clean_text
 from app.stream import FilterResult, strip_markers
 from app.stream.spec import HEADER
-from app.synthetic import LEGACY_SYNTHETIC_PREFIX, is_synthetic_metadata
+from app.synthetic import LEGACY_SYNTHETIC_PREFIX, is_legacy_synthetic, is_synthetic_metadata
 
 MARKER_HEADER: Final = "marker_header"
 UNCLOSED_METADATA: Final = "unclosed_metadata"
@@ -98,12 +98,12 @@ def unclosed_comment_offsets(text: str) -> list[int]:
     return []
 
 
-def is_legacy_synthetic(message: StoredMessage) -> bool:
+def is_unflagged_legacy_prompt(message: StoredMessage) -> bool:
     """Legacy follow-up prompt with no flag anywhere (column, metadata, trigger column).
     Partly flagged rows are hidden already and left alone: their rollback could not be exact."""
     return (
         message.role == "user"
-        and message.content.startswith(LEGACY_SYNTHETIC_PREFIX)
+        and is_legacy_synthetic(message.content, message.metadata)
         and message.synthetic is False
         and message.trigger_type is None
         and not is_synthetic_metadata(message.metadata)
@@ -123,7 +123,7 @@ def legacy_trigger(content: str) -> tuple[str, str | None]:
 def diagnose(message: StoredMessage) -> Diagnosis:
     """Every rule the message breaks. Clean rows come back as CLEAN."""
     if message.role == "user":
-        return Diagnosis((LEGACY_SYNTHETIC,), ()) if is_legacy_synthetic(message) else CLEAN
+        return Diagnosis((LEGACY_SYNTHETIC,), ()) if is_unflagged_legacy_prompt(message) else CLEAN
     content = clean_text(message.content)  # as the store will write it (see app.sanitize)
     if message.role != "assistant" or _COMMENT_OPEN not in content:
         return CLEAN

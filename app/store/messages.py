@@ -21,6 +21,7 @@ from app.store.threads import touch_thread
 from app.store.types import utcnow
 from app.store.usage import record_turn_usage, utc_day
 from app.store.visibility import visible_sql
+from app.synthetic import real_user_metadata
 
 # The default limit on a user message, in characters (Settings.max_content_chars has the same
 # default; the API passes the configured value).
@@ -63,6 +64,8 @@ async def append_user_message(
         if is_synthetic else {}
     )
     clean_content, clean_meta = clean_message(content, metadata)
+    if not is_synthetic:
+        clean_meta.update(real_user_metadata(clean_content))
     now = await _next_created_at(s, thread.id)
     message = Message(
         id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="user",

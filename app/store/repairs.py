@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Row,
     Select,
@@ -35,6 +36,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from app.repair import RepairReport, RollbackReport, ScanFilter, StoredMessage, diagnose
 from app.repair.plan import RepairPlan, plan_repair
@@ -83,11 +87,33 @@ def _filter_conditions(flt: ScanFilter) -> list[ColumnElement[bool]]:
     return conditions
 
 
+class content_has_nul(FunctionElement[bool]):
+    """The text holds a NUL. Only SQLite can store one; the rules drop it before they look,
+    so `<!-\\0-` is a marker start the `<!--` test alone would never read."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "content_has_nul"
+
+
+@compiles(content_has_nul, "sqlite")
+def _has_nul_sqlite(element: content_has_nul, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"instr({compiler.process(element.clauses, **kw)}, char(0)) > 0"
+
+
+@compiles(content_has_nul, "postgresql")
+def _has_nul_pg(element: content_has_nul, compiler: SQLCompiler, **kw: Any) -> str:
+    return "false"  # PostgreSQL text cannot hold NUL
+
+
 def candidate_sql() -> ColumnElement[bool]:
     """Rows some rule could match. Only narrows (every marker or comment rule needs `<!--`,
     the legacy rule needs the prefix and no flag); the pure rules decide. Rows still
     `streaming` belong to a live turn and are never touched."""
-    assistant = and_(Message.role == "assistant", Message.content.contains("<!--"))
+    assistant = and_(
+        Message.role == "assistant",
+        or_(Message.content.contains("<!--"), content_has_nul(Message.content)),
+    )
     legacy_user = and_(
         Message.role == "user",
         is_legacy_synthetic_sql(),
@@ -331,7 +357,7 @@ async def _restore(s: AsyncSession, rows: list[Row[Any]]) -> None:
             )
         )
         # Only legacy_synthetic repairs change the columns, and only on rows that had no flag
-        # at all (rules.is_legacy_synthetic), so "no flag" is exactly what they had.
+        # at all (rules.is_unflagged_legacy_prompt), so "no flag" is exactly what they had.
         legacy = [row.message_id for row in chunk if LEGACY_SYNTHETIC in row.rule.split(",")]
         if legacy:
             await s.execute(

@@ -163,6 +163,24 @@ async def test_forged_synthetic_fields_make_an_ordinary_user_message(
     assert statuses[0] == "cancelled"
 
 
+async def test_a_user_typing_the_legacy_prefix_sees_their_own_message(
+    fast_gateway: LiveGateway, rows: Rows
+) -> None:
+    """Content that starts like an old gateway's follow-up prompt is still the user's: shown,
+    counted, and cancelling the pending follow-up like any real message."""
+    words = "[AUTONOMOUS_FOLLOWUP: check_in] is this how you talk to yourself?"
+    async with await keyed_client(fast_gateway, "mimic") as client:
+        thread_id = await new_thread(client)
+        await set_autonomy(client, thread_id, enabled=True, idle_seconds=60)
+        await post_turn(client, thread_id, "first")
+        await post_turn(client, thread_id, words)
+        visible = await messages(client, thread_id)
+        listed = (await client.get("/api/threads")).json()["threads"]
+    assert [m["content"] for m in visible if m["role"] == "user"] == ["first", words]
+    assert [t["message_count"] for t in listed if t["id"] == thread_id] == [4]
+    assert [f.status for f in await rows.followups(thread_id)][0] == "cancelled"
+
+
 async def test_events_stream_delivers_the_followup_to_a_connected_client(
     fast_gateway: LiveGateway, rows: Rows
 ) -> None:

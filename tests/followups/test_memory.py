@@ -12,7 +12,7 @@ from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.types import utcnow
-from tests.store.factories import new_thread, turn
+from tests.store.factories import legacy_prompt, new_thread, turn
 
 FAR_FUTURE = utcnow() + dt.timedelta(days=1)
 
@@ -48,7 +48,8 @@ async def test_synthetic_prompts_are_never_memories(db: Database) -> None:
         await message_store.append_user_message(
             s, thread, "Continue our conversation about volcanoes", synthetic=True,
             trigger_type="check_in", trigger_reason="r")
-        await message_store.append_user_message(s, thread, "[AUTONOMOUS_FOLLOWUP: volcanoes]")
+    await legacy_prompt(db, thread, "[AUTONOMOUS_FOLLOWUP: volcanoes]")
+    async with db.transaction() as s:
         real = await message_store.append_user_message(s, thread, "volcanoes erupt")
     async with db.transaction() as s:
         found = await memory.search_thread(s, thread.id, "volcanoes", before=FAR_FUTURE,

@@ -15,7 +15,7 @@ from app.store import messages as message_store
 from app.store.db import Database
 from app.store.models import Followup, Message, Thread
 from app.store.types import utcnow
-from tests.store.factories import new_thread, turn
+from tests.store.factories import legacy_prompt, new_thread, turn
 
 LEASE = dt.timedelta(seconds=30)
 
@@ -182,8 +182,7 @@ async def test_consecutive_followups_restart_at_each_real_message(db: Database) 
     await synthetic()
     await synthetic()
     assert await count() == 2
-    async with db.transaction() as s:
-        await message_store.append_user_message(s, thread, "[AUTONOMOUS_FOLLOWUP: legacy]")
+    await legacy_prompt(db, thread, "[AUTONOMOUS_FOLLOWUP: legacy]")
     assert await count() == 3  # a legacy follow-up prompt is not the user either
 
 

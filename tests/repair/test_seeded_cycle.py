@@ -91,3 +91,33 @@ def test_cli_dry_run_shows_rules_and_diffs(database_url: str) -> None:
     assert "Before / after" in flat and "dry run: nothing written" in flat
     assert cli(database_url, "rollback", "no-such-run").returncode == 2
     assert cli(database_url, "scan", "--since", "yesterday").returncode == 2
+
+
+def test_cli_refuses_options_before_a_command(database_url: str) -> None:
+    """`--user bob fix --apply` would otherwise repair every user's rows, and `--check scan`
+    would exit 0 over corrupt rows: an option before the command is an error, nothing runs."""
+    import asyncio
+
+    async def seeded_snapshot() -> dict[str, tuple[object, ...]]:
+        db = Database(database_url)
+        try:
+            await seed(db, 50, threads=2)
+            return await snapshot(db)
+        finally:
+            await db.dispose()
+
+    async def current() -> dict[str, tuple[object, ...]]:
+        db = Database(database_url)
+        try:
+            return await snapshot(db)
+        finally:
+            await db.dispose()
+
+    before = asyncio.run(seeded_snapshot())
+    for args in (("--user", "bob", "fix", "--apply"), ("--check", "scan"),
+                 ("--apply", "fix")):
+        result = cli(database_url, *args)
+        assert result.returncode == 2, (args, result.stdout)
+        assert "before the command" in " ".join(result.stderr.split())
+    assert asyncio.run(current()) == before
+    assert cli(database_url, "--check").returncode == 1  # the flag form alone still works

@@ -191,3 +191,24 @@ async def test_list_runs(db: Database) -> None:
     async with db.transaction() as s:
         runs = await repairs.list_runs(s)
     assert [(r.run_id, r.messages, r.rolled_back) for r in runs] == [(report.run_id, 1, 0)]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL text cannot hold NUL
+async def test_a_nul_inside_a_marker_start_does_not_hide_the_row(db: Database) -> None:
+    """Only SQLite can hold the NUL; the scan must read such a row, as the rules would."""
+    thread = await add_thread(db)
+    hidden = await add_message(db, thread, '<!-\x00- METADATA: {"language": "cs"}Aha')
+    report = await repairs.apply_repairs(db)
+    assert [uuid.UUID(f.message_id) for f in report.findings] == [hidden]
+    fixed = await load(db, hidden)
+    assert fixed.content == "Aha" and fixed.meta["response_metadata"] == {"language": "cs"}
+
+
+async def test_a_users_own_legacy_looking_words_are_not_a_legacy_prompt(db: Database) -> None:
+    """This gateway stores such a message with `synthetic: false`: no repair flags it."""
+    thread = await add_thread(db)
+    real = await add_message(db, thread, "[AUTONOMOUS_FOLLOWUP: check_in] is that a thing?",
+                             role="user", metadata={"synthetic": False})
+    report = await repairs.apply_repairs(db)
+    assert report.corrupt == 0
+    assert not is_hidden(await load(db, real))

@@ -50,5 +50,16 @@ async def turn(
     return user, finished
 
 
+async def legacy_prompt(db: Database, thread: Thread, content: str) -> Message:
+    """A follow-up prompt as an older gateway stored it: a plain user row, no flag anywhere."""
+    now = utcnow()
+    message = Message(id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="user",
+                      content=content, meta={}, status="complete", synthetic=False,
+                      created_at=now, updated_at=now, completed_at=now)
+    async with db.transaction() as s:
+        s.add(message)
+    return message
+
+
 def random_user() -> str:
     return f"user-{uuid.uuid4().hex[:8]}"

@@ -22,7 +22,7 @@ from app.store.followups import list_followups, schedule_followup
 from app.store.models import LlmCall, Message, UserTokenUsage
 from app.store.types import utcnow
 from app.store.visibility import is_hidden
-from tests.store.factories import call, new_thread, turn
+from tests.store.factories import call, legacy_prompt, new_thread, turn
 
 
 async def test_history_is_in_turn_order_with_assistant_after_user(db: Database) -> None:
@@ -109,15 +109,30 @@ async def test_metadata_true_alone_hides_an_imported_row(db: Database) -> None:
 
 async def test_legacy_followup_content_is_hidden(db: Database) -> None:
     thread = await new_thread(db)
-    async with db.transaction() as s:
-        for content in ("[AUTONOMOUS_FOLLOWUP: check_in] Continue", "[autonomous_followup: x]",
-                        "[AUTONOMOUSXFOLLOWUP: y]", "see [AUTONOMOUS_FOLLOWUP: z]"):
-            await messages_store.append_user_message(s, thread, content)
+    for content in ("[AUTONOMOUS_FOLLOWUP: check_in] Continue", "[autonomous_followup: x]",
+                    "[AUTONOMOUSXFOLLOWUP: y]", "see [AUTONOMOUS_FOLLOWUP: z]"):
+        await legacy_prompt(db, thread, content)
     async with db.transaction() as s:
         visible = await messages_store.visible_history(s, "alice", thread.id)
     # Only the exact, case-sensitive prefix counts (`_` is not a wildcard here).
     assert [m.content for m in visible] == [
         "[autonomous_followup: x]", "[AUTONOMOUSXFOLLOWUP: y]", "see [AUTONOMOUS_FOLLOWUP: z]"]
+    assert [is_hidden(m) for m in visible] == [False] * 3
+
+
+async def test_a_user_writing_the_legacy_prefix_still_sees_their_message(db: Database) -> None:
+    """The legacy rule is for rows older gateways wrote; this gateway says `synthetic: false`
+    on a user's own message that happens to start the same way."""
+    thread = await new_thread(db)
+    async with db.transaction() as s:
+        own = await messages_store.append_user_message(
+            s, thread, "[AUTONOMOUS_FOLLOWUP: check_in] what does this mean?")
+        plain = await messages_store.append_user_message(s, thread, "plain words")
+    assert (own.meta, plain.meta) == ({"synthetic": False}, {})
+    async with db.transaction() as s:
+        visible = await messages_store.visible_history(s, "alice", thread.id)
+    assert [m.id for m in visible] == [own.id, plain.id]
+    assert not is_hidden(visible[0])
 
 
 async def test_real_message_cancels_pending_followups_synthetic_does_not(db: Database) -> None:
