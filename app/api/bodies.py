@@ -14,8 +14,9 @@ from app.api.state import runtime
 
 def max_body_bytes(max_content_chars: int) -> int:
     """The largest body worth reading: the longest allowed content with every character
-    JSON-escaped (`\\uXXXX`, 6 bytes), plus room for the other fields."""
-    return 6 * max_content_chars + 65_536
+    JSON-escaped at its longest (outside the BMP a surrogate pair, `\\uXXXX\\uXXXX`, 12 bytes),
+    plus room for the other fields."""
+    return 12 * max_content_chars + 65_536
 
 
 async def _read_capped(request: Request) -> bytes:

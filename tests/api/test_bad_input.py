@@ -4,6 +4,7 @@ never a 500, and nothing stored for a refused request."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -57,6 +58,19 @@ async def test_content_at_the_limit_is_accepted_even_fully_escaped(gateway: Live
         result = await post_turn(client, thread_id, None, raw_body=raw)
         assert result.one("message_end")["status"] == "complete"
         assert (await messages(client, thread_id))[0]["content"] == "é" * 32_000
+
+
+async def test_content_at_the_limit_is_accepted_even_as_escaped_surrogate_pairs(
+    gateway: LiveGateway,
+) -> None:
+    """What `json.dumps` (ensure_ascii) sends for emoji: 12 bytes a character."""
+    async with await keyed_client(gateway, "emoji") as client:
+        thread_id = await new_thread(client)
+        raw = json.dumps({"content": "\U0001f600" * 32_000}).encode()
+        assert raw.count(b"\\ud83d\\ude00") == 32_000
+        result = await post_turn(client, thread_id, None, raw_body=raw)
+        assert result.one("message_end")["status"] == "complete"
+        assert (await messages(client, thread_id))[0]["content"] == "\U0001f600" * 32_000
 
 
 async def test_huge_body_is_refused_before_it_is_parsed(gateway: LiveGateway) -> None:
