@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 MARKUP = ["<!--", "<!-", "<!", "<", "-->", "--", "--->", "-", ">", "<!-- ", "<!--\n"]
 KEYWORDS = ["METADATA", "metadata", "MeTaDaTa", "MSG_CONTEXT", "msg_context", "Msg_Context"]
 NEAR_KEYWORDS = ["METADAT", "MSG_CONTEX", "MSG", "META", "ſ", "K"]
-JSON_BITS = [":", "{", "}", "[", "]", '"', "\\", ",", "\\u00e9", "\\n", "u", "00e9"]
+JSON_BITS = [":", "{", "}", "[", "]", '"', "'", "\\", ",", "\\u00e9", "\\n", "u", "00e9"]
 WHITE = [" ", "\t", "\r", "\n", "\r\n", " " * 16, " " * 17]
 NOT_WHITE = ["\x0b", "\x0c", "\u00a0", "\u2028", "\x01", "\x1f"]
 SCALARS = ["0", "1", "7", "-", "-1", "01", "2.5", "1e3", "1E-2", "e", "E", ".", "+"]

@@ -17,7 +17,7 @@ MAIN = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-SIDE = settings(MAIN, max_examples=800)
+SIDE = settings(MAIN, max_examples=2000)
 
 
 @MAIN
