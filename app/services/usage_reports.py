@@ -12,6 +12,7 @@ messages created in the range). docs/usage.md says what each figure means.
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,10 +62,18 @@ def date_range(query: UsageQuery, today: dt.date) -> tuple[dt.date, dt.date]:
 
 
 def check_user_id(value: str | None) -> str:
-    """The user an admin asks about: required, and at most as long as a stored user id."""
-    if value is None or not value.strip() or len(value) > MAX_USER_ID_CHARS:
-        raise InvalidUsageQuery("invalid_query",
-                                f"'user_id' is required (1 to {MAX_USER_ID_CHARS} characters)")
+    """The user an admin asks about. Missing or blank is a query without its required
+    parameter; a value no stored user id can have (over 255 characters, a control character
+    such as NUL, which PostgreSQL refuses outright) is refused here, as bad input, instead of
+    reaching the database and failing there as a 500."""
+    if value is None or not value.strip():
+        raise InvalidUsageQuery("invalid_query", "'user_id' is required")
+    if len(value) > MAX_USER_ID_CHARS:
+        raise InvalidUsageQuery("invalid_user_id",
+                                f"'user_id' may have at most {MAX_USER_ID_CHARS} characters")
+    if any(unicodedata.category(char) in ("Cc", "Cs") for char in value):
+        raise InvalidUsageQuery("invalid_user_id",
+                                "'user_id' must not contain control characters")
     return value
 
 

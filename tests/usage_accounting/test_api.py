@@ -141,6 +141,37 @@ async def test_bad_query_is_422_json(
     assert error["code"] == "invalid_query" and error["message"]
 
 
+@pytest.mark.parametrize("user_id", [
+    "a\x00b",            # a NUL: PostgreSQL cannot even be asked about it
+    "tab\there",
+    "line\nbreak",
+    "bell\x07",
+    "del\x7f",
+    "c1\x85",
+    "x" * 256,            # longer than any stored user id
+])
+async def test_admin_user_id_that_cannot_be_a_user_is_422_json(
+    seeded: LiveGateway, user_id: str
+) -> None:
+    async with seeded.client(await seeded.api_key("root", admin=True)) as admin:
+        response = await admin.get("/api/admin/usage", params={"user_id": user_id})
+        still_fine = await admin.get("/api/admin/usage", params={"user_id": "alice"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_user_id" and "user_id" in error["message"]
+    assert still_fine.status_code == 200
+
+
+async def test_admin_user_id_may_be_any_printable_text(seeded: LiveGateway) -> None:
+    """Only control characters and over-long ids are refused: spaces, accents and 255
+    characters are a user id like any other (a user nobody has is an empty report)."""
+    async with seeded.client(await seeded.api_key("root", admin=True)) as admin:
+        for user_id in ("jana novák", "ülrich@example.org", "y" * 255):
+            answer = await _get(admin, "/api/admin/usage", user_id=user_id)
+            assert answer["user_id"] == user_id
+            assert answer["totals"]["message_count"] == 0 and answer["rows"] == []
+
+
 async def test_usage_needs_a_key(seeded: LiveGateway) -> None:
     async with seeded.client() as anonymous:
         for path in ("/api/usage", "/api/admin/usage?user_id=alice"):

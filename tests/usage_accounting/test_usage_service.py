@@ -59,8 +59,14 @@ async def test_answer_over_the_default_range(
     assert day2["user_id"] == "alice" and day2["group_by"] == "day"
 
 
-@pytest.mark.parametrize("user_id", [None, "", "   ", "x" * 256])
-async def test_admin_query_needs_a_user_id(db: Database, user_id: str | None) -> None:
+@pytest.mark.parametrize(("user_id", "code"), [
+    (None, "invalid_query"), ("", "invalid_query"), ("   ", "invalid_query"),
+    ("x" * 256, "invalid_user_id"), ("a\x00b", "invalid_user_id"),
+    ("\ud800", "invalid_user_id"), ("esc\x1b", "invalid_user_id"),
+])
+async def test_admin_query_needs_a_possible_user_id(
+    db: Database, user_id: str | None, code: str
+) -> None:
     with pytest.raises(InvalidUsageQuery) as refused:
         await usage_of_user(db, user_id, UsageQuery())
-    assert refused.value.code == "invalid_query"
+    assert refused.value.code == code
