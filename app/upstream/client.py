@@ -16,6 +16,7 @@ import httpx
 import openai
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
+from app.sanitize import clean_text
 from app.settings import Settings
 from app.upstream.errors import UPSTREAM_FAILURES, UpstreamError, classify
 
@@ -76,12 +77,31 @@ def _as_params(messages: Sequence[dict[str, str]]) -> list[ChatCompletionMessage
     return cast("list[ChatCompletionMessageParam]", list(messages))
 
 
+#: llm_calls.model and the rollup's key are VARCHAR(255).
+MODEL_NAME_MAX_CHARS = 255
+#: A count no real call reaches; llm_calls' token columns are 32-bit integers.
+MAX_REPORTED_TOKENS = 999_999_999
+
+
+def _model_name(raw: str | None) -> str | None:
+    """The model the server says answered, made fit for a row and a rollup key: a server's
+    odd name (control characters, NUL, 300 characters) must not cost the answer its finish."""
+    if not raw:
+        return None
+    printable = "".join(ch for ch in clean_text(raw) if ch.isprintable())
+    return printable[:MODEL_NAME_MAX_CHARS].strip() or None
+
+
 def _usage(raw: Any) -> ProviderUsage | None:
+    """The provider's counts; counts no call can have (negative, absurdly large) are no usage
+    at all, so the turn falls back to an estimate instead of storing nonsense or failing."""
     if raw is None:
         return None
     prompt = int(raw.prompt_tokens or 0)
     completion = int(raw.completion_tokens or 0)
     total = int(raw.total_tokens or prompt + completion)
+    if not all(0 <= n <= MAX_REPORTED_TOKENS for n in (prompt, completion, total)):
+        return None
     return ProviderUsage(prompt, completion, total)
 
 
@@ -92,7 +112,7 @@ def _chunk(raw: ChatCompletionChunk) -> ChatChunk:
         if choice.delta is not None and choice.delta.content:
             text += choice.delta.content
         finish = choice.finish_reason or finish
-    return ChatChunk(text=text, usage=_usage(raw.usage), model=raw.model or None,
+    return ChatChunk(text=text, usage=_usage(raw.usage), model=_model_name(raw.model),
                      finish_reason=finish)
 
 
@@ -193,4 +213,4 @@ class UpstreamClient:
         except UPSTREAM_FAILURES as exc:
             raise classify(exc) from exc
         text = (result.choices[0].message.content or "") if result.choices else ""
-        return Completion(text=text, usage=_usage(result.usage), model=result.model or None)
+        return Completion(text=text, usage=_usage(result.usage), model=_model_name(result.model))

@@ -30,7 +30,7 @@ from app.store.records import FinishedMessage
 from app.store.types import utcnow
 from tests.support.databases import set_connections_allowed
 from tests.support.live import DemoLlm
-from tests.support.scripted_upstream import scripted_upstream, sse_body
+from tests.support.scripted_upstream import scripted_upstream, sse_body, usage_chunk
 
 
 @pytest.fixture
@@ -168,9 +168,12 @@ async def test_open_turn_on_a_foreign_thread_is_not_found(runtime: Runtime) -> N
 
 
 @asynccontextmanager
-async def scripted_runtime(database_url: str, texts: list[str]) -> AsyncIterator[Runtime]:
-    """A runtime whose model server streams exactly `texts` (no title call)."""
-    async with scripted_upstream(sse_body(texts)) as base_url:
+async def scripted_runtime(
+    database_url: str, texts: list[str], *, body: bytes | None = None
+) -> AsyncIterator[Runtime]:
+    """A runtime whose model server streams exactly `texts`, or the raw SSE `body` (no title
+    call)."""
+    async with scripted_upstream(sse_body(texts) if body is None else body) as base_url:
         rt = build_runtime(Settings(database_url=database_url, upstream_base_url=base_url,
                                     upstream_max_retries=0, title_calls=False))
         try:
@@ -213,6 +216,29 @@ async def test_a_lone_surrogate_is_replaced_live_and_stored_the_same(database_ur
     assert sent == stored.content == "broken \ufffd pair and more"
     assert stored.status == "complete"
     assert stored.meta["sanitized"] == {"surrogates_replaced": 1}
+
+
+@pytest.mark.parametrize(("prompt", "completion", "total"), [
+    (10, 5, 15), (-1, 5, 4), (10, 5, 10**12),
+])
+async def test_an_odd_model_name_or_impossible_usage_never_costs_the_answer(
+    database_url: str, prompt: int, completion: int, total: int
+) -> None:
+    """What a server reports lands in VARCHAR(255) and 32-bit columns (and PostgreSQL refuses
+    NUL): the turn is stored whatever it says; impossible counts become an estimate."""
+    odd = "model\x00\x07-" + "x" * 400
+    body = (sse_body(["Hello there."], model=odd, tail="")
+            + f"data: {usage_chunk(prompt, completion, total, odd)}\n\ndata: [DONE]\n\n"
+            .encode())
+    async with scripted_runtime(database_url, [], body=body) as rt:
+        sent, stored = await _run_turn(rt)
+        async with rt.db.transaction() as session:
+            [call] = (await session.execute(select(LlmCall))).scalars().all()
+    assert sent == stored.content == "Hello there." and stored.status == "complete"
+    assert call.model == stored.meta["model"] == ("model-" + "x" * 400)[:255]
+    plausible = (prompt, completion, total) == (10, 5, 15)
+    assert stored.meta["usage_source"] == ("provider" if plausible else "estimated")
+    assert (call.total_tokens == 15) is plausible
 
 
 class BrokenHook(TurnObserver):

@@ -9,17 +9,27 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 
-def completion_chunk(text: str) -> str:
+def completion_chunk(text: str, model: str = "scripted-1") -> str:
     """One OpenAI chat.completion.chunk carrying `text`, as JSON."""
     return json.dumps({
-        "id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": "scripted-1",
+        "id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
         "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
     })
 
 
-def sse_body(texts: Sequence[str], *, tail: str = "data: [DONE]\n\n") -> bytes:
+def usage_chunk(prompt: int, completion: int, total: int, model: str = "scripted-1") -> str:
+    """The closing chunk of `include_usage`: no choices, the usage."""
+    return json.dumps({
+        "id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
+        "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": total},
+    })
+
+
+def sse_body(texts: Sequence[str], *, tail: str = "data: [DONE]\n\n",
+             model: str = "scripted-1") -> bytes:
     """A streamed answer made of `texts`, then `tail` (the end, or something broken)."""
-    return ("".join(f"data: {completion_chunk(t)}\n\n" for t in texts) + tail).encode()
+    return ("".join(f"data: {completion_chunk(t, model)}\n\n" for t in texts) + tail).encode()
 
 
 @asynccontextmanager
