@@ -37,6 +37,19 @@ def default_database_url() -> str:
     return get_settings().database_url
 
 
+#: Driver names an operator may write, and the async driver the store runs on.
+_ASYNC_DRIVERS = {"postgres": "postgresql+asyncpg", "postgresql": "postgresql+asyncpg",
+                  "sqlite": "sqlite+aiosqlite"}
+
+
+def async_url(url: str | URL) -> URL:
+    """The URL with its async driver: `postgres://` and `postgresql://` (what hosting providers
+    hand out as DATABASE_URL) mean asyncpg, `sqlite://` means aiosqlite."""
+    parsed = make_url(url)
+    driver = _ASYNC_DRIVERS.get(parsed.drivername)
+    return parsed.set(drivername=driver) if driver else parsed
+
+
 def _prepare_sqlite_file(url: URL) -> None:
     """Create the directory of a SQLite file so a fresh checkout starts with zero set-up."""
     database = url.database
@@ -68,7 +81,7 @@ def create_engine_for(
     Migrations pass sqlite_foreign_keys=False: SQLite batch migrations copy and drop tables, and
     with foreign keys on, dropping a parent table would cascade-delete its children.
     """
-    parsed = make_url(url)
+    parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite":
         _prepare_sqlite_file(parsed)
         if "poolclass" not in engine_kwargs:
@@ -92,7 +105,7 @@ class Database:
     """The engine and a session factory; `transaction()` is how every caller talks to the store."""
 
     def __init__(self, url: str | URL | None = None, **engine_kwargs: Any) -> None:
-        self.url: URL = make_url(url if url is not None else default_database_url())
+        self.url: URL = async_url(url if url is not None else default_database_url())
         self.engine: AsyncEngine = create_engine_for(self.url, **engine_kwargs)
         self.sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
             self.engine, expire_on_commit=False

@@ -91,3 +91,24 @@ async def test_concurrent_read_then_write_transactions_do_not_fail(db: Database)
     async with db.transaction() as s:
         title = await s.scalar(text("SELECT title FROM threads"))
     assert str(title).startswith("title ")
+
+
+async def test_plain_driverless_urls_use_the_async_drivers(database_url: str) -> None:
+    """`postgres://...` / `postgresql://...` / `sqlite:///...`, as hosting providers hand out
+    DATABASE_URL, work for the store and for migrations alike."""
+    from sqlalchemy.engine import make_url
+
+    from app.store.migrations import current_revisions, head_revisions, upgrade_to_head
+
+    url = make_url(database_url)
+    plain_driver = "postgres" if url.get_backend_name() == "postgresql" else "sqlite"
+    plain = url.set(drivername=plain_driver).render_as_string(hide_password=False)
+    assert plain.startswith(f"{plain_driver}://")
+    await upgrade_to_head(plain)
+    db = Database(plain)
+    try:
+        assert db.url.drivername == url.drivername
+        await new_thread(db)
+        assert await current_revisions(db) == head_revisions()
+    finally:
+        await db.dispose()
