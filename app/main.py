@@ -77,11 +77,11 @@ def _warn_unknown_model_price(model: str) -> None:
 
 
 def build_runtime(settings: Settings) -> Runtime:
+    prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
     db = Database(settings.database_url)
     http = make_http_client(settings)
     client = make_openai_client(settings, http)
     upstream = UpstreamClient(client, settings)
-    prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
     turns = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings)
     rt = Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                  turns=turns)
@@ -94,10 +94,26 @@ def build_runtime(settings: Settings) -> Runtime:
     return rt
 
 
+class UpstreamNotConfigured(RuntimeError):
+    """No model server URL: the OpenAI SDK would quietly fall back to api.openai.com and send
+    every thread's history there, so the gateway refuses to start instead."""
+
+
+def require_upstream(settings: Settings) -> None:
+    if not settings.upstream_base_url:
+        log.error("upstream_not_configured")
+        raise UpstreamNotConfigured(
+            "CHATGATE_UPSTREAM_BASE_URL is not set: point it at an OpenAI-compatible server "
+            "(https://api.openai.com/v1 for OpenAI); scripts/serve starts the built-in demo "
+            "model server when it is missing"
+        )
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the gateway application (settings default to the environment's)."""
     settings = settings or get_settings()
     configure_logging(settings.log_level)
+    require_upstream(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

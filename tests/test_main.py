@@ -1,0 +1,23 @@
+"""The application factory refuses a configuration that would send users' threads somewhere
+nobody chose."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.support.live import ROOT, _clean_env
+
+
+def test_no_upstream_url_refuses_to_start_instead_of_calling_openai() -> None:
+    env = _clean_env({"CHATGATE_DATABASE_URL": "sqlite+aiosqlite:////nonexistent/not-used.db"})
+    env.pop("OPENAI_BASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+         "--host", "127.0.0.1", "--port", "0"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert '"event": "upstream_not_configured"' in output
+    assert "CHATGATE_UPSTREAM_BASE_URL is not set" in output
