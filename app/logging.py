@@ -8,6 +8,8 @@ import sys
 
 import structlog
 
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
+
 
 def configure_logging(level: str = "INFO") -> None:
     """JSON lines on stdout, stdlib loggers (uvicorn, alembic) routed through the same renderer."""
@@ -27,6 +29,7 @@ def configure_logging(level: str = "INFO") -> None:
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                        structlog.processors.dict_tracebacks,
                         structlog.processors.JSONRenderer()],
             foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         )
@@ -34,6 +37,12 @@ def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for name in UVICORN_LOGGERS:
+        # uvicorn's CLI (the Docker entry point) gives its loggers plain-text handlers that do
+        # not propagate: hand them to the JSON root handler, tracebacks included.
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

@@ -1,0 +1,39 @@
+"""Logs are JSON lines on stdout, uvicorn's own included: under uvicorn's CLI (the Docker entry
+point) its loggers come with plain-text handlers that would bypass the JSON renderer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+PROBE = """
+import logging.config
+import uvicorn.config
+logging.config.dictConfig(uvicorn.config.LOGGING_CONFIG)  # what `uvicorn ...` sets up
+from app.logging import configure_logging, get_logger
+configure_logging("INFO")
+logging.getLogger("uvicorn.error").error("uvicorn says hello")
+try:
+    raise ValueError("boom")
+except ValueError:
+    logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
+get_logger("probe").info("gateway_line", thread_id="t1")
+"""
+
+
+def test_every_line_is_json_uvicorns_own_and_tracebacks_included() -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stderr == ""
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["event"] for line in lines] == [
+        "uvicorn says hello", "Exception in ASGI application", "gateway_line"]
+    assert lines[0]["logger"] == "uvicorn.error" and lines[0]["level"] == "error"
+    [error] = lines[1]["exception"]
+    assert (error["exc_type"], error["exc_value"]) == ("ValueError", "boom")
+    assert error["frames"]  # the traceback itself, not "<traceback object at ...>"
+    assert lines[2]["thread_id"] == "t1"
