@@ -95,6 +95,17 @@ def effective_settings(base: Settings, host: str, upstream_url: str | None) -> S
     return base.model_copy(update=update)
 
 
+def warn_if_open_to_the_network(settings: Settings, host: str) -> bool:
+    """Auth off beyond loopback makes anyone who reaches the port user `local`, an admin: it
+    is allowed (a trusted network, a proxy that authenticates) but never silent."""
+    if settings.auth_mode != "off" or is_loopback(host):
+        return False
+    log.warning("auth_off_beyond_loopback", host=host,
+                message="CHATGATE_AUTH_MODE=off on a non-loopback address: every caller is "
+                        "user 'local' with admin rights")
+    return True
+
+
 def _exit_on_sigterm(signum: int, _frame: object) -> None:
     """uvicorn re-raises the signal it stopped on after its shutdown; turning SIGTERM into
     SystemExit lets our `finally` blocks stop the demo child instead of orphaning it."""
@@ -109,6 +120,7 @@ def run(host: str, port: int) -> None:
     log.info("database_migrated", database_url=_redacted(base.database_url))
     with _upstream(base) as upstream_url:
         settings = effective_settings(base, host, upstream_url)
+        warn_if_open_to_the_network(settings, host)
         log.info("gateway_listening", url=f"http://{host}:{port}/",
                  auth_mode=settings.auth_mode, upstream=settings.upstream_base_url)
         uvicorn.run(create_app(settings), host=host, port=port, log_config=None,

@@ -133,3 +133,16 @@ async def test_serve_alone_gives_a_working_gateway_and_stops_cleanly(
     process.wait(timeout=STOP_TIMEOUT_S)
     assert wait_until_closed(gateway_port, 5.0)
     assert wait_until_closed(demo_port, 5.0), "the demo model server outlived scripts/serve"
+
+
+def test_auth_off_beyond_loopback_is_allowed_but_warned() -> None:
+    from app.serve import effective_settings, warn_if_open_to_the_network
+    from app.settings import Settings
+
+    explicit_off = Settings(auth_mode="off")
+    assert warn_if_open_to_the_network(explicit_off, "0.0.0.0")
+    assert not warn_if_open_to_the_network(explicit_off, "127.0.0.1")
+    # Without an explicit mode, a network address gets keys: nothing to warn about.
+    assert effective_settings(Settings(), "0.0.0.0", None).auth_mode == "keys"
+    assert not warn_if_open_to_the_network(effective_settings(Settings(), "0.0.0.0", None),
+                                           "0.0.0.0")
