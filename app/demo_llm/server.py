@@ -69,7 +69,7 @@ class ChunkWriter:
             "created": self.created, "model": self.model, "system_fingerprint": None,
             "choices": choices,
         }
-        if self.include_usage:
+        if self.include_usage or usage is not None:
             chunk["usage"] = usage
         data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
         return b"data: " + data.encode() + b"\n\n"
@@ -114,7 +114,7 @@ async def stream_frames(
             sent.append(piece)
             yield writer.delta({"content": piece})
         yield writer.delta({}, reply.finish_reason)
-        if writer.include_usage and reply.send_usage:
+        if reply.send_usage:  # always, asked or not: only `[no-usage]` leaves it out
             yield writer.usage(prompt, count_tokens("".join(sent)))
         yield b"data: [DONE]\n\n"
         outcome = "completed"

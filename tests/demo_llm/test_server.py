@@ -63,13 +63,19 @@ async def test_wire_format_is_data_frames_ending_with_done(http: httpx.AsyncClie
     chunks = [json.loads(f.removeprefix("data: ")) for f in frames[:-2]]
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    assert "usage" not in chunks[-1]  # no include_usage asked: no usage key at all
+    # No include_usage asked: no `usage: null` on the content chunks, but the usage chunk
+    # comes all the same.
+    assert all("usage" not in c for c in chunks[:-1])
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
 
 
-async def test_no_usage_chunk_unless_asked(llm: openai.AsyncOpenAI) -> None:
+async def test_usage_chunk_even_when_not_asked(llm: openai.AsyncOpenAI) -> None:
+    asked = await stream_chat(llm, "Hi")
     got = await stream_chat(llm, "Hi", include_usage=False)
-    assert got.usage is None
-    assert got.chunks[-1].choices[0].finish_reason == "stop"
+    assert got.usage is not None and got.usage == asked.usage
+    assert got.chunks[-1].choices == []
+    assert got.chunks[-2].choices[0].finish_reason == "stop"
+    assert all(c.usage is None for c in got.chunks[:-1])
 
 
 async def test_no_usage_scenario_ignores_include_usage(llm: openai.AsyncOpenAI) -> None:
