@@ -114,6 +114,7 @@ class FollowupWorker:
             trigger_type=claim.trigger_type)
         log.info("followup_claimed", attempt=claim.attempts, worker_id=self.worker_id,
                  due_at=claim.due_at.isoformat(), reason=claim.reason)
+        turn: Turn | None = None
         try:
             turn = await self._open(claim)
             if turn is None:
@@ -126,7 +127,12 @@ class FollowupWorker:
             log.info("followup_finished", turn_status=status, message_id=str(turn.message_id),
                      settled=settled)
         except asyncio.CancelledError:
-            await run_shielded(self._settle_quietly(claim, "failed"))
+            # Shutting down (a deploy): a follow-up that has not started goes back to the
+            # queue for the next process; one whose prompt is stored must never run again.
+            if turn is None:
+                await run_shielded(self._release_quietly(claim))
+            else:
+                await run_shielded(self._settle_quietly(claim, "failed"))
             raise
         except Exception as exc:
             log.exception("followup_error", error=type(exc).__name__)
@@ -214,6 +220,17 @@ class FollowupWorker:
         async with self.deps.db.transaction() as session:
             await followup_queue.release_for_retry(session, claim, retry_at)
         log.info("followup_retry_later", retry_at=retry_at.isoformat(), attempts=claim.attempts)
+
+    async def _release_quietly(self, claim: Claim) -> None:
+        """Give an unstarted claim back, due now. Should this fail too, its lease runs out and
+        it is claimed again all the same; were its prompt stored after all, the next claim
+        sees `already_started` and never runs it twice."""
+        try:
+            async with self.deps.db.transaction() as session:
+                await followup_queue.release_for_retry(session, claim, utcnow())
+            log.info("followup_released_on_shutdown", attempts=claim.attempts)
+        except Exception as exc:
+            log.warning("followup_release_failed", error=type(exc).__name__)
 
     async def _settle(self, claim: Claim, status: Literal["done", "failed", "cancelled"]) -> bool:
         async with self.deps.db.transaction() as session:

@@ -1,0 +1,93 @@
+"""The worker in-process, on both backends: what a shutdown (a deploy) does to the follow-ups
+it holds. One that has not started goes back to the queue; one whose prompt is stored is
+settled failed, never run twice."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import select
+
+from app.followups.worker import FollowupWorker
+from app.main import build_runtime
+from app.services.runtime import Runtime
+from app.settings import Settings
+from app.store import followup_queue
+from app.store.followup_queue import Claim
+from app.store.followups import schedule_followup
+from app.store.models import Followup, Message, Thread
+from app.store.threads import set_autonomy
+from app.store.types import utcnow
+from tests.store.factories import new_thread
+from tests.support.live import DemoLlm
+
+
+@pytest.fixture
+async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
+                                upstream_max_retries=0, title_calls=False))
+    yield rt
+    await rt.http.aclose()
+    await rt.db.dispose()
+
+
+async def claimed(rt: Runtime, worker: FollowupWorker) -> tuple[Thread, Claim]:
+    thread = await new_thread(rt.db)
+    async with rt.db.transaction() as s:
+        await set_autonomy(s, thread.user_id, thread.id, {"enabled": True, "idle_seconds": 60})
+        await schedule_followup(s, thread_id=thread.id, user_id=thread.user_id,
+                                trigger_type="check_in", reason="idle",
+                                due_at=utcnow() - dt.timedelta(seconds=1))
+    async with rt.db.transaction() as s:
+        [claim] = await followup_queue.claim_due(
+            s, worker_id=worker.worker_id, now=utcnow(), lease=worker.lease,
+            max_attempts=worker.max_attempts, limit=1)
+    return thread, claim
+
+
+async def state(rt: Runtime, thread: Thread) -> tuple[tuple[str, str | None], list[str]]:
+    async with rt.db.transaction() as s:
+        followup = (await s.execute(select(Followup))).scalar_one()
+        rows = (await s.execute(select(Message).where(Message.thread_id == thread.id)
+                                .order_by(Message.created_at))).scalars().all()
+    return (followup.status, followup.claimed_by), [f"{m.role}:{m.status}" for m in rows]
+
+
+async def cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_shutdown_before_the_turn_starts_gives_the_followup_back(runtime: Runtime) -> None:
+    worker = FollowupWorker(runtime.turns)
+    thread, claim = await claimed(runtime, worker)
+    task = asyncio.create_task(worker._run_claim(claim))
+    await asyncio.sleep(0)  # started, still opening the turn
+    await cancel(task)
+    assert await state(runtime, thread) == (("pending", None), [])
+    # ... and the next process takes it and runs it to the end.
+    successor = FollowupWorker(runtime.turns)
+    async with runtime.db.transaction() as s:
+        [again] = await followup_queue.claim_due(
+            s, worker_id=successor.worker_id, now=utcnow(), lease=successor.lease,
+            max_attempts=successor.max_attempts, limit=1)
+    await successor._run_claim(again)
+    followup, rows = await state(runtime, thread)
+    assert followup[0] == "done" and rows == ["user:complete", "assistant:complete"]
+
+
+async def test_shutdown_mid_turn_settles_it_failed_never_to_run_again(runtime: Runtime) -> None:
+    worker = FollowupWorker(runtime.turns)
+    thread, claim = await claimed(runtime, worker)
+    task = asyncio.create_task(worker._run_claim(claim))
+    for _ in range(200):  # until the synthetic prompt is stored and the reply streams
+        await asyncio.sleep(0.02)
+        if len((await state(runtime, thread))[1]) == 2:
+            break
+    await cancel(task)
+    followup, rows = await state(runtime, thread)
+    assert followup[0] == "failed"
+    assert rows == ["user:complete", "assistant:interrupted"]
