@@ -146,11 +146,18 @@ class TurnRecorder:
         completion = sum(call.completion_tokens for call in self.calls)
         costs = [call.cost_usd for call in self.calls]
         cost = None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 8)
-        main = self.main_call()
         return {
             "tokens": prompt + completion,
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "cost_usd": cost,
-            "usage_source": main.usage_source if main else "estimated",
+            "usage_source": self.usage_source(),
         }
+
+    def usage_source(self) -> UsageSource:
+        """The message's source: its `main` call's. A turn that ended before its main call
+        (the client left during the title call, a failure first, a turn never started) is
+        `partial` whatever its side calls say: its figures cover only the calls made, down
+        to an exact 0 when none was, and must not read as an estimate of a whole turn."""
+        main = self.main_call()
+        return main.usage_source if main else "partial"

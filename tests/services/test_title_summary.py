@@ -13,6 +13,7 @@ import pytest
 
 from app.context import ContextItem
 from app.main import build_runtime
+from app.services.observers import TurnObserver
 from app.services.runtime import Runtime
 from app.services.summary import (
     clean_summary,
@@ -21,7 +22,7 @@ from app.services.summary import (
     summary_request,
 )
 from app.services.title import TITLE_MAX_CHARS, clean_title
-from app.services.turn import open_turn
+from app.services.turn import Turn, open_turn
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
@@ -248,3 +249,46 @@ async def test_a_client_leaving_during_the_title_call_records_it_interrupted(
     assert (title["stage"], title["status"], title["usage_source"]) == (
         "title", "interrupted", "partial")
     assert assistant.meta["tokens"] == title["response"]["usage"]["total_tokens"] > 0
+    # the message's figures cover one cut call, not a whole turn: never "estimated"
+    assert assistant.meta["usage_source"] == "partial"
+
+
+class _FailBeforeMain(TurnObserver):
+    """A stage after the title that breaks: the turn fails before its main call."""
+
+    async def before_main(self, turn: Turn) -> None:
+        raise RuntimeError("a later stage broke")
+
+
+async def test_a_turn_failing_after_a_complete_title_call_is_partial(
+    make_runtime: MakeRuntime, demo_llm: DemoLlm
+) -> None:
+    """The title call's usage came from the provider, but the turn never reached its main
+    call: the message's figures are a part of a turn, and say so."""
+    rt = make_runtime(demo_llm.base_url)
+    rt.turns.observers.append(_FailBeforeMain())
+    thread = await _new_thread(rt)
+    events = await _turn(rt, thread.id, "name me, then break")
+    assert events[-1].event == "error" and events[-1].data["code"] == "internal_error"
+    (usage,) = [e.data for e in events if e.event == "usage"]
+    (assistant,) = await _assistants(rt, thread.id)
+    (title,) = _calls(assistant)
+    assert (title["stage"], title["status"], title["usage_source"]) == (
+        "title", "complete", "provider")
+    assert assistant.status == "failed"
+    assert assistant.meta["usage_source"] == usage["usage_source"] == "partial"
+    assert assistant.meta["tokens"] == usage["total_tokens"] > 0
+
+
+async def test_a_turn_never_started_is_partial_with_an_exact_zero(
+    make_runtime: MakeRuntime, demo_llm: DemoLlm
+) -> None:
+    """Finished before any stage ran (the client left before reading a byte): no call was
+    made, so 0 tokens is exact; `partial` says the 0 is not a whole turn's usage."""
+    rt = make_runtime(demo_llm.base_url)
+    thread = await _new_thread(rt)
+    turn = await open_turn(rt.turns, "svc", thread.id, "never asked")
+    await turn.finish()
+    (assistant,) = await _assistants(rt, thread.id)
+    assert assistant.status == "interrupted" and _calls(assistant) == []
+    assert (assistant.meta["tokens"], assistant.meta["usage_source"]) == (0, "partial")
