@@ -18,35 +18,28 @@ from rich.table import Column, Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.cli import run_cli
 from app.store import api_keys
-from app.store.db import Database
+from app.store.migrations import migrated_database
 
 cli = typer.Typer(help="Manage Chatgate API keys.", no_args_is_help=True)
 console = Console()
 
 
 async def create_key(url: str | None, user: str, name: str, admin: bool) -> tuple[str, str]:
-    db = Database(url)
-    try:
+    async with migrated_database(url) as db:
         async with db.transaction() as session:
             row, plaintext = await api_keys.create_key(session, user, name, is_admin=admin)
         return str(row.id), plaintext
-    finally:
-        await db.dispose()
 
 
 async def revoke_key(url: str | None, key_id: uuid.UUID) -> bool:
-    db = Database(url)
-    try:
-        async with db.transaction() as session:
-            return await api_keys.revoke_key(session, key_id)
-    finally:
-        await db.dispose()
+    async with migrated_database(url) as db, db.transaction() as session:
+        return await api_keys.revoke_key(session, key_id)
 
 
 async def key_rows(url: str | None, user: str | None) -> list[list[str]]:
-    db = Database(url)
-    try:
+    async with migrated_database(url) as db:
         async with db.transaction() as session:
             keys = await api_keys.list_keys(session, user)
         return [
@@ -56,8 +49,6 @@ async def key_rows(url: str | None, user: str | None) -> list[list[str]]:
              k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else ""]
             for k in keys
         ]
-    finally:
-        await db.dispose()
 
 
 DbOption = typer.Option(None, "--database-url", help="defaults to CHATGATE_DATABASE_URL")
@@ -109,4 +100,4 @@ def revoke(key_id: str, database_url: str | None = DbOption) -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    run_cli(cli)

@@ -31,9 +31,10 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.cli import run_cli
 from app.repair import FIX_RULES, NOTICE_RULES, RepairReport, RollbackReport, ScanFilter
 from app.store import repairs
-from app.store.db import Database
+from app.store.migrations import migrated_database
 
 cli = typer.Typer(
     help="Find, fix and roll back corrupted stored messages.", add_completion=False,
@@ -84,8 +85,7 @@ async def run_repairs(
     samples: int = 5, show_progress: bool = False,
 ) -> RepairReport:
     """Scan (or apply) with a progress bar over the candidate rows."""
-    db = Database(url)
-    try:
+    async with migrated_database(url) as db:
         _, candidates = await repairs.count_for_progress(db, flt)
         label = "repairing" if apply else "scanning"
         with _progress(candidates, label, show_progress) as on_batch:
@@ -94,25 +94,16 @@ async def run_repairs(
                     db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples)
             return await repairs.scan_messages(
                 db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples)
-    finally:
-        await db.dispose()
 
 
 async def run_rollback(url: str | None, run_id: str) -> RollbackReport:
-    db = Database(url)
-    try:
+    async with migrated_database(url) as db:
         return await repairs.rollback_run(db, run_id)
-    finally:
-        await db.dispose()
 
 
 async def run_list(url: str | None) -> list[repairs.RunSummary]:
-    db = Database(url)
-    try:
-        async with db.transaction() as session:
-            return await repairs.list_runs(session)
-    finally:
-        await db.dispose()
+    async with migrated_database(url) as db, db.transaction() as session:
+        return await repairs.list_runs(session)
 
 
 # ------------------------------------------------------------------------- rendering
@@ -290,4 +281,4 @@ def main(
 
 
 if __name__ == "__main__":
-    cli()
+    run_cli(cli)

@@ -30,6 +30,7 @@ from rich.text import Text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.cli import run_cli
 from app.replay import (
     ReplayResult,
     ReplayStep,
@@ -40,7 +41,7 @@ from app.replay import (
     trace_to_json,
 )
 from app.store import traces
-from app.store.db import Database
+from app.store.migrations import migrated_database
 from app.stream import FilterWarning
 
 cli = typer.Typer(help="Replay a traced stream through the MarkerFilter.", add_completion=False)
@@ -64,12 +65,8 @@ def fail(message: str) -> typer.Exit:
 
 
 async def fetch_trace(database_url: str | None, message_id: uuid.UUID) -> Trace | None:
-    db = Database(database_url)
-    try:
-        async with db.transaction() as session:
-            return await traces.load_trace(session, message_id)
-    finally:
-        await db.dispose()
+    async with migrated_database(database_url) as db, db.transaction() as session:
+        return await traces.load_trace(session, message_id)
 
 
 def read_trace_file(path: Path) -> Trace:
@@ -224,7 +221,7 @@ def main(argv: list[str]) -> None:
     """`replay` is the default: `replay_stream.py --message-id ID` works as the issue says."""
     if not argv or argv[0] not in ("replay", "export", "--help", "-h"):
         argv = ["replay", *argv]
-    cli(argv, prog_name="replay_stream.py")
+    run_cli(cli, argv, prog_name="replay_stream.py")
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.cli import run_cli
 from app.store import usage_reports
-from app.store.db import Database
+from app.store.migrations import migrated_database
 from app.store.usage_reports import Mismatch
 
 cli = typer.Typer(help="Chatgate usage rollups: backfill and verify.", no_args_is_help=True)
@@ -39,17 +40,14 @@ def _days(first: dt.date, last: dt.date) -> list[dt.date]:
 
 async def backfill(url: str | None, first: dt.date, last: dt.date) -> dict[dt.date, int]:
     """Recompute the rollups of [first, last]; returns the rollup rows each day now has."""
-    db = Database(url)
     written: dict[dt.date, int] = {}
-    try:
+    async with migrated_database(url) as db:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("backfilling", total=(last - first).days + 1)
             for day in _days(first, last):
                 async with db.transaction() as session:
                     written[day] = await usage_reports.backfill_day(session, day)
                 progress.advance(task)
-    finally:
-        await db.dispose()
     return written
 
 
@@ -62,20 +60,16 @@ class Verification:
 
 async def verify(url: str | None, day: dt.date | None) -> Verification:
     """Raw sums against rollups for one day, or every day with usage, from one snapshot."""
-    db = Database(url)
     mismatches: list[Mismatch] = []
-    try:
-        async with db.transaction() as session:
-            await usage_reports.begin_snapshot(session)
-            days = [day] if day is not None else await usage_reports.usage_days(session)
-            with Progress(console=console, transient=True) as progress:
-                task = progress.add_task("verifying", total=len(days))
-                for each in days:
-                    mismatches += await usage_reports.verify_day(session, each)
-                    progress.advance(task)
-            untracked = await usage_reports.messages_without_token_data(session, day, day)
-    finally:
-        await db.dispose()
+    async with migrated_database(url) as db, db.transaction() as session:
+        await usage_reports.begin_snapshot(session)
+        days = [day] if day is not None else await usage_reports.usage_days(session)
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("verifying", total=len(days))
+            for each in days:
+                mismatches += await usage_reports.verify_day(session, each)
+                progress.advance(task)
+        untracked = await usage_reports.messages_without_token_data(session, day, day)
     return Verification(days, mismatches, untracked)
 
 
@@ -138,4 +132,4 @@ def verify_command(
 
 
 if __name__ == "__main__":
-    cli()
+    run_cli(cli)

@@ -6,7 +6,8 @@ we opened, and alembic/env.py uses that connection (config.attributes["connectio
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import NullPool
 
 from app.store.db import Database, create_engine_for
+from app.store.errors import StoreError
 from app.store.memory import is_search_schema_object
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
@@ -97,3 +99,23 @@ async def current_revisions(db: Database) -> frozenset[str]:
 async def is_at_head(db: Database) -> bool:
     """The database is migrated to the newest revision (/readyz)."""
     return await current_revisions(db) == head_revisions()
+
+
+class NotMigrated(StoreError):
+    """The database is not at the newest revision (new, wrong, or from an older release)."""
+
+
+@asynccontextmanager
+async def migrated_database(url: str | URL | None = None) -> AsyncIterator[Database]:
+    """A Database for a script, checked to be at head first and disposed at the end: an
+    operator who points a script at a new or wrong database gets one clear sentence instead of
+    a traceback about a missing table."""
+    db = Database(url)
+    try:
+        if not await is_at_head(db):
+            where = db.url.render_as_string(hide_password=True)
+            raise NotMigrated(f"the database {where} is not migrated to the newest revision: "
+                              "run `.venv/bin/alembic upgrade head` (scripts/serve does)")
+        yield db
+    finally:
+        await db.dispose()

@@ -1,0 +1,42 @@
+"""Every operator script pointed at a database that was never migrated says so in one sentence
+(exit 2) instead of a traceback about a missing table, and changes nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.databases import drop_database, make_fresh_database_url
+from tests.support.live import ROOT, _clean_env
+
+COMMANDS = [
+    ("keys.py", "list"),
+    ("usage.py", "verify"),
+    ("repair_messages.py", "scan", "--check"),
+    ("replay_stream.py", "--message-id", "6c3d0f06-5648-4be5-8d16-6ad60b96922f"),
+]
+
+
+@pytest.fixture
+def unmigrated_url(backend: str) -> Iterator[str]:
+    url = make_fresh_database_url(backend, migrated=False)
+    yield url
+    drop_database(url)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_script_on_an_unmigrated_database_says_so(
+    unmigrated_url: str, command: tuple[str, ...]
+) -> None:
+    script, *args = command
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args],
+        cwd=ROOT, env=_clean_env({"CHATGATE_DATABASE_URL": unmigrated_url, "COLUMNS": "200"}),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "is not migrated to the newest revision" in done.stderr
+    assert "alembic upgrade head" in done.stderr and "Traceback" not in done.stderr
