@@ -20,9 +20,12 @@ schema or leaked a connection) it is dropped. Every database created is dropped 
 nothing else on the server is touched.
 
 PostgreSQL comes from CHATGATE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/
-test, the admin connection used to create and drop databases). When it cannot be reached the
-PostgreSQL tests are skipped loudly (a warning and a red line in the terminal summary), unless
-CHATGATE_REQUIRE_POSTGRES=1 (CI), where they fail instead.
+test, the admin connection used to create and drop databases). When it cannot be reached (no
+answer, connection refused, timeout, server starting or stopping) the PostgreSQL tests are
+skipped loudly (a warning and a red line in the terminal summary), unless
+CHATGATE_REQUIRE_POSTGRES=1 (CI), where they fail instead. A server that answers but refuses
+the connection (wrong password, missing database or role, pg_hba rejection, ...) is
+misconfigured, not absent: the PostgreSQL tests fail with its error.
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ class _State:
     """Per-process bookkeeping: reachability, templates, what we created, what we skipped."""
 
     pg_checked = False
-    pg_error: str | None = None
+    pg_error: str | None = None  # why the server cannot be reached: skip
+    pg_refused: str | None = None  # the server answered with an error: fail
     pg_skipped = 0
     lock = threading.Lock()
     sqlite_template: Path | None = None
@@ -198,24 +202,49 @@ async def set_connections_allowed(url: str, allowed: bool) -> None:
     await _admin_execute(*statements)
 
 
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    OSError,  # refused, unreachable host, unknown name, reset during the handshake
+    asyncio.TimeoutError,  # asyncpg's connect timeout
+    asyncpg.CannotConnectNowError,  # starting up or shutting down
+)
+"""Errors that mean no PostgreSQL server can be reached. Any other error on the first
+connection comes from a server that is there but refuses us."""
+
+
+def _shown_admin_url() -> str:
+    return make_url(PG_ADMIN_URL).render_as_string(hide_password=True)
+
+
 def postgres_unavailable_reason() -> str | None:
-    """None when PostgreSQL answers, else why not (checked once per process)."""
+    """None when PostgreSQL answers, why not when it cannot be reached (checked once per
+    process). When the server answers with an error instead (wrong password, missing database,
+    role refused, ...) this fails the calling test with that error."""
     with _State.lock:
         if not _State.pg_checked:
             try:
                 _run(_admin_execute("SELECT 1"))
-            except Exception as exc:
+            except UNREACHABLE as exc:
                 _State.pg_error = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:
+                _State.pg_refused = f"{type(exc).__name__}: {exc}"
             _State.pg_checked = True
-        return _State.pg_error
+        refused, unreachable = _State.pg_refused, _State.pg_error
+    if refused is not None:
+        pytest.fail(
+            f"PostgreSQL at {_shown_admin_url()} answers but refuses the test connection "
+            f"({refused}): fix the server or CHATGATE_TEST_POSTGRES_URL",
+            pytrace=False,
+        )
+    return unreachable
 
 
 def require_postgres() -> None:
-    """Skip (loudly) or, with CHATGATE_REQUIRE_POSTGRES=1, fail when PostgreSQL is unreachable."""
+    """Skip (loudly) or, with CHATGATE_REQUIRE_POSTGRES=1, fail when PostgreSQL is unreachable;
+    fail when it is there but refuses the connection."""
     reason = postgres_unavailable_reason()
     if reason is None:
         return
-    message = f"PostgreSQL at {PG_ADMIN_URL} unreachable ({reason})"
+    message = f"PostgreSQL at {_shown_admin_url()} unreachable ({reason})"
     if os.environ.get("CHATGATE_REQUIRE_POSTGRES") == "1":
         pytest.fail(f"{message} and CHATGATE_REQUIRE_POSTGRES=1", pytrace=False)
     _State.pg_skipped += 1
