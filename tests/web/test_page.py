@@ -95,3 +95,25 @@ async def test_stop_keeps_the_partial_answer_as_interrupted(
     assert stored_text.startswith(shown) and long_answer_text().startswith(stored_text)
     assert len(stored_text) < len(long_answer_text())
     await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
+
+
+async def test_usage_footer_names_only_unusual_sources(page: Page, gateway_url: str) -> None:
+    """The provider's own count is the normal case and goes unsaid; an estimate says so."""
+    await page.goto(gateway_url + "/")
+    await page.click("#new-thread")
+    await send(page, "Hello")
+    usage = page.locator(".message.assistant .usage")
+    await expect(usage).to_have_count(1)
+    assert (await usage.inner_text()).endswith(" tokens")
+    await send_again(page, "[no-usage] Hello again")
+    await expect(usage).to_have_count(2)
+    assert (await usage.nth(1).inner_text()).endswith(" · estimated")
+
+
+async def send_again(page: Page, text: str) -> None:
+    """A second turn in the same thread: wait until its answer, too, is over."""
+    before = await page.locator(TURN_OVER).count()
+    await page.fill("#message-input", text)
+    await page.click("#send")
+    await expect(page.locator(TURN_OVER)).to_have_count(before + 1, timeout=30_000)
+    await expect(page.locator(STREAMING)).to_have_count(0)

@@ -147,7 +147,8 @@ function showUsage(node, usage) {
   }
   const parts = [`${usage.total_tokens ?? "?"} tokens`];
   if (typeof usage.cost_usd === "number" && usage.cost_usd > 0) parts.push(`$${usage.cost_usd.toFixed(4)}`);
-  if (usage.usage_source && usage.usage_source !== "reported") parts.push(usage.usage_source);
+  // "provider" is the normal case; an estimate or a partial count says so.
+  if (usage.usage_source && usage.usage_source !== "provider") parts.push(usage.usage_source);
   span.textContent = parts.join(" · ");
   span.title = `prompt ${usage.prompt_tokens}, completion ${usage.completion_tokens}`;
 }
@@ -192,8 +193,7 @@ async function sendMessage(text) {
   } finally {
     state.turn = null;
     setBusy(false);
-    refreshThreads();
-    setTimeout(refreshThreads, 3000); // the title is written in the background
+    refreshThreads(); // the new title is stored with the answer
   }
 }
 
