@@ -42,22 +42,34 @@ class UsageDelta:
             self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
 
 
-def credited_model(calls: Sequence[LlmCallRecord]) -> str | None:
-    """The model a message is counted under: its first `main` call's, else its first call's."""
-    for call in calls:
-        if call.stage == "main":
-            return call.model
-    return calls[0].model if calls else None
+def _call_order(call: LlmCallRecord) -> tuple[dt.datetime, str, str]:
+    """Pipeline order (title, then summary, then main all start one after the other), with
+    ties broken by fields a stored row keeps, so a list and its rows read back agree."""
+    return (call.started_at, call.stage, call.model)
+
+
+def message_carriers(calls: Sequence[LlmCallRecord]) -> list[LlmCallRecord]:
+    """The calls that carry the message count among the calls ONE finish wrote (one turn).
+
+    Every `main` call carries one message (a turn makes at most one); a turn that ended
+    before its main call (the client left during the title call) is still a message, carried
+    by its earliest call. The live rollup applies this to the turn's calls, and the backfill
+    to the llm_calls rows of one finish (app.store.usage_reports), which a deleted thread
+    leaves intact: the two cannot disagree, whatever happened to the message since."""
+    mains = [call for call in calls if call.stage == "main"]
+    if mains or not calls:
+        return mains
+    return [min(calls, key=_call_order)]
 
 
 def deltas_by_model(calls: Sequence[LlmCallRecord]) -> dict[str, UsageDelta]:
-    """One turn's contribution per model; the message itself is counted once."""
+    """One turn's contribution per model: every call's tokens, cost and count; the message
+    counted under its carrier's model (message_carriers)."""
     deltas: dict[str, UsageDelta] = {}
     for call in calls:
         deltas.setdefault(call.model, UsageDelta()).add_call(call)
-    model = credited_model(calls)
-    if model is not None:
-        deltas[model].message_count += 1
+    for carrier in message_carriers(calls):
+        deltas[carrier.model].message_count += 1
     return deltas
 
 

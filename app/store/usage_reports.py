@@ -8,14 +8,15 @@ Two views of usage exist and both are kept honest:
   `get_user_token_usage` summarises them (a SQL function on PostgreSQL, the same query in
   SQLAlchemy on SQLite).
 
-Recomputing uses app.store.usage.deltas_by_model, the very rule the finish path applies, so
-the backfill and the live rollup cannot disagree about how a turn is counted.
+Recomputing groups the llm_calls rows by the finish that wrote them and applies
+app.store.usage.deltas_by_model (and its message_carriers), the very rule the finish path
+applies, so the backfill and the live rollup cannot disagree about how a turn is counted,
+even after its thread (and so its message_id) is gone.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -216,8 +217,8 @@ def _as_record(row: LlmCall) -> LlmCallRecord:
 
 
 def _turn_figures(calls: Sequence[LlmCall]) -> dict[str, UsageFigures]:
-    """One finished message's contribution per model, by the finish path's own rule; costs
-    summed exactly (the rollup column adds decimals, not floats)."""
+    """One finish's contribution per model, by the finish path's own rule; costs summed
+    exactly (the rollup column adds decimals, not floats)."""
     deltas = deltas_by_model([_as_record(c) for c in calls])
     costs: dict[str, Decimal | None] = {}
     for call in calls:
@@ -227,35 +228,28 @@ def _turn_figures(calls: Sequence[LlmCall]) -> dict[str, UsageFigures]:
     return {model: _figures_of_delta(d, costs.get(model)) for model, d in deltas.items()}
 
 
-def _orphan_figures(call: LlmCall) -> dict[str, UsageFigures]:
-    """A call whose message was deleted (message_id set NULL): its calls can no longer be
-    grouped into a turn, so each `main` call stands for one message (one main call a turn)."""
-    figures = _turn_figures([call])[call.model]
-    figures.message_count = 1 if call.stage == "main" else 0
-    return {call.model: figures}
-
-
 async def raw_usage(
     s: AsyncSession, first_day: dt.date, last_day: dt.date
 ) -> dict[RollupKey, UsageFigures]:
     """What the daily rollup should hold for [first_day, last_day], from the llm_calls rows.
-    The day of a call is the UTC day its message was finished (llm_calls.created_at)."""
+    The day of a call is the UTC day its message was finished (llm_calls.created_at).
+
+    A turn's calls are the rows its finish wrote: one user, one finish moment (every row of
+    a finish gets the same created_at). Not message_id: deleting a thread sets it NULL, and
+    a turn whose thread was deleted while it ran never had one; grouping by the finish
+    keeps such turns whole, so the message is counted as the live rollup counted it."""
     result = await s.execute(
         select(LlmCall)
         .where(LlmCall.created_at >= day_start(first_day),
                LlmCall.created_at < day_start(last_day + dt.timedelta(days=1)))
-        .order_by(LlmCall.created_at, LlmCall.message_id, LlmCall.started_at, LlmCall.id)
+        .order_by(LlmCall.created_at, LlmCall.user_id, LlmCall.started_at, LlmCall.id)
     )
-    turns: dict[tuple[str, dt.date, uuid.UUID], list[LlmCall]] = defaultdict(list)
-    expected: dict[RollupKey, UsageFigures] = {}
+    finishes: dict[tuple[str, dt.datetime], list[LlmCall]] = defaultdict(list)
     for call in result.scalars():
-        day = call.created_at.astimezone(dt.UTC).date()
-        if call.message_id is None:
-            _merge(expected, call.user_id, day, _orphan_figures(call))
-        else:
-            turns[(call.user_id, day, call.message_id)].append(call)
-    for (user_id, day, _), calls in turns.items():
-        _merge(expected, user_id, day, _turn_figures(calls))
+        finishes[(call.user_id, call.created_at)].append(call)
+    expected: dict[RollupKey, UsageFigures] = {}
+    for (user_id, finished_at), calls in finishes.items():
+        _merge(expected, user_id, finished_at.astimezone(dt.UTC).date(), _turn_figures(calls))
     return expected
 
 

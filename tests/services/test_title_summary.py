@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from app.context import ContextItem
 from app.main import build_runtime
@@ -26,7 +27,8 @@ from app.services.turn import Turn, open_turn
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
-from app.store.models import Message
+from app.store import usage_reports
+from app.store.models import LlmCall, Message, UserTokenUsage
 from tests.support.live import DemoLlm
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
@@ -251,6 +253,51 @@ async def test_a_client_leaving_during_the_title_call_records_it_interrupted(
     assert assistant.meta["tokens"] == title["response"]["usage"]["total_tokens"] > 0
     # the message's figures cover one cut call, not a whole turn: never "estimated"
     assert assistant.meta["usage_source"] == "partial"
+
+
+async def test_a_thread_deleted_during_the_title_call_bills_one_message_verify_agrees(
+    make_runtime: MakeRuntime
+) -> None:
+    """The lost-message path of a turn without a main call: the thread goes while the title
+    call runs, then the client leaves. The title call is billed as the turn's one message,
+    and the recomputation from llm_calls (verify, backfill) counts it the same way."""
+    server, url = await _silent_server()
+    try:
+        rt = make_runtime(url, side_call_timeout_s=30)
+        thread = await _new_thread(rt)
+        turn = await open_turn(rt.turns, "svc", thread.id, "name me; I delete and leave")
+        started = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in turn.events():
+                if event.event == "message_start":
+                    started.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.sleep(0.2)
+        async with rt.db.transaction() as s:
+            assert await thread_store.delete_thread(s, "svc", thread.id)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        server.close()
+    async with rt.db.transaction() as s:
+        (title,) = (await s.execute(select(LlmCall))).scalars().all()
+        day = title.created_at.date()
+        live = [(r.model, r.total_tokens, r.message_count, r.llm_call_count)
+                for r in (await s.execute(select(UserTokenUsage))).scalars()]
+    assert (title.stage, title.message_id, title.usage_source) == ("title", None, "partial")
+    assert live == [(title.model, title.total_tokens, 1, 1)]
+    async with rt.db.transaction() as s:
+        await usage_reports.begin_snapshot(s)
+        assert await usage_reports.verify_day(s, day) == []
+    async with rt.db.transaction() as s:
+        await usage_reports.backfill_day(s, day)
+        again = [(r.model, r.total_tokens, r.message_count, r.llm_call_count)
+                 for r in (await s.execute(select(UserTokenUsage))).scalars()]
+    assert again == live
 
 
 class _FailBeforeMain(TurnObserver):
