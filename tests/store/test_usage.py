@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import itertools
 import math
+from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import select
@@ -11,15 +14,45 @@ from sqlalchemy import select
 from app.store import FinishedMessage
 from app.store import messages as messages_store
 from app.store import threads as threads_store
+from app.store import usage as usage_store
 from app.store.db import Database
 from app.store.models import LlmCall, UserTokenUsage
 from tests.store.factories import call, new_thread, turn
 
 
-async def _usage(db: Database, user_id: str = "alice") -> dict[str, UserTokenUsage]:
+@dataclass
+class ModelUsage:
+    """One user's rollup rows of one model, summed over days (a test may cross midnight)."""
+
+    days: set[dt.date]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    message_count: int = 0
+    llm_call_count: int = 0
+    cost_usd: float | None = None  # the known part; None while every call was unpriced
+    unpriced_call_count: int = 0
+
+    def add(self, row: UserTokenUsage) -> None:
+        self.days.add(row.period_start)
+        self.prompt_tokens += row.prompt_tokens
+        self.completion_tokens += row.completion_tokens
+        self.total_tokens += row.total_tokens
+        self.message_count += row.message_count
+        self.llm_call_count += row.llm_call_count
+        if row.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + row.cost_usd
+        self.unpriced_call_count += row.unpriced_call_count
+
+
+async def _usage(db: Database, user_id: str = "alice") -> dict[str, ModelUsage]:
     async with db.transaction() as s:
         rows = await s.execute(select(UserTokenUsage).where(UserTokenUsage.user_id == user_id))
-        return {row.model: row for row in rows.scalars()}
+        usage: dict[str, ModelUsage] = {}
+        for row in rows.scalars():
+            assert row.period_type == usage_store.PERIOD_DAY
+            usage.setdefault(row.model, ModelUsage(set())).add(row)
+        return usage
 
 
 async def test_rollup_sums_turns_per_model(db: Database) -> None:
@@ -57,11 +90,19 @@ async def test_turn_without_calls_adds_no_rollup(db: Database) -> None:
     assert await _usage(db) == {}
 
 
+@pytest.mark.parametrize("days", [1, 2], ids=["one-day", "across-midnight"])
 @pytest.mark.parametrize("writers", [50])
 async def test_concurrent_finishes_leave_exact_sums(
-    database_url: str, backend: str, writers: int
+    database_url: str, backend: str, writers: int, days: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each finish in its own session and connection, all at once, for one user."""
+    """Each finish in its own session and connection, all at once, for one user; with
+    days=2 the finishes alternate between two UTC days, as if they crossed midnight."""
+    if days == 2:
+        today, finishes = dt.datetime.now(dt.UTC).date(), itertools.count()
+        monkeypatch.setattr(
+            messages_store, "utc_day",
+            lambda moment: today + dt.timedelta(days=next(finishes) % 2),
+        )
     db = Database(database_url, pool_size=writers, max_overflow=0)
     try:
         async with db.transaction() as s:
@@ -85,6 +126,7 @@ async def test_concurrent_finishes_leave_exact_sums(
     finally:
         await db.dispose()
     big, mini = usage["gpt-4o"], usage["gpt-4o-mini"]
+    assert len(big.days) == len(mini.days) == days
     span = range(writers)
     assert big.prompt_tokens == sum(1000 + n for n in span)
     assert big.completion_tokens == sum(100 + n for n in span)
