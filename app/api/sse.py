@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -31,13 +31,19 @@ def encode(event: TurnEvent) -> ServerSentEvent:
 
 class StreamResponse(EventSourceResponse):
     """An EventSourceResponse for which a client too slow to take a send within
-    `send_timeout` is the client's problem: logged at INFO, not raised to the 500 path."""
+    `send_timeout` is the client's problem: logged at INFO, not raised to the 500 path.
+    `log_ids` go on that line: the ids a generator binds stay in the generator's own task."""
+
+    def __init__(self, content: AsyncIterator[ServerSentEvent], *,
+                 log_ids: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._log_ids = dict(log_ids or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         except SendTimeoutError:
-            log.info("sse_send_timeout", path=scope.get("path"))
+            log.info("sse_send_timeout", path=scope.get("path"), **self._log_ids)
 
 
 async def _sse_events(turn: Turn) -> AsyncIterator[ServerSentEvent]:
@@ -53,7 +59,8 @@ class TurnStreamResponse(StreamResponse):
     generator even starts, the turn is still finished (as `interrupted`)."""
 
     def __init__(self, turn: Turn, *, ping_s: float, send_timeout_s: float) -> None:
-        super().__init__(_sse_events(turn), ping=ping_s, sep="\n", send_timeout=send_timeout_s)
+        super().__init__(_sse_events(turn), ping=ping_s, sep="\n", send_timeout=send_timeout_s,
+                         log_ids=turn.log_ids)
         self._turn = turn
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

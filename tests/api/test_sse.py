@@ -35,12 +35,14 @@ async def test_a_client_that_stops_reading_ends_the_stream_quietly() -> None:
         await asyncio.Event().wait()  # the client never disconnects either
         return {"type": "http.disconnect"}
 
-    response = StreamResponse(endless(), ping=60, sep="\n", send_timeout=0.2)
+    ids = {"user_id": "u1", "thread_id": "t1", "message_id": "m1"}
+    response = StreamResponse(endless(), ping=60, sep="\n", send_timeout=0.2, log_ids=ids)
     scope = {"type": "http", "method": "POST", "path": "/api/threads/x/messages", "headers": []}
     with structlog.testing.capture_logs() as logs:
         await asyncio.wait_for(response(scope, receive, send), 5)  # returns: no exception
     assert stuck.is_set() and sent[0]["type"] == "http.response.start"
     assert [entry["event"] for entry in logs] == ["sse_send_timeout"]
+    assert ids.items() <= logs[0].items()  # whose stream it was, for the operator
 
 
 def test_events_are_compact_json_with_plain_line_ends() -> None:
