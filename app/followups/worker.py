@@ -109,8 +109,11 @@ class FollowupWorker:
     # -- one follow-up ----------------------------------------------------------------
 
     async def _run_claim(self, claim: Claim) -> None:
+        # No HTTP request behind a follow-up turn: its request id names the follow-up, so
+        # every turn line still carries one (grep it like any request's).
         structlog.contextvars.bind_contextvars(
-            followup_id=str(claim.id), thread_id=str(claim.thread_id), user_id=claim.user_id,
+            request_id=f"followup-{claim.id}", followup_id=str(claim.id),
+            thread_id=str(claim.thread_id), user_id=claim.user_id,
             trigger_type=claim.trigger_type)
         log.info("followup_claimed", attempt=claim.attempts, worker_id=self.worker_id,
                  due_at=claim.due_at.isoformat(), reason=claim.reason)

@@ -110,6 +110,14 @@ async def test_each_trigger_type_follows_up_with_its_exact_prompt(
     logs = fast_gateway.logs()
     assert any(line.get("event") == "history_visibility" and line.get("filtered") == 1
                and line.get("visible") == 3 for line in logs)
+    # A follow-up turn has no HTTP request, yet every line of it carries a request id too.
+    worker_lines = [line for line in logs if line.get("followup_id")
+                    and line.get("thread_id") in threads.values()
+                    and line["event"] != "followup_scheduled"]  # by the user's request
+    assert {line["event"] for line in worker_lines} >= {"followup_claimed", "turn_finished"}
+    odd = [(line["event"], line.get("request_id")) for line in worker_lines
+           if line.get("request_id") != f"followup-{line['followup_id']}"]
+    assert odd == []
 
 
 async def test_cap_limits_consecutive_followups_after_a_long_silence(
