@@ -62,5 +62,12 @@ async def keyed_client(gateway: LiveGateway, user: str) -> httpx.AsyncClient:
     return gateway.client(await gateway.api_key(user))
 
 
-def turn_log_lines(gateway: LiveGateway, message_id: str) -> list[dict[str, Any]]:
-    return [line for line in gateway.logs() if line.get("message_id") == message_id]
+def turn_log_lines(
+    gateway: LiveGateway, request_id: str, message_id: str
+) -> list[dict[str, Any]]:
+    """The log lines of one user turn: those of its HTTP request and those of its assistant
+    message. A line missing one of the two ids is still found by the other."""
+    return [
+        line for line in gateway.logs()
+        if line.get("request_id") == request_id or line.get("message_id") == message_id
+    ]

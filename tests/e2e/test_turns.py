@@ -3,6 +3,7 @@ httpx over loopback; every test runs on SQLite and on PostgreSQL (module-wide ga
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -72,15 +73,20 @@ async def test_happy_path_streams_stores_and_reloads_the_same_clean_text(
 async def test_every_log_line_of_a_turn_carries_the_ids_and_one_summary(
     gateway: LiveGateway,
 ) -> None:
+    request_id = f"turn-logs-{uuid.uuid4().hex}"
     async with await keyed_client(gateway, "logs") as client:
         thread_id = await new_thread(client)
+        client.headers["X-Request-ID"] = request_id  # the gateway takes a sane incoming id
         result = await post_turn(client, thread_id, "[seed-bug] log me")
     message_id = result.one("message_start")["assistant_message_id"]
-    lines = turn_log_lines(gateway, message_id)
+    lines = turn_log_lines(gateway, request_id, message_id)
     assert lines, gateway.log_text()[-2000:]
+    ids = ("request_id", "user_id", "thread_id", "message_id")
     for line in lines:
-        assert line["user_id"] == "logs" and line["thread_id"] == thread_id
-        assert line.get("request_id")
+        assert {key: line.get(key) for key in ids} == {
+            "request_id": request_id, "user_id": "logs", "thread_id": thread_id,
+            "message_id": message_id,
+        }, line
     warnings = [line for line in lines if line["event"] == "filter_warning"]
     assert warnings and all("chunk_index" in w and "offset" in w for w in warnings)
     summary = [line for line in lines if line["event"] == "turn_finished"]
