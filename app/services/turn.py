@@ -55,7 +55,9 @@ STORE_RETRY_PAUSE_MAX_S = 2.0
 LATE_STORE_PAUSE_S = 5.0
 LATE_STORE_WINDOW_S = 300.0
 
-StoreResult = Literal["stored", "skipped", "failed"]
+#: How the finishing transaction ended: "failed" is retried in the background; the two others
+#: that are not "stored" are final (someone else settled the row, or the thread is gone).
+StoreResult = Literal["stored", "already_finished", "thread_gone", "failed"]
 
 TurnStatus = Literal["complete", "interrupted", "failed"]
 #: A check inside open_turn's transaction, before anything is stored (see open_turn).
@@ -172,7 +174,7 @@ class Turn:
         self._filter_closed = False
         self.finish_reason: str | None = None
         self._finished: FinishedMessage | None = None
-        self._store_failed = False
+        self._store_result: StoreResult | None = None
         self._finishing = False
 
     @property
@@ -183,7 +185,7 @@ class Turn:
     @property
     def stored(self) -> bool:
         """The finished message was committed (False before finish() or when it failed)."""
-        return self._finished is not None and not self._store_failed
+        return self._store_result == "stored"
 
     @property
     def filter_closed(self) -> bool:
@@ -322,14 +324,13 @@ class Turn:
                 log.warning("upstream_close_failed", error=type(exc).__name__)
         finished = self._finished_message()
         self._finished = finished
-        result = await self._store(finished)
-        if result == "stored":
+        self._store_result = await self._store(finished)
+        if self._store_result == "stored":
             await self._after_finish(finished)
-            return
-        self._store_failed = True
-        self._log_summary(finished, stored=False)
-        if result == "failed":
-            run_detached(self._store_late(finished))
+        elif self._store_result == "failed":
+            run_detached(self._store_late(finished))  # it logs the summary line, once
+        else:
+            self._log_summary(finished, stored=False)
 
     async def _after_finish(self, finished: FinishedMessage) -> None:
         for observer in self.deps.observers:
@@ -353,11 +354,11 @@ class Turn:
                 return "stored"
             except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
-                return "skipped"
+                return "already_finished"
             except MessageNotFound as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
                 await self._bill_lost_message(finished)
-                return "skipped"
+                return "thread_gone"
             except Exception as exc:
                 log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
                 if attempt < attempts:
@@ -377,13 +378,16 @@ class Turn:
                 await asyncio.sleep(LATE_STORE_PAUSE_S)
                 result = await self._store(finished, attempts=1)
                 if result == "stored":
-                    self._store_failed = False
+                    self._store_result = result
                     log.info("turn_store_recovered")
                     await self._after_finish(finished)
                     return
-                if result == "skipped":
+                if result != "failed":
+                    self._store_result = result
+                    self._log_summary(finished, stored=False)
                     return
             log.error("turn_store_abandoned", window_s=LATE_STORE_WINDOW_S)
+            self._log_summary(finished, stored=False)
 
     async def _bill_lost_message(self, finished: FinishedMessage) -> None:
         """The thread was deleted while the turn ran: no message to store, but its calls were
@@ -436,7 +440,8 @@ class Turn:
 
     def _log_summary(self, finished: FinishedMessage, *, stored: bool) -> None:
         """The one summary line of the turn, stored or not (`stored=false`: the row is left
-        for the stale-streaming sweep)."""
+        for the stale-streaming sweep, or gone with its thread). A finish retried in the
+        background logs it when the retries end."""
         log.info(
             "turn_finished",
             status=finished.status,
@@ -450,13 +455,25 @@ class Turn:
             error=self.failure.code if self.failure else None,
         )
 
+    def _not_stored_event(self) -> TurnEvent:
+        """What the client is told when its answer is not (or not yet) in the database."""
+        if self._store_result == "thread_gone":
+            return TurnEvent("error", {"code": "thread_deleted",
+                                       "message": "the thread was deleted while the answer "
+                                                  "streamed; nothing was stored"})
+        if self._store_result == "already_finished":
+            return TurnEvent("error", {"code": "storage_error",
+                                       "message": "the answer was already settled elsewhere "
+                                                  "and was not stored again"})
+        return TurnEvent("error", {"code": "storage_error",
+                                   "message": "the answer could not be stored yet; the gateway "
+                                              "keeps trying for a while"})
+
     def _closing_events(self) -> list[TurnEvent]:
         """After the row is committed: a client that reloads on message_end sees it."""
         finished = self._finished
-        if finished is None or self._store_failed:
-            return [TurnEvent("error", {"code": "storage_error",
-                                        "message": "the answer could not be stored yet; "
-                                                   "the gateway keeps trying for a while"})]
+        if finished is None or self._store_result != "stored":
+            return [self._not_stored_event()]
         events: list[TurnEvent] = []
         if self.filter.metadata:
             # Cleaned as the store cleans response_metadata: the event equals the stored copy.

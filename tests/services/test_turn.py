@@ -11,6 +11,7 @@ from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import pytest
+import structlog
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -18,7 +19,7 @@ from app.main import build_runtime
 from app.services import turn as turn_module
 from app.services.observers import TurnObserver
 from app.services.runtime import Runtime
-from app.services.turn import ThreadNotFound, Turn, open_turn
+from app.services.turn import ThreadNotFound, Turn, TurnEvent, open_turn
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
@@ -293,6 +294,23 @@ async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime
     assert [m for m in mismatches if m.user_id == "deleter"] == []
 
 
+async def test_a_thread_deleted_mid_stream_tells_the_client_so(runtime: Runtime) -> None:
+    thread = await _thread(runtime.db, user="deleter")
+    turn = await open_turn(runtime.turns, "deleter", thread.id, "a short answer please")
+    events: list[TurnEvent] = []
+    with structlog.testing.capture_logs() as logs:
+        async with aclosing(turn.events()) as stream:
+            async for event in stream:
+                if event.event == "delta" and not any(e.event == "delta" for e in events):
+                    async with runtime.db.transaction() as session:
+                        assert await thread_store.delete_thread(session, "deleter", thread.id)
+                events.append(event)
+    assert events[-1].event == "error" and events[-1].data["code"] == "thread_deleted"
+    assert not turn.stored
+    [summary] = [line for line in logs if line["event"] == "turn_finished"]
+    assert summary["stored"] is False
+
+
 @pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
 async def test_an_answer_finished_during_a_database_outage_is_stored_later(
     database_url: str, demo_llm: DemoLlm, monkeypatch: pytest.MonkeyPatch
@@ -307,23 +325,27 @@ async def test_an_answer_finished_during_a_database_outage_is_stored_later(
         thread = await _thread(rt.db)
         turn = await open_turn(rt.turns, "svc", thread.id, "a short answer please")
         events = []
-        try:
-            async with aclosing(turn.events()) as stream:
-                async for event in stream:
-                    if event.event == "delta" and len(events) == 1:
-                        await set_connections_allowed(database_url, False)
-                    events.append(event)
-        finally:
-            await set_connections_allowed(database_url, True)
-        assert events[-1].event == "error" and events[-1].data["code"] == "storage_error"
-        sent = "".join(e.data["text"] for e in events if e.event == "delta")
-        for _ in range(100):
-            rows = await _rows(rt.db, thread)
-            if rows[-1].status != "streaming":
-                break
-            await asyncio.sleep(0.1)
+        with structlog.testing.capture_logs() as logs:
+            try:
+                async with aclosing(turn.events()) as stream:
+                    async for event in stream:
+                        if event.event == "delta" and len(events) == 1:
+                            await set_connections_allowed(database_url, False)
+                        events.append(event)
+            finally:
+                await set_connections_allowed(database_url, True)
+            assert events[-1].event == "error" and events[-1].data["code"] == "storage_error"
+            sent = "".join(e.data["text"] for e in events if e.event == "delta")
+            for _ in range(100):
+                rows = await _rows(rt.db, thread)
+                if rows[-1].status != "streaming" and turn.stored:
+                    break
+                await asyncio.sleep(0.1)
         assert (rows[-1].status, rows[-1].content) == ("complete", sent)
         assert turn.stored
+        # One summary line for the turn, written when the late store succeeded.
+        [summary] = [line for line in logs if line["event"] == "turn_finished"]
+        assert summary["stored"] is True
     finally:
         await rt.http.aclose()
         await rt.db.dispose()
