@@ -12,8 +12,9 @@ library's global one, so two apps in one process do not share or clash).
     chatgate_filter_warnings_total{kind}         MarkerFilter warnings (context_echo, ...)
     chatgate_tokens_total{model,kind}            kind = prompt | completion, every upstream call
                                                  of the turn (as stored in llm_calls)
-    chatgate_upstream_errors_total{code}         upstream_unavailable | upstream_timeout |
-                                                 upstream_error, one per failed turn
+    chatgate_upstream_errors_total{code,http_status}  upstream_unavailable | upstream_timeout |
+                                                 upstream_error, one per failed turn; the
+                                                 server's HTTP status, or "none"
 
 Several worker processes: each has its own values. When PROMETHEUS_MULTIPROC_DIR is set in
 the environment before the process starts (prometheus_client reads it at import), values are
@@ -79,8 +80,9 @@ class GatewayMetrics:
             "chatgate_tokens", "Tokens of upstream calls by model and kind.",
             ["model", "kind"], registry=r)
         self.upstream_errors = Counter(
-            "chatgate_upstream_errors", "Turns failed by the upstream, by error code.",
-            ["code"], registry=r)
+            "chatgate_upstream_errors",
+            "Turns failed by the upstream, by error code and the server's HTTP status.",
+            ["code", "http_status"], registry=r)
 
     def observer(self) -> MetricsObserver:
         return MetricsObserver(self)
@@ -181,4 +183,6 @@ class MetricsObserver(TurnObserver):
             m.tokens.labels(model=call.model, kind="prompt").inc(call.prompt_tokens)
             m.tokens.labels(model=call.model, kind="completion").inc(call.completion_tokens)
         if turn.failure is not None and turn.failure.code in UPSTREAM_CODES:
-            m.upstream_errors.labels(code=turn.failure.code).inc()
+            status = turn.failure.http_status
+            m.upstream_errors.labels(code=turn.failure.code,
+                                     http_status=str(status) if status else "none").inc()

@@ -95,6 +95,7 @@ class TurnFailure:
 
     code: str
     message: str
+    http_status: int | None = None
 
 
 def _context_items(history: Sequence[Message]) -> list[ContextItem]:
@@ -213,7 +214,7 @@ class Turn:
                     yield self._delta(text)
             self.status = "complete"
         except UpstreamError as exc:
-            self._fail(TurnFailure(exc.code, exc.message))
+            self._fail(TurnFailure(exc.code, exc.message, exc.http_status))
             rest = self._close_filter()
             if rest:
                 yield self._delta(rest)

@@ -23,10 +23,14 @@ UPSTREAM_FAILURES: tuple[type[BaseException], ...] = (
 class UpstreamError(Exception):
     """The model server could not be reached, was too slow, or answered with an error."""
 
-    def __init__(self, code: UpstreamErrorCode, message: str) -> None:
+    def __init__(self, code: UpstreamErrorCode, message: str,
+                 http_status: int | None = None) -> None:
         super().__init__(message)
         self.code: UpstreamErrorCode = code
         self.message = message
+        #: The model server's HTTP status when it answered with one (429 and 5xx call for
+        #: different fixes); None when it never answered.
+        self.http_status = http_status
 
 
 def classify(exc: BaseException) -> UpstreamError:
@@ -40,7 +44,8 @@ def classify(exc: BaseException) -> UpstreamError:
         return UpstreamError("upstream_unavailable", "the model server cannot be reached")
     if isinstance(exc, openai.APIStatusError):
         return UpstreamError(
-            "upstream_error", f"the model server answered {exc.status_code}: {_short(exc)}"
+            "upstream_error", f"the model server answered {exc.status_code}: {_short(exc)}",
+            http_status=exc.status_code,
         )
     if isinstance(exc, openai.APIError | httpx.HTTPError):
         return UpstreamError("upstream_error", f"the model server failed: {_short(exc)}")

@@ -72,9 +72,9 @@ async def test_metrics_count_turns_warnings_tokens_and_upstream_errors(
     warnings = {dict(lbls)["kind"]: v for (n, lbls), v in samples.items()
                 if n == "chatgate_filter_warnings_total"}
     assert warnings == {"context_echo": 1, "metadata_at_start": 1, "unclosed_block": 1}
-    errors = {dict(lbls)["code"]: v for (n, lbls), v in samples.items()
-              if n == "chatgate_upstream_errors_total"}
-    assert errors == {"upstream_error": 1, "upstream_timeout": 1}
+    errors = {(dict(lbls)["code"], dict(lbls)["http_status"]): v
+              for (n, lbls), v in samples.items() if n == "chatgate_upstream_errors_total"}
+    assert errors == {("upstream_error", "500"): 1, ("upstream_timeout", "none"): 1}
     usages = [r.one("usage") for r in results]
     assert total(samples, "chatgate_tokens_total", kind="prompt") == sum(
         u["prompt_tokens"] for u in usages)
