@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import re
 import subprocess
 import sys
+from typing import Any
 
 import httpx
+from sqlalchemy import text
 
+from app.store.db import Database
 from tests.e2e.helpers import messages, new_thread
 from tests.support.databases import drop_database, make_fresh_database_url
-from tests.support.live import ROOT, DemoLlm, LiveGateway, StartGateway, _clean_env, post_turn
+from tests.support.live import (
+    ROOT,
+    TEST_GATEWAY_ENV,
+    DemoLlm,
+    LiveGateway,
+    StartGateway,
+    _clean_env,
+    post_turn,
+)
 
 
 async def test_healthz_and_readyz(gateway: LiveGateway) -> None:
@@ -33,18 +47,80 @@ async def test_auth_off_makes_everyone_user_local(
     assert any(line.get("user_id") == "local" for line in gateway.logs())
 
 
-def test_gateway_refuses_to_start_on_an_unmigrated_database(live_backend: str) -> None:
+# A database that silently drops trigger_reason from a message's metadata on insert (what a
+# legacy trigger or a lossy serialiser would do to a follow-up prompt), as real DDL.
+LOSSY_TRIGGER = {
+    "sqlite": [
+        """CREATE TRIGGER drop_trigger_reason AFTER INSERT ON messages BEGIN
+           UPDATE messages SET metadata = json_remove(metadata, '$.trigger_reason')
+           WHERE id = NEW.id; END""",
+    ],
+    "postgresql": [
+        """CREATE FUNCTION drop_trigger_reason() RETURNS trigger AS $$
+           BEGIN NEW.metadata := NEW.metadata - 'trigger_reason'; RETURN NEW; END $$
+           LANGUAGE plpgsql""",
+        """CREATE TRIGGER drop_trigger_reason BEFORE INSERT ON messages
+           FOR EACH ROW EXECUTE FUNCTION drop_trigger_reason()""",
+    ],
+}
+
+
+def start_gateway_until_it_exits(database_url: str, upstream: DemoLlm) -> tuple[int, str]:
+    """Run the gateway under uvicorn on database_url; its exit code and its output."""
+    env = _clean_env({**TEST_GATEWAY_ENV, "CHATGATE_DATABASE_URL": database_url,
+                      "CHATGATE_UPSTREAM_BASE_URL": upstream.base_url})
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import uvicorn; uvicorn.run('app.main:create_app', factory=True, "
+         "host='127.0.0.1', port=0)"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def log_events(output: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for line in output.splitlines():
+        with contextlib.suppress(ValueError):
+            item = json.loads(line)
+            if isinstance(item, dict) and "event" in item:
+                events.append(item)
+    return events
+
+
+def test_gateway_refuses_to_start_on_an_unmigrated_database(
+    live_backend: str, demo_llm: DemoLlm
+) -> None:
     url = make_fresh_database_url(live_backend, migrated=False)
     try:
-        env = _clean_env({"CHATGATE_DATABASE_URL": url})
-        done = subprocess.run(
-            [sys.executable, "-c",
-             "import uvicorn; uvicorn.run('app.main:create_app', factory=True, "
-             "host='127.0.0.1', port=0)"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-        )
+        code, output = start_gateway_until_it_exits(url, demo_llm)
     finally:
         drop_database(url)
-    assert done.returncode != 0
-    assert "synthetic_roundtrip_failed" in done.stdout + done.stderr or \
-        "Application startup failed" in done.stdout + done.stderr
+    assert code != 0, output
+    assert "Application startup failed" in output
+    # the first table the start-up check writes is missing (JSON logs escape the quotes)
+    assert re.search(r'no such table: threads|relation \\?"threads\\?" does not exist', output)
+    assert "gateway_started" not in output
+
+
+async def test_gateway_refuses_to_start_when_the_database_alters_synthetic_metadata(
+    live_backend: str, demo_llm: DemoLlm
+) -> None:
+    url = make_fresh_database_url(live_backend)  # migrated: only the trigger is wrong
+    try:
+        db = Database(url)
+        try:
+            async with db.transaction() as session:
+                for statement in LOSSY_TRIGGER[live_backend]:
+                    await session.execute(text(statement))
+        finally:
+            await db.dispose()
+        code, output = start_gateway_until_it_exits(url, demo_llm)
+    finally:
+        drop_database(url)
+    assert code != 0, output
+    events = log_events(output)
+    [failed] = [e for e in events if e["event"] == "synthetic_roundtrip_failed"]
+    assert failed["level"] == "error" and failed["backend"] == live_backend
+    assert failed["problems"] == ["metadata.trigger_reason is None"], failed
+    assert "gateway_started" not in [e["event"] for e in events]
