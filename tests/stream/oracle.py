@@ -168,6 +168,7 @@ def reference(t: str) -> Result:
         elif not "".join(pieces).strip(WS):
             warnings.append("metadata_at_start")
         stop = min(len(t), b + MAX_BODY)
+        ending: str | None  # the block's ending warning; None for a clean closer
         try:  # step 3
             q = object_end(t, b, stop)
         except Invalid as invalid:
