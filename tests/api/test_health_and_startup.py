@@ -14,7 +14,11 @@ from sqlalchemy import text
 
 from app.store.db import Database
 from tests.e2e.helpers import messages, new_thread
-from tests.support.databases import drop_database, make_fresh_database_url
+from tests.support.databases import (
+    drop_database,
+    make_fresh_database_url,
+    metadata_key_dropping_trigger,
+)
 from tests.support.live import (
     ROOT,
     TEST_GATEWAY_ENV,
@@ -45,24 +49,6 @@ async def test_auth_off_makes_everyone_user_local(
         assert result.one("message_end")["status"] == "complete"
         assert len(await messages(client, thread_id)) == 2
     assert any(line.get("user_id") == "local" for line in gateway.logs())
-
-
-# A database that silently drops trigger_reason from a message's metadata on insert (what a
-# legacy trigger or a lossy serialiser would do to a follow-up prompt), as real DDL.
-LOSSY_TRIGGER = {
-    "sqlite": [
-        """CREATE TRIGGER drop_trigger_reason AFTER INSERT ON messages BEGIN
-           UPDATE messages SET metadata = json_remove(metadata, '$.trigger_reason')
-           WHERE id = NEW.id; END""",
-    ],
-    "postgresql": [
-        """CREATE FUNCTION drop_trigger_reason() RETURNS trigger AS $$
-           BEGIN NEW.metadata := NEW.metadata - 'trigger_reason'; RETURN NEW; END $$
-           LANGUAGE plpgsql""",
-        """CREATE TRIGGER drop_trigger_reason BEFORE INSERT ON messages
-           FOR EACH ROW EXECUTE FUNCTION drop_trigger_reason()""",
-    ],
-}
 
 
 def start_gateway_until_it_exits(database_url: str, upstream: DemoLlm) -> tuple[int, str]:
@@ -111,7 +97,7 @@ async def test_gateway_refuses_to_start_when_the_database_alters_synthetic_metad
         db = Database(url)
         try:
             async with db.transaction() as session:
-                for statement in LOSSY_TRIGGER[live_backend]:
+                for statement in metadata_key_dropping_trigger(live_backend, "trigger_reason"):
                     await session.execute(text(statement))
         finally:
             await db.dispose()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -222,6 +222,28 @@ async def test_a_title_call_that_times_out_is_recorded_and_bounded(
     assert (main["stage"], main["status"]) == ("main", "failed")
 
 
+async def _leave_during_the_title_call(
+    turn: Turn, meanwhile: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """Read the turn until message_start, wait inside the (silent) title call, do `meanwhile`,
+    then leave as a client does: the reading task is cancelled."""
+    started = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in turn.events():
+            if event.event == "message_start":
+                started.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.sleep(0.2)
+    if meanwhile is not None:
+        await meanwhile()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 async def test_a_client_leaving_during_the_title_call_records_it_interrupted(
     make_runtime: MakeRuntime
 ) -> None:
@@ -230,19 +252,7 @@ async def test_a_client_leaving_during_the_title_call_records_it_interrupted(
         rt = make_runtime(url, side_call_timeout_s=30)
         thread = await _new_thread(rt)
         turn = await open_turn(rt.turns, "svc", thread.id, "name me, then leave")
-        started = asyncio.Event()
-
-        async def consume() -> None:
-            async for event in turn.events():
-                if event.event == "message_start":
-                    started.set()
-
-        task = asyncio.create_task(consume())
-        await asyncio.wait_for(started.wait(), 5)
-        await asyncio.sleep(0.2)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _leave_during_the_title_call(turn)
     finally:
         server.close()
     (assistant,) = await _assistants(rt, thread.id)
@@ -266,21 +276,12 @@ async def test_a_thread_deleted_during_the_title_call_bills_one_message_verify_a
         rt = make_runtime(url, side_call_timeout_s=30)
         thread = await _new_thread(rt)
         turn = await open_turn(rt.turns, "svc", thread.id, "name me; I delete and leave")
-        started = asyncio.Event()
 
-        async def consume() -> None:
-            async for event in turn.events():
-                if event.event == "message_start":
-                    started.set()
+        async def delete_the_thread() -> None:
+            async with rt.db.transaction() as s:
+                assert await thread_store.delete_thread(s, "svc", thread.id)
 
-        task = asyncio.create_task(consume())
-        await asyncio.wait_for(started.wait(), 5)
-        await asyncio.sleep(0.2)
-        async with rt.db.transaction() as s:
-            assert await thread_store.delete_thread(s, "svc", thread.id)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _leave_during_the_title_call(turn, meanwhile=delete_the_thread)
     finally:
         server.close()
     async with rt.db.transaction() as s:

@@ -10,23 +10,7 @@ from app.store import IntegrityCheckFailed
 from app.store.db import Database
 from app.store.integrity import check_synthetic_roundtrip
 from app.store.models import Message, Thread
-
-# A database that silently drops the flag from metadata on insert (the kind of damage a legacy
-# trigger or a lossy column type would do), installed with real DDL on each backend.
-LOSSY_TRIGGER = {
-    "sqlite": [
-        """CREATE TRIGGER strip_synthetic AFTER INSERT ON messages BEGIN
-           UPDATE messages SET metadata = json_remove(metadata, '$.synthetic')
-           WHERE id = NEW.id; END""",
-    ],
-    "postgresql": [
-        """CREATE FUNCTION strip_synthetic() RETURNS trigger AS $$
-           BEGIN NEW.metadata := NEW.metadata - 'synthetic'; RETURN NEW; END $$
-           LANGUAGE plpgsql""",
-        """CREATE TRIGGER strip_synthetic BEFORE INSERT ON messages
-           FOR EACH ROW EXECUTE FUNCTION strip_synthetic()""",
-    ],
-}
+from tests.support.databases import metadata_key_dropping_trigger
 
 
 async def _row_counts(db: Database) -> tuple[int, int]:
@@ -45,7 +29,7 @@ async def test_roundtrip_passes_and_leaves_nothing_behind(db: Database) -> None:
 
 async def test_lossy_database_refuses_to_start(db: Database, backend: str) -> None:
     async with db.transaction() as s:
-        for statement in LOSSY_TRIGGER[backend]:
+        for statement in metadata_key_dropping_trigger(backend, "synthetic"):
             await s.execute(text(statement))
     with structlog.testing.capture_logs() as logs, pytest.raises(IntegrityCheckFailed) as failed:
         await check_synthetic_roundtrip(db)

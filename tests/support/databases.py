@@ -387,3 +387,20 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             red=True,
             bold=True,
         )
+
+
+def metadata_key_dropping_trigger(backend: str, key: str) -> list[str]:
+    """DDL for a database that silently drops `key` from a message's metadata on insert (what a
+    legacy trigger or a lossy serialiser would do), to prove the integrity check notices."""
+    name = f"drop_{key}"
+    if backend == "sqlite":
+        return [f"""CREATE TRIGGER {name} AFTER INSERT ON messages BEGIN
+                    UPDATE messages SET metadata = json_remove(metadata, '$.{key}')
+                    WHERE id = NEW.id; END"""]
+    return [
+        f"""CREATE FUNCTION {name}() RETURNS trigger AS $$
+            BEGIN NEW.metadata := NEW.metadata - '{key}'; RETURN NEW; END $$
+            LANGUAGE plpgsql""",
+        f"""CREATE TRIGGER {name} BEFORE INSERT ON messages
+            FOR EACH ROW EXECUTE FUNCTION {name}()""",
+    ]
