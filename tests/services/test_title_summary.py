@@ -27,9 +27,9 @@ from app.services.turn import Turn, open_turn
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
-from app.store import usage_reports
 from app.store.models import LlmCall, Message, UserTokenUsage
 from tests.support.live import DemoLlm
+from tests.usage_accounting.workload import backfill, verify
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
 
@@ -291,11 +291,9 @@ async def test_a_thread_deleted_during_the_title_call_bills_one_message_verify_a
                 for r in (await s.execute(select(UserTokenUsage))).scalars()]
     assert (title.stage, title.message_id, title.usage_source) == ("title", None, "partial")
     assert live == [(title.model, title.total_tokens, 1, 1)]
+    assert await verify(rt.db, day) == []
+    await backfill(rt.db, day)
     async with rt.db.transaction() as s:
-        await usage_reports.begin_snapshot(s)
-        assert await usage_reports.verify_day(s, day) == []
-    async with rt.db.transaction() as s:
-        await usage_reports.backfill_day(s, day)
         again = [(r.model, r.total_tokens, r.message_count, r.llm_call_count)
                  for r in (await s.execute(select(UserTokenUsage))).scalars()]
     assert again == live

@@ -3,7 +3,6 @@ repairs it; verify finds every drift. Both backends, real databases, the real fi
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 
 import pytest
@@ -18,27 +17,17 @@ from tests.usage_accounting.workload import (
     DAY2,
     DAY3,
     at,
+    backfill,
     call,
     finished_turn,
     llm_call_count,
     mixed_workload,
     new_thread,
     rollup_rows,
+    verify,
 )
 
 ALL_DAYS = (DAY1, DAY2, DAY3)
-
-
-async def _verify(db: Database, day: dt.date) -> list[usage_reports.Mismatch]:
-    async with db.transaction() as s:
-        await usage_reports.begin_snapshot(s)
-        return await usage_reports.verify_day(s, day)
-
-
-async def _backfill(db: Database, *days: dt.date) -> None:
-    for day in days:
-        async with db.transaction() as s:
-            await usage_reports.backfill_day(s, day)
 
 
 async def test_rollup_equals_raw_after_a_mixed_workload(
@@ -48,7 +37,7 @@ async def test_rollup_equals_raw_after_a_mixed_workload(
     rows = await rollup_rows(db)
     assert {k: v[0] for k, v in rows.items()} == workload.expected_tokens
     for day in ALL_DAYS:
-        assert await _verify(db, day) == []
+        assert await verify(db, day) == []
 
     # spot checks a user would notice on the bill
     total, _, _, messages, calls, cost, unpriced = rows[("alice", DAY1, "gpt-4o")]
@@ -73,9 +62,9 @@ async def test_rollup_equals_raw_after_a_mixed_workload(
 async def test_backfill_is_idempotent(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     await mixed_workload(db, monkeypatch)
     live = await rollup_rows(db)
-    await _backfill(db, *ALL_DAYS)
+    await backfill(db, *ALL_DAYS)
     once = await rollup_rows(db)
-    await _backfill(db, *ALL_DAYS)
+    await backfill(db, *ALL_DAYS)
     twice = await rollup_rows(db)
     assert once == twice
     # and the recomputation agrees with what the finish path wrote, figure for figure
@@ -97,7 +86,7 @@ async def test_backfill_repairs_deleted_and_tampered_rollups(
                              completion_tokens=0, message_count=1, llm_call_count=1,
                              cost_usd=1.0, unpriced_call_count=0, updated_at=at(DAY3)))
     assert await rollup_rows(db) != good
-    await _backfill(db, *ALL_DAYS)
+    await backfill(db, *ALL_DAYS)
     assert await rollup_rows(db) == good
 
 
@@ -114,13 +103,13 @@ async def test_verify_names_each_tampered_figure(
         await s.execute(delete(UserTokenUsage).where(UserTokenUsage.user_id == "alice",
                                                      UserTokenUsage.period_start == DAY1,
                                                      UserTokenUsage.model == "gpt-4o-mini"))
-    assert await _verify(db, DAY2) == []
-    day3 = await _verify(db, DAY3)
+    assert await verify(db, DAY2) == []
+    day3 = await verify(db, DAY3)
     assert {(m.user_id, m.model, m.field, m.rollup, m.raw) for m in day3} == {
         ("bob", "gpt-4o", "completion_tokens", 24, 25),
         ("bob", "gpt-4o", "cost_usd", Decimal("0.000875001"), Decimal("0.000875000")),
     }
-    day1 = await _verify(db, DAY1)
+    day1 = await verify(db, DAY1)
     assert {m.field for m in day1} == set(usage_reports.USAGE_FIELDS)
     assert all(m.rollup is None and m.model == "gpt-4o-mini" for m in day1)
 
@@ -137,7 +126,7 @@ async def test_verify_catches_a_raw_row_missing_from_the_rollup(
                       model="gpt-4o", prompt_tokens=3, completion_tokens=2, total_tokens=5,
                       cost_usd=None, usage_source="provider", started_at=source.started_at,
                       status="complete", created_at=source.created_at))
-    mismatched = {(m.field, m.rollup, m.raw) for m in await _verify(db, DAY1)}
+    mismatched = {(m.field, m.rollup, m.raw) for m in await verify(db, DAY1)}
     assert ("total_tokens", 110, 115) in mismatched
     assert ("unpriced_call_count", 0, 1) in mismatched
     assert not any(field == "message_count" for field, _, _ in mismatched)
@@ -155,8 +144,8 @@ async def test_usage_outlives_a_deleted_thread(
         assert await threads_store.delete_thread(s, "alice", workload.threads["alice"].id)
     assert await llm_call_count(db) == calls_before
     for day in ALL_DAYS:
-        assert await _verify(db, day) == []
-    await _backfill(db, *ALL_DAYS)
+        assert await verify(db, day) == []
+    await backfill(db, *ALL_DAYS)
     assert await rollup_rows(db) == before
 
 
@@ -175,4 +164,4 @@ async def test_messages_without_token_data_are_counted_not_zeroed(
         assert await usage_reports.messages_without_token_data(s, DAY1, DAY1) == 2
         assert await usage_reports.messages_without_token_data(s, DAY2, DAY2) == 1
         assert await usage_reports.messages_without_token_data(s, DAY3, DAY3) == 0
-    assert await _verify(db, DAY2) == []
+    assert await verify(db, DAY2) == []

@@ -11,18 +11,20 @@ import datetime as dt
 
 import pytest
 
-from app.store import LlmCallRecord, usage_reports
+from app.store import LlmCallRecord
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from tests.usage_accounting.workload import (
     DAY1,
     at,
+    backfill,
     call,
     finished_turn,
     new_thread,
     rollup_rows,
     store_clock,
+    verify,
 )
 
 
@@ -52,17 +54,6 @@ async def _rollups(db: Database) -> dict[tuple[str, dt.date, str], tuple[object,
             for key, row in (await rollup_rows(db)).items()}
 
 
-async def _verify(db: Database) -> list[usage_reports.Mismatch]:
-    async with db.transaction() as s:
-        await usage_reports.begin_snapshot(s)
-        return await usage_reports.verify_day(s, DAY1)
-
-
-async def _backfill(db: Database) -> None:
-    async with db.transaction() as s:
-        await usage_reports.backfill_day(s, DAY1)
-
-
 async def _seed(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """Alice: an ordinary turn, then two turns that ended before their main call."""
     thread = await new_thread(db, "alice")
@@ -85,7 +76,7 @@ async def test_turns_without_a_main_call_are_messages_of_their_first_calls_model
     # title calls: 25 + 40 + 36 tokens; the two turns without a main call are its messages
     assert rows[("alice", DAY1, "gpt-4o-mini")][:5] == (101, 90, 11, 2, 3)
     assert rows[("alice", DAY1, "summarizer")][:5] == (900, 900, 0, 0, 1)
-    assert await _verify(db) == []
+    assert await verify(db, DAY1) == []
 
 
 async def test_thread_deleted_after_such_turns_verify_clean_backfill_no_op(
@@ -96,8 +87,8 @@ async def test_thread_deleted_after_such_turns_verify_clean_backfill_no_op(
     async with db.transaction() as s:
         (thread,) = await threads_store.list_threads(s, "alice")
         assert await threads_store.delete_thread(s, "alice", thread.id)
-    assert await _verify(db) == []
-    await _backfill(db)
+    assert await verify(db, DAY1) == []
+    await backfill(db, DAY1)
     assert await _rollups(db) == live
     assert sum(figures[3] for figures in live.values()) == 3  # still three messages
 
@@ -117,8 +108,8 @@ async def test_thread_deleted_while_such_a_turn_ran_verify_clean_backfill_no_op(
     live = await _rollups(db)
     assert live[("bob", DAY1, "gpt-4o-mini")][:5] == (76, 70, 6, 2, 2)
     assert live[("bob", DAY1, "summarizer")][3] == 0
-    assert await _verify(db) == []
-    await _backfill(db)
+    assert await verify(db, DAY1) == []
+    await backfill(db, DAY1)
     assert await _rollups(db) == live
 
 
@@ -136,6 +127,6 @@ async def test_a_finish_still_counts_each_main_call_once(
     async with db.transaction() as s:
         for thread in (first, second):
             assert await threads_store.delete_thread(s, "carol", thread.id)
-    assert await _verify(db) == []
-    await _backfill(db)
+    assert await verify(db, DAY1) == []
+    await backfill(db, DAY1)
     assert await _rollups(db) == live

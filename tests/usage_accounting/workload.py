@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import func, select
 
-from app.store import FinishedMessage, LlmCallRecord
+from app.store import FinishedMessage, LlmCallRecord, usage_reports
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
@@ -126,3 +126,17 @@ async def rollup_rows(db: Database) -> dict[tuple[str, dt.date, str], tuple[obje
 async def llm_call_count(db: Database) -> int:
     async with db.transaction() as s:
         return int(await s.scalar(select(func.count()).select_from(LlmCall)) or 0)
+
+
+async def verify(db: Database, day: dt.date) -> list[usage_reports.Mismatch]:
+    """What `scripts/usage.py verify --day DAY` reports (one snapshot, as the script reads)."""
+    async with db.transaction() as s:
+        await usage_reports.begin_snapshot(s)
+        return await usage_reports.verify_day(s, day)
+
+
+async def backfill(db: Database, *days: dt.date) -> None:
+    """What `scripts/usage.py backfill` does: each day rewritten in its own transaction."""
+    for day in days:
+        async with db.transaction() as s:
+            await usage_reports.backfill_day(s, day)
