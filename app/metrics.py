@@ -46,7 +46,7 @@ from app.services.observers import TurnObserver
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
-    from app.store.records import FinishedMessage
+    from app.turns.records import FinishedMessage
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -177,7 +177,7 @@ class MetricsObserver(TurnObserver):
         recorder = turn.recorder
         if recorder.first_token is not None:
             m.ttft.observe(max(0.0, recorder.first_token - recorder.started))
-        spans = [(c.started_at, c.finished_at) for c in recorder.calls]
+        spans = [(c.started_at, c.finished_at or now_wall) for c in recorder.calls]
         m.overhead.observe(gateway_overhead_s(recorder.started, now, now_wall, spans))
         for call in finished.llm_calls:
             m.tokens.labels(model=call.model, kind="prompt").inc(call.prompt_tokens)

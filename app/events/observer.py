@@ -9,8 +9,8 @@ from app.events.bus import MessageBus
 from app.events.notices import MessageNotice
 from app.services.observers import TurnObserver
 from app.services.turn import Turn
-from app.store.records import FinishedMessage
 from app.store.visibility import is_hidden
+from app.turns.records import FinishedMessage
 
 
 def turn_notice(turn: Turn) -> MessageNotice:

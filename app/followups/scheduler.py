@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.followups.autonomy import Autonomy, cap_reached, effective
 from app.followups.triggers import awaiting_of, trigger_for_awaiting, trigger_reason
 from app.logging import get_logger
 from app.services.observers import TurnObserver
 from app.store import followup_queue
 from app.store import threads as thread_store
-from app.store.types import utcnow
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
-    from app.store.records import FinishedMessage
+    from app.turns.records import FinishedMessage
 
 log = get_logger("followups.scheduler")
 

@@ -22,6 +22,7 @@ from typing import Literal
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.followups.autonomy import Autonomy, effective
 from app.followups.thread_settings import default_autonomy
 from app.followups.triggers import prompt_for
@@ -32,7 +33,6 @@ from app.store import followup_queue
 from app.store.errors import ThreadBusy
 from app.store.followup_queue import Claim
 from app.store.models import Thread
-from app.store.types import utcnow
 
 log = get_logger("followups.worker")
 

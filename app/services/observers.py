@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
-    from app.store.records import FinishedMessage
+    from app.turns.records import FinishedMessage
 
 
 class TurnObserver:

@@ -8,98 +8,13 @@ unpriced (unknown is not zero)."""
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from app.store.records import LlmCallRecord
-
-UsageSource = Literal["provider", "estimated", "partial"]
-CallStatus = Literal["complete", "interrupted", "failed"]
-
-
-@dataclass
-class CallRecord:
-    """One upstream call as measured by the gateway."""
-
-    stage: str
-    description: str
-    model: str
-    request: dict[str, Any]
-    started_at: datetime.datetime
-    finished_at: datetime.datetime
-    first_token_at: datetime.datetime | None
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None
-    usage_source: UsageSource
-    status: CallStatus
-    error: str | None = None
-    #: Stage-specific facts kept with the call's metadata entry (e.g. what a summary covers).
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
-    def duration_ms(self) -> int:
-        return _ms(self.finished_at - self.started_at)
-
-    @property
-    def ttft_ms(self) -> int | None:
-        if self.first_token_at is None:
-            return None
-        return _ms(self.first_token_at - self.started_at)
-
-    def as_store_record(self) -> LlmCallRecord:
-        return LlmCallRecord(
-            stage=self.stage, model=self.model, prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens, total_tokens=self.total_tokens,
-            cost_usd=self.cost_usd, usage_source=self.usage_source,
-            started_at=self.started_at, first_token_at=self.first_token_at,
-            finished_at=self.finished_at, duration_ms=self.duration_ms,
-            status=self.status, error=self.error,
-        )
-
-    def as_metadata(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "stage": self.stage,
-            "description": self.description,
-            "request": self.request,
-            "response": {"usage": {
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "total_tokens": self.total_tokens,
-            }},
-            "usage_source": self.usage_source,
-            "cost_usd": self.cost_usd,
-            "status": self.status,
-            "error": self.error,
-            "timestamp": iso_utc(self.started_at),
-            "ttft_ms": self.ttft_ms,
-            "duration_ms": self.duration_ms,
-        }
-        if self.details:
-            entry["details"] = dict(self.details)
-        return entry
-
-
-def _ms(delta: datetime.timedelta) -> int:
-    return round(delta.total_seconds() * 1000)
-
-
-def iso_utc(moment: datetime.datetime) -> str:
-    """`2026-11-22T10:31:52.399Z`."""
-    text = moment.astimezone(datetime.UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
-def utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
+from app.turns.records import CallRecord, UsageSource
 
 
 @dataclass

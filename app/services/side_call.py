@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from app.clock import utcnow
 from app.logging import get_logger
-from app.services.recorder import CallRecord, CallStatus, utcnow
 from app.services.turn_usage import side_call_record
+from app.turns.records import CallRecord
+from app.turns.records import FinalStatus as CallStatus
 from app.upstream import Completion, UpstreamError
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from app.services.observers import TurnObserver
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
-    from app.store.records import FinishedMessage
+    from app.turns.records import FinishedMessage
 
 
 class ThreadFieldStage(TurnObserver):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from app.clock import iso_utc
 from app.logging import get_logger
-from app.services.recorder import iso_utc
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database

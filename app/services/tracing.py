@@ -26,7 +26,7 @@ from app.store import traces
 
 if TYPE_CHECKING:
     from app.services.turn import Turn
-    from app.store.records import FinishedMessage
+    from app.turns.records import FinishedMessage
 
 log = get_logger("services.tracing")
 

@@ -22,11 +22,12 @@ from typing import Any, Literal
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.context import ContextItem, build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.sanitize import SanitizeReport, clean_json, clean_text
 from app.services.observers import TurnObserver
-from app.services.recorder import TurnRecorder, utcnow
+from app.services.recorder import TurnRecorder
 from app.services.shield import run_detached, run_shielded
 from app.services.turn_usage import main_call_record
 from app.settings import Settings
@@ -35,8 +36,8 @@ from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.models import Message, Thread
-from app.store.records import FinishedMessage
 from app.stream import MarkerFilter
+from app.turns.records import FinishedMessage
 from app.upstream import ProviderUsage, UpstreamClient, UpstreamError, UpstreamStream
 from app.usage.pricing import PriceTable
 
@@ -436,7 +437,7 @@ class Turn:
             content="".join(self.sent),
             metadata=self.sanitized.merge_into(metadata),
             status=self.status,
-            llm_calls=[call.as_store_record() for call in self.recorder.calls],
+            llm_calls=list(self.recorder.calls),
         )
 
     def _log_summary(self, finished: FinishedMessage, *, stored: bool) -> None:

@@ -9,7 +9,9 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from app.services.recorder import CallRecord, CallStatus, UsageSource, utcnow
+from app.clock import utcnow
+from app.turns.records import CallRecord, UsageSource
+from app.turns.records import FinalStatus as CallStatus
 from app.upstream import Completion
 from app.usage.estimate import estimate_prompt_tokens, estimate_text_tokens
 

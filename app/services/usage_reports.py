@@ -16,7 +16,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from app.services.recorder import iso_utc
+from app.clock import iso_utc
 from app.store import usage_reports
 from app.store.db import Database
 from app.store.usage_reports import GroupBy, MessageUsage, UsageReport

@@ -10,14 +10,12 @@ from app.store.errors import (
     ThreadBusy,
 )
 from app.store.models import Message, Thread
-from app.store.records import FinishedMessage, LlmCallRecord, ThreadSummary
+from app.store.records import ThreadSummary
 
 __all__ = [
     "ContentTooLong",
     "Database",
-    "FinishedMessage",
     "IntegrityCheckFailed",
-    "LlmCallRecord",
     "Message",
     "MessageAlreadyFinished",
     "MessageNotFound",

@@ -12,8 +12,8 @@ import uuid
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.store.models import ApiKey
-from app.store.types import utcnow
 
 KEY_PREFIX = "cg_"
 # last_used_at is refreshed at most this often: not one write per request.

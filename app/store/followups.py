@@ -9,8 +9,8 @@ import uuid
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.store.models import Followup
-from app.store.types import utcnow
 
 
 async def schedule_followup(

@@ -12,16 +12,16 @@ from sqlalchemy import and_, exists, func, not_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread
 from app.store.models import LlmCall, Message, Thread
-from app.store.records import FinishedMessage, LlmCallRecord
 from app.store.sanitize import clean_message
 from app.store.threads import touch_thread
-from app.store.types import utcnow
 from app.store.usage import record_turn_usage, utc_day
 from app.store.visibility import visible_sql
 from app.synthetic import real_user_metadata
+from app.turns.records import CallRecord, FinishedMessage
 
 # The default limit on a user message, in characters (Settings.max_content_chars has the same
 # default; the API passes the configured value).
@@ -142,7 +142,7 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
 
 
 async def record_calls_of_a_lost_message(
-    s: AsyncSession, user_id: str, calls: Sequence[LlmCallRecord]
+    s: AsyncSession, user_id: str, calls: Sequence[CallRecord]
 ) -> None:
     """Bill a turn whose message is gone (its thread was deleted while it streamed): the
     upstream calls were made and paid for, so their rows and the rollup are written anyway,
@@ -151,7 +151,7 @@ async def record_calls_of_a_lost_message(
 
 
 async def _record_calls(
-    s: AsyncSession, calls: Sequence[LlmCallRecord], user_id: str, now: dt.datetime, *,
+    s: AsyncSession, calls: Sequence[CallRecord], user_id: str, now: dt.datetime, *,
     message_id: uuid.UUID | None, thread_id: uuid.UUID | None,
 ) -> None:
     """One llm_calls row per call and the day's rollup, in the caller's transaction."""

@@ -32,7 +32,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from app.store.types import JsonDocument, UtcDateTime, utcnow
+from app.clock import utcnow
+from app.store.types import JsonDocument, UtcDateTime
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

@@ -40,6 +40,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
+from app.clock import utcnow
 from app.repair import RepairReport, RollbackReport, ScanFilter, StoredMessage, diagnose
 from app.repair.plan import RepairPlan, plan_repair
 from app.repair.rules import LEGACY_SYNTHETIC
@@ -47,7 +48,7 @@ from app.store.db import Database
 from app.store.errors import StoreError
 from app.store.models import Message, MessageRepair
 from app.store.sanitize import clean_message
-from app.store.types import JsonDocument, utcnow
+from app.store.types import JsonDocument
 from app.store.visibility import is_legacy_synthetic_sql, metadata_synthetic_is_true
 
 DEFAULT_BATCH_SIZE = 500

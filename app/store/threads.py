@@ -8,10 +8,10 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.sanitize import SanitizeReport, clean_json, clean_text
 from app.store.models import Message, Thread
 from app.store.records import ThreadSummary
-from app.store.types import utcnow
 from app.store.visibility import visible_sql
 
 PREVIEW_CHARS = 120

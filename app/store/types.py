@@ -13,11 +13,6 @@ from sqlalchemy.types import TypeDecorator
 UTC = dt.UTC
 
 
-def utcnow() -> dt.datetime:
-    """Now, timezone-aware UTC: the only kind of datetime the store accepts."""
-    return dt.datetime.now(UTC)
-
-
 class UtcDateTime(TypeDecorator[dt.datetime]):
     """A timestamp that is aware UTC going in and coming out, on both backends.
 

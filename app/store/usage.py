@@ -12,9 +12,9 @@ from sqlalchemy import func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.store.models import UserTokenUsage
-from app.store.records import LlmCallRecord
-from app.store.types import utcnow
+from app.turns.records import CallRecord
 
 PERIOD_DAY = "day"
 
@@ -31,7 +31,7 @@ class UsageDelta:
     cost_usd: float | None = None
     unpriced_call_count: int = 0
 
-    def add_call(self, call: LlmCallRecord) -> None:
+    def add_call(self, call: CallRecord) -> None:
         self.total_tokens += call.total_tokens
         self.prompt_tokens += call.prompt_tokens
         self.completion_tokens += call.completion_tokens
@@ -42,13 +42,13 @@ class UsageDelta:
             self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
 
 
-def _call_order(call: LlmCallRecord) -> tuple[dt.datetime, str, str]:
+def _call_order(call: CallRecord) -> tuple[dt.datetime, str, str]:
     """Pipeline order (title, then summary, then main all start one after the other), with
     ties broken by fields a stored row keeps, so a list and its rows read back agree."""
     return (call.started_at, call.stage, call.model)
 
 
-def message_carriers(calls: Sequence[LlmCallRecord]) -> list[LlmCallRecord]:
+def message_carriers(calls: Sequence[CallRecord]) -> list[CallRecord]:
     """The calls that carry the message count among the calls ONE finish wrote (one turn).
 
     Every `main` call carries one message (a turn makes at most one); a turn that ended
@@ -62,7 +62,7 @@ def message_carriers(calls: Sequence[LlmCallRecord]) -> list[LlmCallRecord]:
     return [min(calls, key=_call_order)]
 
 
-def deltas_by_model(calls: Sequence[LlmCallRecord]) -> dict[str, UsageDelta]:
+def deltas_by_model(calls: Sequence[CallRecord]) -> dict[str, UsageDelta]:
     """One turn's contribution per model: every call's tokens, cost and count; the message
     counted under its carrier's model (message_carriers)."""
     deltas: dict[str, UsageDelta] = {}
@@ -112,7 +112,7 @@ async def add_to_rollup(
 
 
 async def record_turn_usage(
-    s: AsyncSession, *, user_id: str, day: dt.date, calls: Sequence[LlmCallRecord]
+    s: AsyncSession, *, user_id: str, day: dt.date, calls: Sequence[CallRecord]
 ) -> None:
     """Add one finished turn's calls to the daily rollup (one upsert per model)."""
     for model, delta in sorted(deltas_by_model(calls).items()):

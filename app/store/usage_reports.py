@@ -26,10 +26,11 @@ from typing import Literal
 from sqlalchemy import BigInteger, bindparam, delete, distinct, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.store.models import LlmCall, Message, UserTokenUsage
-from app.store.records import LlmCallRecord
-from app.store.types import UtcDateTime, utcnow
+from app.store.types import UtcDateTime
 from app.store.usage import PERIOD_DAY, UsageDelta, deltas_by_model
+from app.turns.records import CallRecord
 
 GroupBy = Literal["day", "model"]
 COST_QUANTUM = Decimal("0.000000001")  # the rollup column's scale: Numeric(18, 9)
@@ -205,13 +206,13 @@ async def usage_report(
 RollupKey = tuple[str, dt.date, str]  # (user_id, day, model)
 
 
-def _as_record(row: LlmCall) -> LlmCallRecord:
-    return LlmCallRecord(
+def _as_record(row: LlmCall) -> CallRecord:
+    return CallRecord(
         stage=row.stage, model=row.model, prompt_tokens=row.prompt_tokens,
-        completion_tokens=row.completion_tokens, total_tokens=row.total_tokens,
+        completion_tokens=row.completion_tokens,
         cost_usd=row.cost_usd, usage_source=row.usage_source,  # type: ignore[arg-type]
         started_at=row.started_at, first_token_at=row.first_token_at,
-        finished_at=row.finished_at, duration_ms=row.duration_ms, status=row.status,
+        finished_at=row.finished_at, status=row.status,
         error=row.error,
     )
 

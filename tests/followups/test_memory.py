@@ -7,11 +7,11 @@ import datetime as dt
 import pytest
 from sqlalchemy import text
 
+from app.clock import utcnow
 from app.store import memory
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
-from app.store.types import utcnow
 from tests.store.factories import legacy_prompt, new_thread, turn
 
 FAR_FUTURE = utcnow() + dt.timedelta(days=1)

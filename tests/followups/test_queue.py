@@ -10,11 +10,11 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
+from app.clock import utcnow
 from app.store import followup_queue as queue
 from app.store import messages as message_store
 from app.store.db import Database
 from app.store.models import Followup, Message, Thread
-from app.store.types import utcnow
 from tests.store.factories import legacy_prompt, new_thread, turn
 
 LEASE = dt.timedelta(seconds=30)

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import select
 
+from app.clock import utcnow
 from app.followups.worker import FollowupWorker
 from app.main import build_runtime
 from app.services.runtime import Runtime
@@ -20,7 +21,6 @@ from app.store.followup_queue import Claim
 from app.store.followups import schedule_followup
 from app.store.models import Followup, Message, Thread
 from app.store.threads import set_autonomy
-from app.store.types import utcnow
 from tests.store.factories import new_thread
 from tests.support.live import DemoLlm
 

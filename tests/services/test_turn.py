@@ -15,6 +15,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.clock import utcnow
 from app.main import build_runtime
 from app.services import turn as turn_module
 from app.services.observers import TurnObserver
@@ -27,8 +28,7 @@ from app.store import usage_reports
 from app.store.db import Database
 from app.store.errors import ThreadBusy
 from app.store.models import LlmCall, UserTokenUsage
-from app.store.records import FinishedMessage
-from app.store.types import utcnow
+from app.turns.records import FinishedMessage
 from tests.support.databases import set_connections_allowed
 from tests.support.live import DemoLlm
 from tests.support.scripted_upstream import scripted_upstream, sse_body, usage_chunk

@@ -5,24 +5,24 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from app.store import FinishedMessage, LlmCallRecord
+from app.clock import utcnow
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Message, Thread
-from app.store.types import utcnow
+from app.turns.records import CallRecord, FinishedMessage
 
 
 def call(
     model: str = "gpt-4o", prompt: int = 100, completion: int = 50, *, stage: str = "main",
     cost: float | None = 0.001, source: str = "provider", status: str = "ok",
-) -> LlmCallRecord:
+) -> CallRecord:
     now = utcnow()
-    return LlmCallRecord(
+    return CallRecord(
         stage=stage, model=model, prompt_tokens=prompt, completion_tokens=completion,
-        total_tokens=prompt + completion, cost_usd=cost, usage_source=source,  # type: ignore[arg-type]
+        cost_usd=cost, usage_source=source,  # type: ignore[arg-type]
         started_at=now - dt.timedelta(milliseconds=900), first_token_at=now, finished_at=now,
-        duration_ms=900, status=status, error=None,
+        status=status, error=None,
     )
 
 
@@ -33,7 +33,7 @@ async def new_thread(db: Database, user_id: str = "alice", title: str | None = N
 
 async def turn(
     db: Database, thread: Thread, question: str, answer: str, *,
-    calls: list[LlmCallRecord] | None = None, status: str = "complete",
+    calls: list[CallRecord] | None = None, status: str = "complete",
     metadata: dict[str, object] | None = None,
 ) -> tuple[Message, Message]:
     """One whole turn the way the gateway does it: user message + open in one transaction,

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app.clock import utcnow
 from app.store import (
-    FinishedMessage,
     MessageAlreadyFinished,
     MessageNotFound,
     ThreadBusy,
@@ -20,8 +20,8 @@ from app.store import messages as messages_store
 from app.store.db import Database
 from app.store.followups import list_followups, schedule_followup
 from app.store.models import LlmCall, Message, UserTokenUsage
-from app.store.types import utcnow
 from app.store.visibility import is_hidden
+from app.turns.records import FinishedMessage
 from tests.store.factories import call, legacy_prompt, new_thread, turn
 
 

@@ -6,12 +6,12 @@ import uuid
 
 from sqlalchemy import func, select
 
+from app.clock import utcnow
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.followups import schedule_followup
 from app.store.models import Followup, LlmCall, Message
-from app.store.types import utcnow
 from tests.store.factories import new_thread, turn
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
-from app.store import FinishedMessage, usage_reports
 from app.store import messages as messages_store
 from app.store import threads as threads_store
+from app.store import usage_reports
 from app.store.db import Database
+from app.turns.records import FinishedMessage
 from tests.usage_accounting.workload import call
 
 WRITERS = 30

@@ -11,10 +11,10 @@ import datetime as dt
 
 import pytest
 
-from app.store import LlmCallRecord
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
+from app.turns.records import CallRecord
 from tests.usage_accounting.workload import (
     DAY1,
     at,
@@ -28,17 +28,17 @@ from tests.usage_accounting.workload import (
 )
 
 
-def _started(record: LlmCallRecord, moment: dt.datetime) -> LlmCallRecord:
+def _started(record: CallRecord, moment: dt.datetime) -> CallRecord:
     return dataclasses.replace(record, started_at=moment, first_token_at=None,
                                finished_at=moment + dt.timedelta(seconds=1))
 
 
-def _left_during_title() -> list[LlmCallRecord]:
+def _left_during_title() -> list[CallRecord]:
     return [_started(call("gpt-4o-mini", 40, 0, stage="title", source="partial",
                           status="interrupted", cost=0.000006), at(DAY1, 9))]
 
 
-def _left_during_summary() -> list[LlmCallRecord]:
+def _left_during_summary() -> list[CallRecord]:
     """Title done, then the summary cut: neither call is `main`; the earlier one carries."""
     return [
         _started(call("gpt-4o-mini", 30, 6, stage="title", cost=0.000008), at(DAY1, 11)),

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import func, select
 
-from app.store import FinishedMessage, LlmCallRecord, usage_reports
 from app.store import messages as messages_store
 from app.store import threads as threads_store
+from app.store import usage_reports
 from app.store.db import Database
 from app.store.models import LlmCall, Thread, UserTokenUsage
+from app.turns.records import CallRecord, FinishedMessage
 
 DAY1 = dt.date(2026, 11, 20)
 DAY2 = dt.date(2026, 11, 21)
@@ -36,20 +37,20 @@ def store_clock(monkeypatch: pytest.MonkeyPatch, moment: dt.datetime) -> Iterato
 
 def call(model: str, prompt: int, completion: int, *, stage: str = "main",
          source: str = "provider", cost: float | None = 0.001, status: str = "complete",
-         ) -> LlmCallRecord:
+         ) -> CallRecord:
     started = at(DAY1)
-    return LlmCallRecord(
+    return CallRecord(
         stage=stage, model=model, prompt_tokens=prompt, completion_tokens=completion,
-        total_tokens=prompt + completion, cost_usd=cost,
+        cost_usd=cost,
         usage_source=source,  # type: ignore[arg-type]
         started_at=started, first_token_at=started + dt.timedelta(milliseconds=300),
-        finished_at=started + dt.timedelta(seconds=2), duration_ms=2000, status=status,
+        finished_at=started + dt.timedelta(seconds=2), status=status,
     )
 
 
 async def finished_turn(
     db: Database, monkeypatch: pytest.MonkeyPatch, thread: Thread, moment: dt.datetime,
-    calls: list[LlmCallRecord], *, status: str = "complete",
+    calls: list[CallRecord], *, status: str = "complete",
     metadata: dict[str, object] | None = None,
 ) -> None:
     """A user message, an assistant message opened and finished at `moment` (UTC)."""
@@ -82,7 +83,7 @@ async def mixed_workload(db: Database, monkeypatch: pytest.MonkeyPatch) -> Workl
     a failed turn without calls and an interrupted one."""
     alice, alice2, bob = (await new_thread(db, "alice"), await new_thread(db, "alice"),
                           await new_thread(db, "bob"))
-    turns: list[tuple[Thread, dt.datetime, list[LlmCallRecord], str]] = [
+    turns: list[tuple[Thread, dt.datetime, list[CallRecord], str]] = [
         (alice, at(DAY1, 9), [call("gpt-4o-mini", 20, 5, stage="title", cost=0.000006),
                               call("gpt-4o", 1000, 200, cost=0.0045)], "complete"),
         (alice, at(DAY1, 10), [call("gpt-4o", 1500, 0, source="estimated", cost=0.00375)],

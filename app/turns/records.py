@@ -1,0 +1,96 @@
+"""What a turn hands to the store: one record per upstream call and the finished message.
+Plain values, one type per concept, shared by the turn core, the store and the reports."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from app.clock import iso_utc
+
+#: Where a call's token counts come from: the provider's report, an estimate of a finished
+#: call, or an estimate of a call that was cut or failed.
+UsageSource = Literal["provider", "estimated", "partial"]
+#: How a turn (and each of its calls) ended.
+FinalStatus = Literal["complete", "interrupted", "failed"]
+#: A stored message's status: a final one, or `streaming` while its turn runs.
+MessageStatus = Literal["complete", "streaming", "interrupted", "failed"]
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """One upstream call of a turn as the gateway measured it: one `llm_calls` row, one entry
+    of `metadata.processingDetails.llm_calls`, and its share of the usage rollup.
+
+    `cost_usd` is None when the price is unknown: unknown is not zero."""
+
+    stage: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    usage_source: UsageSource
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+    first_token_at: dt.datetime | None
+    status: str
+    error: str | None = None
+    description: str = ""
+    request: dict[str, Any] = field(default_factory=dict)
+    #: Stage-specific facts kept with the call's metadata entry (e.g. what a summary covers).
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.finished_at is None:
+            return None
+        return _ms(self.finished_at - self.started_at)
+
+    @property
+    def ttft_ms(self) -> int | None:
+        if self.first_token_at is None:
+            return None
+        return _ms(self.first_token_at - self.started_at)
+
+    def as_metadata(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "stage": self.stage,
+            "description": self.description,
+            "request": self.request,
+            "response": {"usage": {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens,
+            }},
+            "usage_source": self.usage_source,
+            "cost_usd": self.cost_usd,
+            "status": self.status,
+            "error": self.error,
+            "timestamp": iso_utc(self.started_at),
+            "ttft_ms": self.ttft_ms,
+            "duration_ms": self.duration_ms,
+        }
+        if self.details:
+            entry["details"] = dict(self.details)
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedMessage:
+    """Everything finishing an assistant message writes."""
+
+    message_id: uuid.UUID
+    content: str
+    metadata: dict[str, Any]
+    status: MessageStatus
+    llm_calls: list[CallRecord] = field(default_factory=list)
+
+
+def _ms(delta: dt.timedelta) -> int:
+    return round(delta.total_seconds() * 1000)
