@@ -21,10 +21,19 @@ from app.api.errors import (
 )
 from app.api.middleware import RequestContextMiddleware
 from app.api.routes import api_routes
+from app.events.bus import MessageBus, make_message_bus
+from app.followups.recall import MemoryRecall
+from app.followups.scheduler import FollowupScheduler
+from app.followups.thread_settings import default_autonomy
 from app.followups.wiring import start_autonomy, stop_autonomy
 from app.logging import configure_logging, get_logger
+from app.metrics import GatewayMetrics
+from app.services.message_announcer import MessageAnnouncer
+from app.services.metrics_observer import MetricsObserver
+from app.services.observers import TurnObserver
 from app.services.runtime import Runtime
 from app.services.shield import drain_shielded
+from app.services.side_call import SideCaller
 from app.services.summary import SummaryStage
 from app.services.title import TitleStage
 from app.services.tracing import StreamTracer
@@ -34,7 +43,7 @@ from app.store import integrity
 from app.store import messages as message_store
 from app.store.db import Database
 from app.upstream import UpstreamClient, make_http_client, make_openai_client
-from app.usage.pricing import load_price_table
+from app.usage.pricing import PriceTable, load_price_table
 from app.web import web_routes
 
 log = get_logger("main")
@@ -44,7 +53,7 @@ SHUTDOWN_DRAIN_S = 10.0
 
 
 async def sweep_stale_streaming(db: Database, older_than_s: float) -> int:
-    """Step 7: rows left `streaming` by a dead process become `interrupted`."""
+    """Rows left `streaming` by a dead process become `interrupted`."""
     async with db.transaction() as session:
         count = await message_store.interrupt_stale_streaming(
             session, datetime.timedelta(seconds=older_than_s)
@@ -82,16 +91,34 @@ def build_runtime(settings: Settings) -> Runtime:
     http = make_http_client(settings)
     client = make_openai_client(settings, http)
     upstream = UpstreamClient(client, settings)
-    turns = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings)
-    rt = Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
-                 turns=turns)
-    # Metrics first: its after_finish times the turn right after the commit.
-    rt.turns.observers.insert(0, rt.metrics.observer())
+    metrics, bus = GatewayMetrics(), make_message_bus(db)
+    observers = turn_observers(settings, db, upstream, prices, metrics, bus)
+    deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
+                    observers=observers)
+    return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
+                   turn_deps=deps, bus=bus, metrics=metrics)
+
+
+def turn_observers(
+    settings: Settings, db: Database, upstream: UpstreamClient, prices: PriceTable,
+    metrics: GatewayMetrics, bus: MessageBus,
+) -> list[TurnObserver]:
+    """Every observer of a turn, in the order its hooks run: metrics first (it times the turn
+    right after the commit), traces, then the stages before the main call (the title, the
+    summary, then memory recall, which queries with the new summary), follow-up scheduling,
+    and last the announcement of the stored messages."""
+    side_calls = SideCaller(upstream, prices, settings.side_call_timeout_s)
+    observers: list[TurnObserver] = [MetricsObserver(metrics)]
     if settings.trace_streams != "off":
-        rt.turns.observers.append(StreamTracer(settings.trace_streams))
-    # Extra upstream calls before the main one (issue 5): the title, then the summary.
-    rt.turns.observers.extend([TitleStage(), SummaryStage()])
-    return rt
+        observers.append(StreamTracer(settings.trace_streams))
+    observers += [
+        TitleStage(settings, side_calls),
+        SummaryStage(settings, db, side_calls),
+        MemoryRecall(db, settings),
+        FollowupScheduler(default_autonomy(settings)),
+        MessageAnnouncer(bus),
+    ]
+    return observers
 
 
 class UpstreamNotConfigured(RuntimeError):
@@ -124,7 +151,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             rt.background.start("stale_sweep", lambda: sweep_stale_streaming_forever(
                 rt.db, settings.stale_streaming_after_s))
             app.state.runtime = rt
-            app.state.autonomy = await start_autonomy(rt)  # follow-ups: observers, bus, worker
+            app.state.autonomy = await start_autonomy(rt)  # the message bus, follow-ups
             log.info("gateway_started", upstream=settings.upstream_base_url,
                      model=settings.upstream_model, auth_mode=settings.auth_mode,
                      database=rt.db.backend)

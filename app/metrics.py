@@ -26,11 +26,7 @@ from __future__ import annotations
 
 import datetime
 import os
-import time
-import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
@@ -41,12 +37,6 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client import multiprocess as prom_multiprocess
-
-from app.services.observers import TurnObserver
-
-if TYPE_CHECKING:
-    from app.services.turn import Turn
-    from app.turns.records import FinishedMessage
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -83,9 +73,6 @@ class GatewayMetrics:
             "chatgate_upstream_errors",
             "Turns failed by the upstream, by error code and the server's HTTP status.",
             ["code", "http_status"], registry=r)
-
-    def observer(self) -> MetricsObserver:
-        return MetricsObserver(self)
 
     def exposition(self) -> bytes:
         """The Prometheus text format: this process's registry, or every process's values
@@ -129,60 +116,3 @@ def gateway_overhead_s(
             upstream += (end - begin).total_seconds()
             cursor = end
     return max(0.0, elapsed - upstream)
-
-
-@dataclass
-class _ActiveTurn:
-    """One turn counted in the active gauge; ends exactly once (finish, or garbage
-    collection of a turn whose finish never committed)."""
-
-    metrics: GatewayMetrics
-    ended: bool = False
-
-    def end(self, *, stored: bool) -> None:
-        if self.ended:
-            return
-        self.ended = True
-        self.metrics.active_streams.dec()
-        if not stored:
-            self.metrics.turns.labels(status="not_stored").inc()
-
-
-class MetricsObserver(TurnObserver):
-    """Feeds GatewayMetrics from the turn pipeline; no I/O (multiprocess mode writes to a
-    memory-mapped file)."""
-
-    def __init__(self, metrics: GatewayMetrics) -> None:
-        self.metrics = metrics
-        self._active: weakref.WeakKeyDictionary[Turn, _ActiveTurn] = (
-            weakref.WeakKeyDictionary())
-
-    async def before_main(self, turn: Turn) -> None:
-        active = _ActiveTurn(self.metrics)
-        self.metrics.active_streams.inc()
-        self._active[turn] = active
-        fallback = weakref.finalize(turn, active.end, stored=False)
-        fallback.atexit = False
-
-    def on_warning(self, turn: Turn, record: dict[str, Any]) -> None:
-        self.metrics.filter_warnings.labels(kind=str(record.get("kind", "unknown"))).inc()
-
-    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
-        now, now_wall = time.monotonic(), datetime.datetime.now(datetime.UTC)
-        active = self._active.pop(turn, None)
-        if active is not None:
-            active.end(stored=True)
-        m = self.metrics
-        m.turns.labels(status=finished.status).inc()
-        recorder = turn.recorder
-        if recorder.first_token is not None:
-            m.ttft.observe(max(0.0, recorder.first_token - recorder.started))
-        spans = [(c.started_at, c.finished_at or now_wall) for c in recorder.calls]
-        m.overhead.observe(gateway_overhead_s(recorder.started, now, now_wall, spans))
-        for call in finished.llm_calls:
-            m.tokens.labels(model=call.model, kind="prompt").inc(call.prompt_tokens)
-            m.tokens.labels(model=call.model, kind="completion").inc(call.completion_tokens)
-        if turn.failure is not None and turn.failure.code in UPSTREAM_CODES:
-            status = turn.failure.http_status
-            m.upstream_errors.labels(code=turn.failure.code,
-                                     http_status=str(status) if status else "none").inc()

@@ -1,11 +1,9 @@
-"""app.metrics without servers: the overhead definition and the active-streams bookkeeping.
+"""app.metrics without servers: the overhead definition and the registries.
 The metrics of real turns, scraped over HTTP, are in tests/api/test_metrics.py."""
 
 from __future__ import annotations
 
 import datetime as dt
-import gc
-from typing import Any, cast
 
 from app.metrics import GatewayMetrics, gateway_overhead_s
 
@@ -29,25 +27,9 @@ def test_overlapping_and_outlying_calls_are_counted_once_and_clipped() -> None:
     assert gateway_overhead_s(0.0, 10.0, NOW, []) == 10.0
 
 
-class StandInTurn:
-    """before_main only uses the turn as a weak key; a real Turn needs a database."""
-
-
 def sample(metrics: GatewayMetrics, name: str, **labels: str) -> float:
     value = metrics.registry.get_sample_value(name, labels)
     return 0.0 if value is None else value
-
-
-async def test_a_turn_that_is_never_stored_leaves_the_active_gauge() -> None:
-    metrics = GatewayMetrics()
-    observer = metrics.observer()
-    turn = StandInTurn()
-    await observer.before_main(cast(Any, turn))
-    assert sample(metrics, "chatgate_active_streams") == 1
-    del turn
-    gc.collect()
-    assert sample(metrics, "chatgate_active_streams") == 0
-    assert sample(metrics, "chatgate_turns_total", status="not_stored") == 1
 
 
 def test_two_apps_in_one_process_have_separate_registries() -> None:

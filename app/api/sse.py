@@ -14,7 +14,8 @@ from starlette.types import Receive, Scope, Send
 
 from app.logging import get_logger
 from app.services.shield import run_shielded
-from app.services.turn import Turn, TurnEvent
+from app.services.turn import Turn
+from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
 
 log = get_logger("api.sse")
 
@@ -26,7 +27,26 @@ def sse_event(name: str, data: Any, event_id: str | None = None) -> ServerSentEv
 
 
 def encode(event: TurnEvent) -> ServerSentEvent:
-    return sse_event(event.event, event.data, event.id)
+    """A turn event in the native dialect (docs/api.md): deltas carry `id:` = their count."""
+    match event:
+        case Delta(text, seq):
+            return sse_event("delta", {"text": text}, str(seq))
+        case Started(thread_id, user_message_id, message_id):
+            return sse_event("message_start", {
+                "thread_id": str(thread_id), "user_message_id": str(user_message_id),
+                "assistant_message_id": str(message_id)})
+        case Metadata(values):
+            return sse_event("metadata", values)
+        case Usage():
+            return sse_event("usage", {
+                "prompt_tokens": event.prompt_tokens,
+                "completion_tokens": event.completion_tokens,
+                "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
+                "usage_source": event.usage_source})
+        case Ended(message_id, status):
+            return sse_event("message_end", {"message_id": str(message_id), "status": status})
+        case Failed(code, message):
+            return sse_event("error", {"code": code, "message": message})
 
 
 class StreamResponse(EventSourceResponse):

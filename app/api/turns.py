@@ -22,7 +22,7 @@ async def post_message(request: Request) -> Response:
     body = await bodies.json_object(request)
     content = bodies.message_content(body, rt.settings.max_content_chars)
     try:
-        turn = await open_turn(rt.turns, principal.user_id, thread_id, content)
+        turn = await open_turn(rt.turn_deps, principal.user_id, thread_id, content)
     except ThreadNotFound as exc:
         raise not_found() from exc
     except ThreadBusy as exc:

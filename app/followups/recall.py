@@ -1,21 +1,18 @@
 """Memory retrieval before the main call: older messages of the thread that the recent window
 of MSG_CONTEXT no longer holds, found by the database's full-text search, become
-`turn.memories` (MSG_CONTEXT `memories`)."""
+the turn's memories (MSG_CONTEXT `memories`)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
 
 from app.context import ContextItem, select_within_budget
 from app.followups.recall_query import choose_query_source
 from app.logging import get_logger
-from app.services.observers import TurnObserver
+from app.services.observers import ContextDraft, TurnHandler, TurnView
+from app.settings import Settings
 from app.store import memory
 from app.store.db import Database
-
-if TYPE_CHECKING:
-    from app.services.turn import Turn
 
 log = get_logger("followups.recall")
 
@@ -23,47 +20,58 @@ MEMORY_LIMIT = 3
 MEMORY_MAX_CHARS = 1000
 
 
-def window_start(turn: Turn) -> dt.datetime:
+def window_start(view: TurnView, budget_chars: int) -> dt.datetime:
     """The oldest message MSG_CONTEXT's history will hold; memories are older than it."""
-    window = select_within_budget(turn.history, turn.deps.settings.context_budget_chars)
-    return window[0].time if window else turn.user_message.created_at
+    window = select_within_budget(view.history, budget_chars)
+    return window[0].time if window else view.user_message_at
 
 
-class MemoryRecall(TurnObserver):
-    def __init__(self, db: Database, *, limit: int = MEMORY_LIMIT,
+class MemoryRecall:
+    def __init__(self, db: Database, settings: Settings, *, limit: int = MEMORY_LIMIT,
                  max_chars: int = MEMORY_MAX_CHARS) -> None:
         self.db = db
+        self.settings = settings
         self.limit = limit
         self.max_chars = max_chars
 
-    async def before_main(self, turn: Turn) -> None:
+    def open(self, view: TurnView) -> TurnHandler:
+        return _RecallHandler(self, view)
+
+
+class _RecallHandler(TurnHandler):
+    def __init__(self, recall: MemoryRecall, view: TurnView) -> None:
+        self.recall = recall
+        self.view = view
+
+    async def before_main(self, draft: ContextDraft) -> None:
         try:
-            await self._recall(turn)
+            await self._recall(draft)
         except Exception as exc:  # memories help the answer; their absence must not fail it
             log.exception("memory_recall_failed", error=type(exc).__name__)
 
-    async def _recall(self, turn: Turn) -> None:
-        current = turn.user_message
-        synthetic = current.synthetic is True
-        async with self.db.transaction() as session:
+    async def _recall(self, draft: ContextDraft) -> None:
+        view, recall = self.view, self.recall
+        async with recall.db.transaction() as session:
             last_real = (
-                await memory.last_real_user_message(session, turn.thread.id) if synthetic else None
+                await memory.last_real_user_message(session, view.thread_id)
+                if view.synthetic else None
             )
             source = choose_query_source(
-                current_text=current.content, current_is_synthetic=synthetic,
+                current_text=view.user_text, current_is_synthetic=view.synthetic,
                 last_real_user_text=last_real.content if last_real else None,
-                summary=turn.summary,
+                summary=draft.summary,
             )
             if source is None:
-                log.error("empty thread - no query source", synthetic=synthetic)
+                log.error("empty thread - no query source", synthetic=view.synthetic)
                 return
             log.debug("memory_query_source", source=source.name)
             found = await memory.search_thread(
-                session, turn.thread.id, source.text, before=window_start(turn),
-                limit=self.limit,
+                session, view.thread_id, source.text,
+                before=window_start(view, recall.settings.context_budget_chars),
+                limit=recall.limit,
             )
-        turn.memories = [
-            ContextItem(role=m.role, content=m.content[:self.max_chars], time=m.created_at)
+        draft.memories = [
+            ContextItem(role=m.role, content=m.content[:recall.max_chars], time=m.created_at)
             for m in sorted(found, key=lambda m: m.created_at)
         ]
-        log.info("memories_recalled", source=source.name, count=len(turn.memories))
+        log.info("memories_recalled", source=source.name, count=len(draft.memories))

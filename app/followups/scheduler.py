@@ -4,45 +4,49 @@ reply and its follow-up commit together or not at all."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.clock import Clock, utcnow
 from app.followups.autonomy import Autonomy, cap_reached, effective
 from app.followups.triggers import awaiting_of, trigger_for_awaiting, trigger_reason
 from app.logging import get_logger
-from app.services.observers import TurnObserver
+from app.services.observers import TurnHandler, TurnView
 from app.store import followup_queue
 from app.store import threads as thread_store
-
-if TYPE_CHECKING:
-    from app.services.turn import Turn
-    from app.turns.records import FinishedMessage
+from app.turns.finish import TurnOutcome
+from app.turns.records import FinishedMessage
 
 log = get_logger("followups.scheduler")
 
 
-class FollowupScheduler(TurnObserver):
+class FollowupScheduler:
     """One pending follow-up per enabled thread, at reply end + idle_seconds, unless the
     thread already had max_followups follow-ups since the user last wrote."""
 
-    def __init__(self, defaults: Autonomy) -> None:
+    def __init__(self, defaults: Autonomy, clock: Clock = utcnow) -> None:
         self.defaults = defaults
+        self.clock = clock
+
+    def open(self, view: TurnView) -> TurnHandler:
+        return _ScheduleHandler(self, view)
+
+
+class _ScheduleHandler(TurnHandler):
+    def __init__(self, scheduler: FollowupScheduler, view: TurnView) -> None:
+        self.scheduler = scheduler
+        self.view = view
 
     async def in_finish_transaction(
-        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
     ) -> None:
         if finished.status != "complete":
             return
-        await self._schedule(session, turn, finished)
-
-    async def _schedule(self, session: AsyncSession, turn: Turn, finished: FinishedMessage) -> None:
         # Re-read: the autonomy settings may have changed while the reply streamed.
-        thread = await thread_store.get_thread(session, turn.user_id, turn.thread.id)
+        thread = await thread_store.get_thread(session, self.view.user_id, self.view.thread_id)
         if thread is None:
             return
-        autonomy = effective(thread.autonomy, self.defaults)
+        autonomy = effective(thread.autonomy, self.scheduler.defaults)
         if not autonomy.enabled:
             return
         consecutive = await followup_queue.consecutive_followups(session, thread.id)
@@ -53,7 +57,7 @@ class FollowupScheduler(TurnObserver):
         awaiting = awaiting_of(finished.metadata.get("response_metadata"))
         trigger = trigger_for_awaiting(awaiting)
         reason = trigger_reason(autonomy.idle_seconds, awaiting)
-        due_at = utcnow() + dt.timedelta(seconds=autonomy.idle_seconds)
+        due_at = self.scheduler.clock() + dt.timedelta(seconds=autonomy.idle_seconds)
         followup = await followup_queue.schedule_one(
             session, thread_id=thread.id, user_id=thread.user_id, trigger_type=trigger,
             reason=reason, due_at=due_at,

@@ -1,15 +1,11 @@
-"""Plugs autonomy into a gateway process: the turn observers (scheduling, memory recall,
-message announcements), the message bus and the worker. Called by the application lifespan."""
+"""Starts autonomy in a gateway process: the message bus and the follow-up worker. Called by
+the application lifespan; the turn observers are built with every other one (app.main)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.events.bus import MessageBus, make_message_bus
-from app.events.observer import MessageEvents
-from app.followups.recall import MemoryRecall
-from app.followups.scheduler import FollowupScheduler
-from app.followups.thread_settings import default_autonomy
+from app.events.bus import MessageBus
 from app.followups.worker import FollowupWorker
 from app.services.runtime import Runtime
 
@@ -25,17 +21,11 @@ class AutonomyRuntime:
 
 
 async def start_autonomy(rt: Runtime) -> AutonomyRuntime:
-    """Register the observers, open the bus, start the worker (every process runs one)."""
-    bus = make_message_bus(rt.db)
-    rt.turns.observers.extend([
-        MemoryRecall(rt.db),
-        FollowupScheduler(default_autonomy(rt.settings)),
-        MessageEvents(bus),
-    ])
-    await bus.start()
-    worker = FollowupWorker(rt.turns)
+    """Open the bus, start the worker (every process runs one)."""
+    await rt.bus.start()
+    worker = FollowupWorker(rt.turn_deps)
     rt.background.start(WORKER_TASK, worker.run)
-    return AutonomyRuntime(bus=bus, worker=worker)
+    return AutonomyRuntime(bus=rt.bus, worker=worker)
 
 
 async def stop_autonomy(autonomy: AutonomyRuntime) -> None:

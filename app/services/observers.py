@@ -1,38 +1,95 @@
-"""Seams for work that plugs into a turn without rewriting it: extra upstream calls before
-the main one (title, summary, memory retrieval), stream traces, metrics, follow-up
-scheduling. Every hook is a no-op by default; subclass and override what you need."""
+"""The seam for work that plugs into a turn without rewriting it: extra upstream calls before
+the main one (title, summary, memory recall), stream traces, metrics, follow-up scheduling,
+message announcements.
+
+An observer is asked once per turn, `open(view)`, and returns a handler for that turn (or
+None to sit it out); per-turn state lives on the handler. Handlers see plain values only:
+the `TurnView` of the turn's messages, a `ContextDraft` to add to the request before the main
+call, and the `TurnOutcome` of the stream. Hooks run in this order:
+
+    before_main            may add calls (title, summary) and context (summary, memories)
+    on_warning             each MarkerFilter warning (sync, cheap)
+    in_finish_transaction  inside the transaction that stores the message, in a savepoint of
+                           its own: if it raises, its writes roll back, the failure is logged
+                           and the message is stored all the same
+    after_finish           once, after that transaction: `stored` says whether it committed
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-if TYPE_CHECKING:
-    from app.services.turn import Turn
-    from app.turns.records import FinishedMessage
+from app.context import ContextItem
+from app.stream import FilterWarning
+from app.turns.finish import TurnOutcome
+from app.turns.recorder import TurnRecorder
+from app.turns.records import CallRecord, FinishedMessage
 
 
-class TurnObserver:
-    """Hooks called by the turn pipeline, in this order."""
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    """The turn as observers may see it: ids, the user's message, the thread as it was when
+    the turn opened, and the history the model is shown."""
 
-    async def before_main(self, turn: Turn) -> None:
-        """Before the context is built: may add calls (`turn.recorder.add_call`), set
-        `turn.summary` or `turn.memories`. Must not hold a DB session across awaits of
-        upstream calls."""
+    user_id: str
+    thread_id: uuid.UUID
+    message_id: uuid.UUID
+    user_message_id: uuid.UUID
+    user_text: str
+    user_message_at: dt.datetime
+    #: A synthetic (follow-up) prompt; hidden from the user's history.
+    synthetic: bool
+    hidden: bool
+    thread_title: str | None
+    thread_summary: str | None
+    history: tuple[ContextItem, ...]
 
-    def on_chunk(self, turn: Turn, index: int, raw: str, emitted: str) -> None:
-        """Each upstream content chunk, what the filter let through for it (sync, cheap)."""
 
-    def on_warning(self, turn: Turn, record: dict[str, Any]) -> None:
+@dataclass
+class ContextDraft:
+    """What stages before the main call may add to it: a newer summary, recalled memories,
+    and the records of the calls they made (timed as pipeline stages)."""
+
+    summary: str | None
+    memories: list[ContextItem] = field(default_factory=list)
+    recorder: TurnRecorder = field(default_factory=TurnRecorder)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        with self.recorder.stage(name):
+            yield
+
+    def add_call(self, call: CallRecord) -> None:
+        self.recorder.add_call(call)
+
+
+class TurnHandler:
+    """One observer's hooks for one turn; every hook is a no-op by default."""
+
+    async def before_main(self, draft: ContextDraft) -> None:
+        """Must not hold a database session across awaits of upstream calls."""
+
+    def on_warning(self, warning: FilterWarning) -> None:
         """Each filter warning with its chunk index and offset."""
 
     async def in_finish_transaction(
-        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
     ) -> None:
-        """Inside the one transaction that stores the finished message, in a savepoint of its
-        own: if it raises, its writes are rolled back, the failure is logged
-        (`turn_observer_failed`) and the message is stored all the same."""
+        """Writes that must commit with the message, or not at all."""
 
-    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
-        """After the finished message is committed (shielded from cancellation)."""
+    async def after_finish(
+        self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool
+    ) -> None:
+        """Once the finishing transaction committed (`stored`), or was given up on."""
+
+
+class TurnObserver(Protocol):
+    def open(self, view: TurnView) -> TurnHandler | None:
+        """This observer's handler for the turn, or None when it has nothing to do."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import httpx
 import openai
 
+from app.events.bus import MessageBus
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.services.turn import TurnDeps
@@ -60,6 +61,7 @@ class Runtime:
     http: httpx.AsyncClient
     openai: openai.AsyncOpenAI
     upstream: UpstreamClient
-    turns: TurnDeps
+    turn_deps: TurnDeps
+    bus: MessageBus
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)

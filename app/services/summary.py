@@ -12,9 +12,8 @@ next turn tries again with everything dropped since."""
 from __future__ import annotations
 
 import datetime
-import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,14 +21,14 @@ from app.context import ContextItem
 from app.context.builder import select_within_budget
 from app.logging import get_logger
 from app.sanitize import clean_and_strip_markers
-from app.services.side_call import SideCall, run_side_call
-from app.services.thread_field_stage import ThreadFieldStage
+from app.services.observers import ContextDraft, TurnHandler, TurnView
+from app.services.side_call import SideCall, SideCaller
+from app.services.thread_field_stage import ThreadFieldHandler
+from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
+from app.store.db import Database
 from app.store.models import Message
-
-if TYPE_CHECKING:
-    from app.services.turn import Turn
 
 log = get_logger("services.summary")
 
@@ -108,30 +107,42 @@ def _details(meta: Any) -> dict[str, Any] | None:
     return None
 
 
-class SummaryStage(ThreadFieldStage):
+class SummaryStage:
     """Summarises what falls out of the context budget; stores it when the turn is stored."""
 
-    async def before_main(self, turn: Turn) -> None:
-        settings = turn.deps.settings
-        if not settings.summary_calls:
-            return
-        dropped = dropped_items(turn.history, settings.context_budget_chars)
-        if not dropped:
-            return
+    def __init__(self, settings: Settings, db: Database, side_calls: SideCaller) -> None:
+        self.settings = settings
+        self.db = db
+        self.side_calls = side_calls
+
+    def open(self, view: TurnView) -> TurnHandler | None:
+        if not self.settings.summary_calls:
+            return None
+        dropped = dropped_items(view.history, self.settings.context_budget_chars)
+        return _SummaryHandler(self, view, dropped) if dropped else None
+
+
+class _SummaryHandler(ThreadFieldHandler):
+    def __init__(self, stage: SummaryStage, view: TurnView, dropped: list[ContextItem]) -> None:
+        super().__init__(view.thread_id)
+        self.stage = stage
+        self.dropped = dropped
+
+    async def before_main(self, draft: ContextDraft) -> None:
         try:
-            since = await self._covered_until(turn)
+            since = await self._covered_until()
         except Exception as exc:  # the answer matters more than its summary
             log.exception("summary_skipped", error=type(exc).__name__)
             return
-        new_items = [item for item in dropped if since is None or item.time > since]
+        new_items = [item for item in self.dropped if since is None or item.time > since]
         if not new_items:
             return
         call = SideCall(
             stage="summary", description="Summary of older turns",
-            messages=summary_request(turn.summary, new_items),
-            max_tokens=settings.summary_max_tokens,
+            messages=summary_request(draft.summary, new_items),
+            max_tokens=self.stage.settings.summary_max_tokens,
         )
-        outcome = await run_side_call(turn, call)
+        outcome = await self.stage.side_calls.run(draft, call)
         if outcome.text is None:
             return
         summary = clean_summary(outcome.text)
@@ -142,20 +153,19 @@ class SummaryStage(ThreadFieldStage):
             "covered_until": new_items[-1].time.isoformat(),
             "messages": len(new_items),
         })
-        turn.summary = summary
-        self.keep(turn, summary)
+        draft.summary = summary
+        self.value = summary
 
-    @staticmethod
-    async def _covered_until(turn: Turn) -> datetime.datetime | None:
+    async def _covered_until(self) -> datetime.datetime | None:
         """A short read, before any upstream call (no session is held across it)."""
-        async with turn.deps.db.transaction() as session:
+        async with self.stage.db.transaction() as session:
             recent = await message_store.context_history(
-                session, turn.thread.id, limit=COVERAGE_LOOKBACK
+                session, self.thread_id, limit=COVERAGE_LOOKBACK
             )
         return covered_until(recent)
 
-    async def store(self, session: AsyncSession, thread_id: uuid.UUID, value: str) -> None:
-        await thread_store.set_summary(session, thread_id, value)
+    async def store(self, session: AsyncSession, value: str) -> None:
+        await thread_store.set_summary(session, self.thread_id, value)
 
     def log_stored(self, value: str) -> None:
         log.info("thread_summarised", chars=len(value))

@@ -5,30 +5,23 @@ the call that produced it commit together, or neither does."""
 from __future__ import annotations
 
 import uuid
-import weakref
-from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.services.observers import TurnObserver
-
-if TYPE_CHECKING:
-    from app.services.turn import Turn
-    from app.turns.records import FinishedMessage
+from app.services.observers import TurnHandler
+from app.turns.finish import TurnOutcome
+from app.turns.records import FinishedMessage
 
 
-class ThreadFieldStage(TurnObserver):
-    """Holds each turn's new value until the turn is stored; subclasses say how to store it."""
+class ThreadFieldHandler(TurnHandler):
+    """Holds one turn's new value until the turn is stored; subclasses say how to store it.
+    Writing is idempotent: a finishing transaction retried after a failure writes it again."""
 
-    def __init__(self) -> None:
-        self._pending: weakref.WeakKeyDictionary[Turn, str] = weakref.WeakKeyDictionary()
-        self._written: weakref.WeakKeyDictionary[Turn, str] = weakref.WeakKeyDictionary()
+    def __init__(self, thread_id: uuid.UUID) -> None:
+        self.thread_id = thread_id
+        self.value: str | None = None
 
-    def keep(self, turn: Turn, value: str) -> None:
-        """The value to store with this turn."""
-        self._pending[turn] = value
-
-    async def store(self, session: AsyncSession, thread_id: uuid.UUID, value: str) -> None:
+    async def store(self, session: AsyncSession, value: str) -> None:
         """Writes the value (inside the finishing transaction)."""
         raise NotImplementedError
 
@@ -36,15 +29,13 @@ class ThreadFieldStage(TurnObserver):
         """One log line once the value is committed."""
 
     async def in_finish_transaction(
-        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
     ) -> None:
-        value = self._pending.pop(turn, None)
-        if value is None:
-            return
-        await self.store(session, turn.thread.id, value)
-        self._written[turn] = value  # reached only when the write worked (see Turn._store)
+        if self.value is not None:
+            await self.store(session, self.value)
 
-    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
-        value = self._written.pop(turn, None)
-        if value is not None:
-            self.log_stored(value)
+    async def after_finish(
+        self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool
+    ) -> None:
+        if stored and self.value is not None:
+            self.log_stored(self.value)

@@ -1,6 +1,6 @@
 """The `title` stage: on a thread's first turn, a short non-streamed call names the thread.
 
-It runs before the main call (in `before_main`). That costs the first turn of a thread the
+It runs before the main call (`before_main`). That costs the first turn of a thread the
 title call's latency before the first token, and buys simplicity: the call's usage is known
 before the turn's metadata is built, the upstream sees the calls in a fixed order, and a
 client leaving during the title call needs no extra cleanup. The title is stored with
@@ -11,19 +11,16 @@ from the moment the answer is stored. A failed call fails nothing: it is logged,
 from __future__ import annotations
 
 import re
-import uuid
-from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.logging import get_logger
 from app.sanitize import clean_and_strip_markers
-from app.services.side_call import SideCall, run_side_call
-from app.services.thread_field_stage import ThreadFieldStage
+from app.services.observers import ContextDraft, TurnHandler, TurnView
+from app.services.side_call import SideCall, SideCaller
+from app.services.thread_field_stage import ThreadFieldHandler
+from app.settings import Settings
 from app.store import threads as thread_store
-
-if TYPE_CHECKING:
-    from app.services.turn import Turn
 
 log = get_logger("services.title")
 
@@ -66,33 +63,41 @@ def clean_title(raw: str, max_chars: int = TITLE_MAX_CHARS) -> str | None:
     return text or None
 
 
-class TitleStage(ThreadFieldStage):
-    """Names a thread on its first turn; stores the name when the turn is stored."""
+class TitleStage:
+    """Names a thread on its first turn (no earlier message, no title yet)."""
 
-    @staticmethod
-    def wanted(turn: Turn) -> bool:
-        """A thread's first turn (no earlier message) of a thread without a title."""
-        return bool(turn.deps.settings.title_calls) and not turn.thread.title and not turn.history
+    def __init__(self, settings: Settings, side_calls: SideCaller) -> None:
+        self.settings = settings
+        self.side_calls = side_calls
 
-    async def before_main(self, turn: Turn) -> None:
-        if not self.wanted(turn):
-            return
+    def open(self, view: TurnView) -> TurnHandler | None:
+        if not self.settings.title_calls or view.thread_title or view.history:
+            return None
+        return _TitleHandler(self, view)
+
+
+class _TitleHandler(ThreadFieldHandler):
+    def __init__(self, stage: TitleStage, view: TurnView) -> None:
+        super().__init__(view.thread_id)
+        self.stage = stage
+        self.user_text = view.user_text
+
+    async def before_main(self, draft: ContextDraft) -> None:
         call = SideCall(
-            stage="title", description="Thread title",
-            messages=title_request(turn.user_message.content),
-            max_tokens=turn.deps.settings.title_max_tokens,
+            stage="title", description="Thread title", messages=title_request(self.user_text),
+            max_tokens=self.stage.settings.title_max_tokens,
         )
-        outcome = await run_side_call(turn, call)
+        outcome = await self.stage.side_calls.run(draft, call)
         if outcome.text is None:
             return
         title = clean_title(outcome.text)
         if title is None:
             log.warning("title_empty", answer=outcome.text[:200])
             return
-        self.keep(turn, title)
+        self.value = title
 
-    async def store(self, session: AsyncSession, thread_id: uuid.UUID, value: str) -> None:
-        await thread_store.set_title(session, thread_id, value)
+    async def store(self, session: AsyncSession, value: str) -> None:
+        await thread_store.set_title(session, self.thread_id, value)
 
     def log_stored(self, value: str) -> None:
         log.info("thread_titled", title=value)

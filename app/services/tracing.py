@@ -1,79 +1,87 @@
 """Stream traces (`trace_streams`): keep the raw upstream chunks of a stream and the
 filter's events in `stream_traces`, so scripts/replay_stream.py can replay a bad stream.
 
-No per-chunk work: the turn already keeps its raw chunks (`turn.raw_parts`, needed for the
-token estimate) and the filter its warning records; the tracer reads both once, inside the
-finishing transaction, and only for the streams the mode asks for:
+No per-chunk work here: while tracing is on, the turn's AnswerStream keeps its raw chunks
+and the filter its warning records; the tracer reads both once, inside the finishing
+transaction, and only for the streams the mode asks for:
 
     all     every stream
     errors  streams with a filter warning or a status other than `complete`
     off     none (the tracer is not registered)
 
 A trace must never cost the message: it is written in a SAVEPOINT, and a failure is logged
-(`stream_trace_failed`) and rolled back to it while the message is stored as usual."""
+(`turn_observer_failed`) and rolled back to it while the message is stored as usual."""
 
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.logging import get_logger
 from app.replay import warning_event
-from app.services.observers import TurnObserver
+from app.services.observers import TurnHandler, TurnView
 from app.store import traces
-
-if TYPE_CHECKING:
-    from app.services.turn import Turn
-    from app.turns.records import FinishedMessage
+from app.turns.finish import TurnOutcome
+from app.turns.records import FinishedMessage
 
 log = get_logger("services.tracing")
 
 TraceMode = Literal["errors", "all"]
 
 
-def wants_trace(mode: TraceMode, turn: Turn, finished: FinishedMessage) -> bool:
+def wants_trace(mode: TraceMode, outcome: TurnOutcome, finished: FinishedMessage) -> bool:
     if mode == "all":
         return True
-    return finished.status != "complete" or bool(turn.filter.records)
+    return finished.status != "complete" or bool(outcome.warnings)
 
 
-def finish_event(turn: Turn, finished: FinishedMessage) -> dict[str, Any]:
+def finish_event(outcome: TurnOutcome, finished: FinishedMessage) -> dict[str, Any]:
     """How the stream ended, and the content the gateway stored for it."""
     return {
-        "type": "finish", "status": finished.status, "filter_closed": turn.filter_closed,
-        "finish_reason": turn.finish_reason,
-        "error": turn.failure.code if turn.failure else None,
-        "chunks": len(turn.raw_parts), "content": finished.content,
+        "type": "finish", "status": finished.status, "filter_closed": outcome.filter_closed,
+        "finish_reason": outcome.finish_reason,
+        "error": outcome.failure.code if outcome.failure else None,
+        "chunks": outcome.text_chunks, "content": finished.content,
     }
 
 
-class StreamTracer(TurnObserver):
+class StreamTracer:
     """Writes the trace of the streams `mode` selects."""
 
     def __init__(self, mode: TraceMode) -> None:
         self.mode: TraceMode = mode
-        self._traced: weakref.WeakSet[Turn] = weakref.WeakSet()
+
+    def open(self, view: TurnView) -> TurnHandler:
+        return _TraceHandler(self.mode, view)
+
+
+class _TraceHandler(TurnHandler):
+    def __init__(self, mode: TraceMode, view: TurnView) -> None:
+        self.mode: TraceMode = mode
+        self.view = view
+        self.traced = False
 
     async def in_finish_transaction(
-        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
     ) -> None:
-        self._traced.discard(turn)
-        if not wants_trace(self.mode, turn, finished):
+        self.traced = False
+        if outcome.raw_chunks is None or not wants_trace(self.mode, outcome, finished):
             return
-        events = [warning_event(r) for r in turn.filter.records]
-        events.append(finish_event(turn, finished))
+        events = [warning_event(w) for w in outcome.warnings]
+        events.append(finish_event(outcome, finished))
         await traces.save_trace(
-            session, message_id=turn.message_id, thread_id=turn.thread.id, user_id=turn.user_id,
-            model=turn.response_model or turn.deps.upstream.model,
-            status=finished.status, chunks=turn.raw_parts, events=events,
+            session, message_id=self.view.message_id, thread_id=self.view.thread_id,
+            user_id=self.view.user_id, model=outcome.model, status=finished.status,
+            chunks=list(outcome.raw_chunks), events=events,
         )
-        self._traced.add(turn)  # reached only when the trace is written (see Turn._store)
+        self.traced = True  # reached only when the trace is written
 
-    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
+    async def after_finish(
+        self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool
+    ) -> None:
         """Logged once committed, so the line never names a trace that was rolled back."""
-        if turn in self._traced:
-            self._traced.discard(turn)
+        if stored and self.traced:
             log.info("stream_traced", mode=self.mode, status=finished.status,
-                     chunks=len(turn.raw_parts), warnings=list(turn.filter.warnings))
+                     chunks=outcome.text_chunks,
+                     warnings=[w.kind for w in outcome.warnings])

@@ -1,9 +1,6 @@
 """The OpenAI-compatible upstream: one shared httpx.AsyncClient under an AsyncOpenAI client."""
 
 from app.upstream.client import (
-    ChatChunk,
-    Completion,
-    ProviderUsage,
     UpstreamClient,
     UpstreamStream,
     make_http_client,
@@ -12,9 +9,6 @@ from app.upstream.client import (
 from app.upstream.errors import UpstreamError
 
 __all__ = [
-    "ChatChunk",
-    "Completion",
-    "ProviderUsage",
     "UpstreamClient",
     "UpstreamError",
     "UpstreamStream",

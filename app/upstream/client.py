@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
@@ -18,6 +17,7 @@ from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from app.sanitize import clean_text
 from app.settings import Settings
+from app.turns.inputs import Completion, ProviderUsage, UpstreamChunk
 from app.upstream.errors import UPSTREAM_FAILURES, UpstreamError, classify
 
 
@@ -43,33 +43,6 @@ def make_openai_client(settings: Settings, http_client: httpx.AsyncClient) -> op
         max_retries=settings.upstream_max_retries,
     )
 
-
-@dataclass(frozen=True)
-class ProviderUsage:
-    """Token counts as the provider reported them."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-@dataclass(frozen=True)
-class ChatChunk:
-    """One streamed chunk reduced to what the gateway uses."""
-
-    text: str
-    usage: ProviderUsage | None
-    model: str | None
-    finish_reason: str | None
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A non-streamed answer (title and summary calls)."""
-
-    text: str
-    usage: ProviderUsage | None
-    model: str | None
 
 
 def _as_params(messages: Sequence[dict[str, str]]) -> list[ChatCompletionMessageParam]:
@@ -105,14 +78,14 @@ def _usage(raw: Any) -> ProviderUsage | None:
     return ProviderUsage(prompt, completion, total)
 
 
-def _chunk(raw: ChatCompletionChunk) -> ChatChunk:
+def _chunk(raw: ChatCompletionChunk) -> UpstreamChunk:
     text = ""
     finish: str | None = None
     for choice in raw.choices:
         if choice.delta is not None and choice.delta.content:
             text += choice.delta.content
         finish = choice.finish_reason or finish
-    return ChatChunk(text=text, usage=_usage(raw.usage), model=_model_name(raw.model),
+    return UpstreamChunk(text=text, usage=_usage(raw.usage), model=_model_name(raw.model),
                      finish_reason=finish)
 
 
@@ -126,7 +99,7 @@ class UpstreamStream:
         self._first_token_deadline: float | None = deadline
         self._closed = False
 
-    async def chunks(self) -> AsyncGenerator[ChatChunk, None]:
+    async def chunks(self) -> AsyncGenerator[UpstreamChunk, None]:
         """Chunks in order; raises UpstreamError on a failure or a missed first token."""
         while True:
             try:

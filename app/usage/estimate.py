@@ -19,8 +19,13 @@ def estimate_text_tokens(text: str) -> int:
     """Estimated tokens of a text: ceil(UTF-8 bytes / 4); 0 for empty text. A lone surrogate
     (possible in a model's raw output) counts 3 bytes, like the U+FFFD it is stored as, instead
     of raising: an estimate must never stop a turn from being stored."""
-    size = len(text.encode("utf-8", "surrogatepass"))
-    return -(-size // BYTES_PER_TOKEN)
+    return estimate_tokens_of_size(len(text.encode("utf-8", "surrogatepass")))
+
+
+def estimate_tokens_of_size(utf8_bytes: int) -> int:
+    """The same estimate from a size alone: a stream adds its chunks' sizes as they pass
+    instead of keeping the text to measure at the end."""
+    return -(-utf8_bytes // BYTES_PER_TOKEN)
 
 
 def estimate_prompt_tokens(messages: Iterable[Mapping[str, str]]) -> int:

@@ -49,8 +49,11 @@ async def claimed(rt: Runtime, worker: FollowupWorker) -> tuple[Thread, Claim]:
 
 
 async def state(rt: Runtime, thread: Thread) -> tuple[tuple[str, str | None], list[str]]:
+    """The claimed follow-up's state (a completed reply schedules the next one after it) and
+    the thread's messages."""
     async with rt.db.transaction() as s:
-        followup = (await s.execute(select(Followup))).scalar_one()
+        followup = (await s.execute(
+            select(Followup).order_by(Followup.created_at).limit(1))).scalar_one()
         rows = (await s.execute(select(Message).where(Message.thread_id == thread.id)
                                 .order_by(Message.created_at))).scalars().all()
     return (followup.status, followup.claimed_by), [f"{m.role}:{m.status}" for m in rows]
@@ -62,14 +65,14 @@ async def cancel(task: asyncio.Task[None]) -> None:
 
 
 async def test_shutdown_before_the_turn_starts_gives_the_followup_back(runtime: Runtime) -> None:
-    worker = FollowupWorker(runtime.turns)
+    worker = FollowupWorker(runtime.turn_deps)
     thread, claim = await claimed(runtime, worker)
     task = asyncio.create_task(worker._run_claim(claim))
     await asyncio.sleep(0)  # started, still opening the turn
     await cancel(task)
     assert await state(runtime, thread) == (("pending", None), [])
     # ... and the next process takes it and runs it to the end.
-    successor = FollowupWorker(runtime.turns)
+    successor = FollowupWorker(runtime.turn_deps)
     async with runtime.db.transaction() as s:
         [again] = await followup_queue.claim_due(
             s, worker_id=successor.worker_id, now=utcnow(), lease=successor.lease,
@@ -80,7 +83,7 @@ async def test_shutdown_before_the_turn_starts_gives_the_followup_back(runtime: 
 
 
 async def test_shutdown_mid_turn_settles_it_failed_never_to_run_again(runtime: Runtime) -> None:
-    worker = FollowupWorker(runtime.turns)
+    worker = FollowupWorker(runtime.turn_deps)
     thread, claim = await claimed(runtime, worker)
     task = asyncio.create_task(worker._run_claim(claim))
     for _ in range(200):  # until the synthetic prompt is stored and the reply streams

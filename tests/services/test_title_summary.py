@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from app.context import ContextItem
 from app.main import build_runtime
-from app.services.observers import TurnObserver
+from app.services.observers import ContextDraft, TurnHandler, TurnView
 from app.services.runtime import Runtime
 from app.services.summary import (
     clean_summary,
@@ -28,6 +28,8 @@ from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.models import LlmCall, Message, UserTokenUsage
+from app.turns.events import Started
+from tests.services.wire import WireEvent, on_the_wire
 from tests.support.live import DemoLlm
 from tests.usage_accounting.workload import backfill, verify
 
@@ -129,9 +131,10 @@ async def make_runtime(database_url: str) -> AsyncIterator[MakeRuntime]:
         await rt.db.dispose()
 
 
-async def _turn(rt: Runtime, thread_id: Any, content: str, user: str = "svc") -> list[Any]:
-    turn = await open_turn(rt.turns, user, thread_id, content)
-    return [event async for event in turn.events()]
+async def _turn(rt: Runtime, thread_id: Any, content: str, user: str = "svc"
+                ) -> list[WireEvent]:
+    turn = await open_turn(rt.turn_deps, user, thread_id, content)
+    return [on_the_wire(event) async for event in turn.events()]
 
 
 async def _new_thread(rt: Runtime, title: str | None = None) -> Any:
@@ -231,7 +234,7 @@ async def _leave_during_the_title_call(
 
     async def consume() -> None:
         async for event in turn.events():
-            if event.event == "message_start":
+            if isinstance(event, Started):
                 started.set()
 
     task = asyncio.create_task(consume())
@@ -251,7 +254,7 @@ async def test_a_client_leaving_during_the_title_call_records_it_interrupted(
     try:
         rt = make_runtime(url, side_call_timeout_s=30)
         thread = await _new_thread(rt)
-        turn = await open_turn(rt.turns, "svc", thread.id, "name me, then leave")
+        turn = await open_turn(rt.turn_deps, "svc", thread.id, "name me, then leave")
         await _leave_during_the_title_call(turn)
     finally:
         server.close()
@@ -275,7 +278,7 @@ async def test_a_thread_deleted_during_the_title_call_bills_one_message_verify_a
     try:
         rt = make_runtime(url, side_call_timeout_s=30)
         thread = await _new_thread(rt)
-        turn = await open_turn(rt.turns, "svc", thread.id, "name me; I delete and leave")
+        turn = await open_turn(rt.turn_deps, "svc", thread.id, "name me; I delete and leave")
 
         async def delete_the_thread() -> None:
             async with rt.db.transaction() as s:
@@ -299,10 +302,13 @@ async def test_a_thread_deleted_during_the_title_call_bills_one_message_verify_a
     assert again == live
 
 
-class _FailBeforeMain(TurnObserver):
+class _FailBeforeMain(TurnHandler):
     """A stage after the title that breaks: the turn fails before its main call."""
 
-    async def before_main(self, turn: Turn) -> None:
+    def open(self, view: TurnView) -> TurnHandler:
+        return self
+
+    async def before_main(self, draft: ContextDraft) -> None:
         raise RuntimeError("a later stage broke")
 
 
@@ -312,7 +318,7 @@ async def test_a_turn_failing_after_a_complete_title_call_is_partial(
     """The title call's usage came from the provider, but the turn never reached its main
     call: the message's figures are a part of a turn, and say so."""
     rt = make_runtime(demo_llm.base_url)
-    rt.turns.observers.append(_FailBeforeMain())
+    rt.turn_deps.observers.append(_FailBeforeMain())
     thread = await _new_thread(rt)
     events = await _turn(rt, thread.id, "name me, then break")
     assert events[-1].event == "error" and events[-1].data["code"] == "internal_error"
@@ -333,7 +339,7 @@ async def test_a_turn_never_started_is_partial_with_an_exact_zero(
     made, so 0 tokens is exact; `partial` says the 0 is not a whole turn's usage."""
     rt = make_runtime(demo_llm.base_url)
     thread = await _new_thread(rt)
-    turn = await open_turn(rt.turns, "svc", thread.id, "never asked")
+    turn = await open_turn(rt.turn_deps, "svc", thread.id, "never asked")
     await turn.finish()
     (assistant,) = await _assistants(rt, thread.id)
     assert assistant.status == "interrupted" and _calls(assistant) == []

@@ -18,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.main import build_runtime
 from app.services import turn as turn_module
-from app.services.observers import TurnObserver
+from app.services.observers import ContextDraft, TurnHandler, TurnView
 from app.services.runtime import Runtime
-from app.services.turn import ThreadNotFound, Turn, TurnEvent, open_turn
+from app.services.turn import ThreadNotFound, open_turn
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
@@ -28,7 +28,10 @@ from app.store import usage_reports
 from app.store.db import Database
 from app.store.errors import ThreadBusy
 from app.store.models import LlmCall, UserTokenUsage
+from app.turns.events import Delta
+from app.turns.finish import TurnOutcome
 from app.turns.records import FinishedMessage
+from tests.services.wire import WireEvent, on_the_wire
 from tests.support.databases import set_connections_allowed
 from tests.support.live import DemoLlm
 from tests.support.scripted_upstream import scripted_upstream, sse_body, usage_chunk
@@ -54,43 +57,51 @@ async def _rows(db: Database, thread: Any) -> list[Any]:
         return await message_store.visible_history(session, thread.user_id, thread.id)
 
 
-class Spy(TurnObserver):
+class Spy(TurnHandler):
+    """An observer that is its own handler and notes each hook; it sets the summary the
+    model is shown."""
+
     def __init__(self) -> None:
         self.calls: list[str] = []
-        self.emitted: list[str] = []
+        self.views: list[TurnView] = []
 
-    async def before_main(self, turn: Turn) -> None:
+    def open(self, view: TurnView) -> TurnHandler:
+        self.calls.append("open")
+        self.views.append(view)
+        return self
+
+    async def before_main(self, draft: ContextDraft) -> None:
         self.calls.append("before_main")
-        turn.summary = "SUMMARY <of> earlier & older turns"
-
-    def on_chunk(self, turn: Turn, index: int, raw: str, emitted: str) -> None:
-        if "on_chunk" not in self.calls:
-            self.calls.append("on_chunk")
-        self.emitted.append(emitted)
+        draft.summary = "SUMMARY <of> earlier & older turns"
 
     async def in_finish_transaction(
-        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
     ) -> None:
         self.calls.append(f"in_finish_transaction:{finished.status}")
 
-    async def after_finish(self, turn: Turn, finished: FinishedMessage) -> None:
-        self.calls.append("after_finish")
+    async def after_finish(
+        self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool
+    ) -> None:
+        self.calls.append(f"after_finish:{stored}")
 
 
 async def test_hooks_run_in_order_and_before_main_shapes_the_context(
     runtime: Runtime, slow_demo_llm: DemoLlm
 ) -> None:
     spy = Spy()
-    runtime.turns.observers.append(spy)
+    runtime.turn_deps.observers.append(spy)
     thread = await _thread(runtime.db)
-    turn = await open_turn(runtime.turns, "svc", thread.id, "short hooks test")
-    events = [event async for event in turn.events()]
+    turn = await open_turn(runtime.turn_deps, "svc", thread.id, "short hooks test")
+    events = [on_the_wire(event) async for event in turn.events()]
     assert [e.event for e in events][-1] == "message_end"
-    assert spy.calls == ["before_main", "on_chunk", "in_finish_transaction:complete",
-                         "after_finish"]
+    assert spy.calls == ["open", "before_main", "in_finish_transaction:complete",
+                         "after_finish:True"]
+    [view] = spy.views
+    assert (view.user_text, view.thread_id, view.message_id) == (
+        "short hooks test", thread.id, turn.message_id)
     rows = await _rows(runtime.db, thread)
     deltas = "".join(e.data["text"] for e in events if e.event == "delta")
-    assert rows[-1].content == deltas and deltas.startswith("".join(spy.emitted))
+    assert rows[-1].content == deltas
     sent = slow_demo_llm.requests(5)[-1]["body"]["messages"][-1]["content"]
     body = sent[len("<!-- MSG_CONTEXT: "):sent.index(" -->\n")]
     assert json.loads(body)["summary"] == "SUMMARY <of> earlier & older turns"
@@ -102,12 +113,12 @@ async def test_closing_the_iterator_mid_stream_interrupts_and_cancels_upstream(
 ) -> None:
     before = slow_demo_llm.stats()["streams_cancelled"]
     thread = await _thread(runtime.db)
-    turn = await open_turn(runtime.turns, "svc", thread.id, "[long] go on")
+    turn = await open_turn(runtime.turn_deps, "svc", thread.id, "[long] go on")
     events = turn.events()
     seen = ""
     async for event in events:
-        if event.event == "delta":
-            seen += event.data["text"]
+        if isinstance(event, Delta):
+            seen += event.text
             if len(seen) > 20:
                 break
     await events.aclose()
@@ -123,12 +134,12 @@ async def test_closing_the_iterator_mid_stream_interrupts_and_cancels_upstream(
 
 async def test_cancelling_the_task_still_stores_the_turn(runtime: Runtime) -> None:
     thread = await _thread(runtime.db)
-    turn = await open_turn(runtime.turns, "svc", thread.id, "[long] cancel me")
+    turn = await open_turn(runtime.turn_deps, "svc", thread.id, "[long] cancel me")
     first_delta = asyncio.Event()
 
     async def consume() -> None:
         async for event in turn.events():
-            if event.event == "delta":
+            if isinstance(event, Delta):
                 first_delta.set()
 
     task = asyncio.create_task(consume())
@@ -142,7 +153,7 @@ async def test_cancelling_the_task_still_stores_the_turn(runtime: Runtime) -> No
 
 async def test_a_turn_never_started_is_still_finished_once(runtime: Runtime) -> None:
     thread = await _thread(runtime.db)
-    turn = await open_turn(runtime.turns, "svc", thread.id, "never streamed")
+    turn = await open_turn(runtime.turn_deps, "svc", thread.id, "never streamed")
     await turn.finish()
     await turn.finish()
     rows = await _rows(runtime.db, thread)
@@ -153,9 +164,9 @@ async def test_a_turn_never_started_is_still_finished_once(runtime: Runtime) -> 
 
 async def test_open_turn_on_a_busy_thread_stores_nothing(runtime: Runtime) -> None:
     thread = await _thread(runtime.db)
-    first = await open_turn(runtime.turns, "svc", thread.id, "first")
+    first = await open_turn(runtime.turn_deps, "svc", thread.id, "first")
     with pytest.raises(ThreadBusy):
-        await open_turn(runtime.turns, "svc", thread.id, "second")
+        await open_turn(runtime.turn_deps, "svc", thread.id, "second")
     await first.finish()
     rows = await _rows(runtime.db, thread)
     assert [r.content for r in rows if r.role == "user"] == ["first"]
@@ -164,7 +175,7 @@ async def test_open_turn_on_a_busy_thread_stores_nothing(runtime: Runtime) -> No
 async def test_open_turn_on_a_foreign_thread_is_not_found(runtime: Runtime) -> None:
     thread = await _thread(runtime.db, user="owner")
     with pytest.raises(ThreadNotFound):
-        await open_turn(runtime.turns, "intruder", thread.id, "hi")
+        await open_turn(runtime.turn_deps, "intruder", thread.id, "hi")
     assert await _rows(runtime.db, thread) == []
 
 
@@ -187,8 +198,8 @@ async def scripted_runtime(
 async def _run_turn(rt: Runtime) -> tuple[str, Any]:
     """(the text of the deltas, the stored assistant row) of one turn."""
     thread = await _thread(rt.db)
-    turn = await open_turn(rt.turns, "svc", thread.id, "hi")
-    events = [event async for event in turn.events()]
+    turn = await open_turn(rt.turn_deps, "svc", thread.id, "hi")
+    events = [on_the_wire(event) async for event in turn.events()]
     assert events[-1].event == "message_end", events[-1]
     rows = await _rows(rt.db, thread)
     return "".join(e.data["text"] for e in events if e.event == "delta"), rows[-1]
@@ -242,23 +253,27 @@ async def test_an_odd_model_name_or_impossible_usage_never_costs_the_answer(
     assert (call.total_tokens == 15) is plausible
 
 
-class BrokenHook(TurnObserver):
+class BrokenHook(TurnHandler):
     """Writes, then fails, inside the finishing transaction."""
 
+    def open(self, view: TurnView) -> TurnHandler:
+        self.thread_id = view.thread_id
+        return self
+
     async def in_finish_transaction(
-        self, session: AsyncSession, turn: Turn, finished: FinishedMessage
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
     ) -> None:
-        await thread_store.set_title(session, turn.thread.id, "written by a broken hook")
+        await thread_store.set_title(session, self.thread_id, "written by a broken hook")
         raise RuntimeError("hook failed")
 
 
 async def test_a_failing_hook_is_rolled_back_alone_and_costs_no_answer(runtime: Runtime) -> None:
     spy = Spy()
-    runtime.turns.observers[:0] = [BrokenHook()]
-    runtime.turns.observers.append(spy)
+    runtime.turn_deps.observers[:0] = [BrokenHook()]
+    runtime.turn_deps.observers.append(spy)
     thread = await _thread(runtime.db)
-    turn = await open_turn(runtime.turns, "svc", thread.id, "short answer please")
-    events = [event async for event in turn.events()]
+    turn = await open_turn(runtime.turn_deps, "svc", thread.id, "short answer please")
+    events = [on_the_wire(event) async for event in turn.events()]
     assert events[-1].event == "message_end" and events[-1].data["status"] == "complete"
     rows = await _rows(runtime.db, thread)
     assert rows[-1].status == "complete" and rows[-1].content
@@ -272,10 +287,10 @@ async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime
     """No message to store, but the model worked: its llm_calls row and the rollup are
     written without a message, and verify still agrees with the raw rows."""
     thread = await _thread(runtime.db, user="deleter")
-    turn = await open_turn(runtime.turns, "deleter", thread.id, "[long] keep going")
+    turn = await open_turn(runtime.turn_deps, "deleter", thread.id, "[long] keep going")
     async with aclosing(turn.events()) as events:
         async for event in events:
-            if event.event == "delta":
+            if isinstance(event, Delta):
                 async with runtime.db.transaction() as session:
                     assert await thread_store.delete_thread(session, "deleter", thread.id)
                 break
@@ -296,15 +311,15 @@ async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime
 
 async def test_a_thread_deleted_mid_stream_tells_the_client_so(runtime: Runtime) -> None:
     thread = await _thread(runtime.db, user="deleter")
-    turn = await open_turn(runtime.turns, "deleter", thread.id, "a short answer please")
-    events: list[TurnEvent] = []
+    turn = await open_turn(runtime.turn_deps, "deleter", thread.id, "a short answer please")
+    events: list[WireEvent] = []
     with structlog.testing.capture_logs() as logs:
         async with aclosing(turn.events()) as stream:
             async for event in stream:
-                if event.event == "delta" and not any(e.event == "delta" for e in events):
+                if isinstance(event, Delta) and not any(e.event == "delta" for e in events):
                     async with runtime.db.transaction() as session:
                         assert await thread_store.delete_thread(session, "deleter", thread.id)
-                events.append(event)
+                events.append(on_the_wire(event))
     assert events[-1].event == "error" and events[-1].data["code"] == "thread_deleted"
     assert not turn.stored
     [summary] = [line for line in logs if line["event"] == "turn_finished"]
@@ -323,15 +338,15 @@ async def test_an_answer_finished_during_a_database_outage_is_stored_later(
                                 upstream_max_retries=0, title_calls=False))
     try:
         thread = await _thread(rt.db)
-        turn = await open_turn(rt.turns, "svc", thread.id, "a short answer please")
+        turn = await open_turn(rt.turn_deps, "svc", thread.id, "a short answer please")
         events = []
         with structlog.testing.capture_logs() as logs:
             try:
                 async with aclosing(turn.events()) as stream:
                     async for event in stream:
-                        if event.event == "delta" and len(events) == 1:
+                        if isinstance(event, Delta) and len(events) == 1:
                             await set_connections_allowed(database_url, False)
-                        events.append(event)
+                        events.append(on_the_wire(event))
             finally:
                 await set_connections_allowed(database_url, True)
             assert events[-1].event == "error" and events[-1].data["code"] == "storage_error"

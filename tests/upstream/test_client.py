@@ -14,9 +14,8 @@ import openai
 import pytest
 
 from app.settings import Settings
+from app.turns.inputs import ProviderUsage, UpstreamChunk
 from app.upstream import (
-    ChatChunk,
-    ProviderUsage,
     UpstreamClient,
     UpstreamError,
     make_http_client,
@@ -74,7 +73,7 @@ async def make_client(demo_llm: DemoLlm) -> AsyncIterator[MakeClient]:
         await http.aclose()
 
 
-async def stream_all(client: UpstreamClient, text: str) -> list[ChatChunk]:
+async def stream_all(client: UpstreamClient, text: str) -> list[UpstreamChunk]:
     stream = await client.open_stream(conversation(text))
     try:
         return [chunk async for chunk in stream.chunks()]

@@ -1,30 +1,33 @@
 """What a turn records about itself: stage timings and one record per upstream call, turned
 into the message metadata (the shape operators query) and the llm_calls rows.
 
-Later stages (title, summary, retrieval) time themselves with `stage()` and add their calls
-with `add_call()`; totals and the metadata follow without changes here: `metadata.tokens`
-is the sum over every call of the turn, and `cost_usd` is null as soon as one call is
-unpriced (unknown is not zero)."""
+Stages before the main call (title, summary, retrieval) time themselves with `stage()` and
+add their calls with `add_call()`; totals follow without changes here: `metadata.tokens` is
+the sum over every call of the turn, and `cost_usd` is null as soon as one call is unpriced
+(unknown is not zero)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.clock import utcnow
 from app.turns.records import CallRecord, UsageSource
 
 
 @dataclass
 class TurnRecorder:
-    """Timings and calls of one turn."""
+    """Timings and calls of one turn (monotonic seconds for durations, UTC for records)."""
 
     started: float = field(default_factory=time.monotonic)
     stages: dict[str, int] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
     first_token: float | None = None
+    first_token_at: dt.datetime | None = None
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -42,6 +45,7 @@ class TurnRecorder:
     def mark_first_token(self) -> None:
         if self.first_token is None:
             self.first_token = time.monotonic()
+            self.first_token_at = utcnow()
 
     @property
     def ttft_ms(self) -> int | None:

@@ -1,0 +1,71 @@
+"""What the turn core hands its adapters: typed events in stream order. Each adapter (the
+native SSE endpoint, the follow-up worker, later others) renders them in its own format;
+none of them reaches inside the turn.
+
+    Started     once, first: the ids of the turn's two messages
+    Delta       clean answer text, safe to show; `seq` counts deltas from 1
+    Metadata    the answer's METADATA, after the message is stored
+    Usage       the turn's token and cost totals, after the message is stored
+    Ended       the stored status; the stream ends here ...
+    Failed      ... or here: why the turn failed or was not stored
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from app.turns.records import FinalStatus, UsageSource
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailure:
+    """Why a turn failed: an upstream code with the model server's HTTP status, or
+    `internal_error` for a gateway bug."""
+
+    code: str
+    message: str
+    http_status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    thread_id: uuid.UUID
+    user_message_id: uuid.UUID
+    message_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    text: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cost_usd: float | None
+    usage_source: UsageSource
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    message_id: uuid.UUID
+    status: FinalStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    code: str
+    message: str
+
+
+TurnEvent = Started | Delta | Metadata | Usage | Ended | Failed

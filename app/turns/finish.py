@@ -1,0 +1,114 @@
+"""The end of a turn: the message to store (clean content, metadata, status, calls) and the
+events that close the client's stream once the store has answered."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.sanitize import SanitizeReport, clean_json
+from app.stream import FilterWarning
+from app.turns.answer import AnswerStream
+from app.turns.events import Ended, Failed, Metadata, TurnEvent, TurnFailure, Usage
+from app.turns.recorder import TurnRecorder
+from app.turns.records import CallRecord, FinalStatus, FinishedMessage
+
+#: How the finishing transaction ended: "failed" is retried in the background; the two others
+#: that are not "stored" are final (someone else settled the row, or the thread is gone).
+StoreResult = Literal["stored", "already_finished", "thread_gone", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """How the stream went, as plain values for whatever runs at the end (traces, metrics,
+    follow-up scheduling)."""
+
+    status: FinalStatus
+    failure: TurnFailure | None
+    finish_reason: str | None
+    model: str
+    text_chunks: int
+    #: The raw chunks, when the process keeps them (stream traces), else None.
+    raw_chunks: tuple[str, ...] | None
+    warnings: tuple[FilterWarning, ...]
+    filter_closed: bool
+    #: time.monotonic() of the turn's start and of its first token.
+    started: float
+    first_token: float | None
+    calls: tuple[CallRecord, ...]
+
+
+def outcome_of(answer: AnswerStream, recorder: TurnRecorder, *, model: str) -> TurnOutcome:
+    raw = answer.raw_chunks
+    return TurnOutcome(
+        status=answer.status, failure=answer.failure, finish_reason=answer.finish_reason,
+        model=answer.model or model, text_chunks=answer.text_chunks,
+        raw_chunks=tuple(raw) if raw is not None else None, warnings=tuple(answer.warnings),
+        filter_closed=answer.filter_closed, started=recorder.started,
+        first_token=recorder.first_token, calls=tuple(recorder.calls),
+    )
+
+
+def finished_message(
+    message_id: uuid.UUID, answer: AnswerStream, recorder: TurnRecorder, *, model: str
+) -> FinishedMessage:
+    """The row as it will be stored; `model` is the one asked for, used when the model
+    server named none."""
+    metadata: dict[str, Any] = {
+        **recorder.totals(),
+        "model": answer.model or model,
+        "processing_time_ms": recorder.elapsed_ms(),
+        "ttft_ms": recorder.ttft_ms,
+        "response_metadata": dict(answer.metadata or {}),
+        "stream": {"chunks": answer.text_chunks, "warnings": answer.warning_names,
+                   "finish_reason": answer.finish_reason},
+        "processingDetails": {
+            "pipeline_stages": dict(recorder.stages),
+            "llm_calls": [call.as_metadata() for call in recorder.calls],
+        },
+    }
+    if answer.failure is not None:
+        metadata["error"] = {"code": answer.failure.code, "message": answer.failure.message}
+    return FinishedMessage(
+        message_id=message_id,
+        content=answer.content,
+        metadata=answer.sanitized.merge_into(metadata),
+        status=answer.status,
+        llm_calls=list(recorder.calls),
+    )
+
+
+def closing_events(
+    finished: FinishedMessage, answer: AnswerStream, result: StoreResult
+) -> list[TurnEvent]:
+    """After the finishing transaction: a client that reloads on `Ended` sees the row."""
+    if result != "stored":
+        return [_not_stored(result)]
+    events: list[TurnEvent] = []
+    if answer.metadata:
+        # Cleaned as the store cleans response_metadata: the event equals the stored copy.
+        events.append(Metadata(clean_json(dict(answer.metadata), SanitizeReport())))
+    meta = finished.metadata
+    events.append(Usage(
+        prompt_tokens=meta["prompt_tokens"], completion_tokens=meta["completion_tokens"],
+        total_tokens=meta["tokens"], cost_usd=meta["cost_usd"],
+        usage_source=meta["usage_source"],
+    ))
+    if answer.failure is not None:
+        events.append(Failed(answer.failure.code, answer.failure.message))
+    else:
+        events.append(Ended(finished.message_id, answer.status))
+    return events
+
+
+def _not_stored(result: StoreResult) -> Failed:
+    """What the client is told when its answer is not (or not yet) in the database."""
+    if result == "thread_gone":
+        return Failed("thread_deleted",
+                      "the thread was deleted while the answer streamed; nothing was stored")
+    if result == "already_finished":
+        return Failed("storage_error",
+                      "the answer was already settled elsewhere and was not stored again")
+    return Failed("storage_error",
+                  "the answer could not be stored yet; the gateway keeps trying for a while")

@@ -1,0 +1,36 @@
+"""What the turn core consumes from the model server, reduced to what the gateway uses: the
+chunks of a streamed answer and a whole short answer. The upstream adapter builds these; the
+core never sees the wire."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderUsage:
+    """Token counts as the model server reported them."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamChunk:
+    """One chunk: its answer text (may be empty), and the usage, model name and finish reason
+    when this chunk carries them."""
+
+    text: str
+    usage: ProviderUsage | None = None
+    model: str | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A whole non-streamed answer (the short title and summary calls)."""
+
+    text: str
+    usage: ProviderUsage | None
+    model: str | None

@@ -1,0 +1,23 @@
+"""Turn events as a native SSE client reads them (event name, JSON data, id): the service
+tests assert on what a client would see, through the one encoder the endpoint uses."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from app.api.sse import encode
+from app.turns.events import TurnEvent
+
+
+@dataclass(frozen=True)
+class WireEvent:
+    event: str
+    data: dict[str, Any]
+    id: str | None
+
+
+def on_the_wire(event: TurnEvent) -> WireEvent:
+    sse = encode(event)
+    return WireEvent(str(sse.event), json.loads(str(sse.data)), sse.id)
