@@ -12,6 +12,10 @@ import pytest
 FORBIDDEN = ("asyncio", "starlette", "sqlalchemy", "httpx")
 REPO = Path(__file__).resolve().parent.parent
 PURE_MODULES = (
+    "app.turns.answer",
+    "app.turns.finish",
+    "app.turns.usage",
+    "app.clock",
     "app.context",
     "app.usage.estimate",
     "app.usage.pricing",

@@ -1,16 +1,14 @@
-"""One chat turn: the I/O around the pure turn core (app/turns). Read top to bottom:
+"""One chat turn: the I/O around the pure turn core (app/turns), read top to bottom.
 
     turn = await open_turn(deps, user_id, thread_id, content)   # ThreadNotFound, ThreadBusy
     async for event in turn.events(): ...                        # app.turns.events.TurnEvent
 
-1. open: ONE transaction reads the history, stores the user message and opens the assistant
-   message (`streaming`); no database session is open after it while the answer streams.
-2. stream: observers' stages before the main call, the request, then each upstream chunk
-   through the core's AnswerStream; its deltas go to the adapter as they come.
-3. finish: whatever ended the stream (completion, an upstream failure, the client leaving,
-   cancellation), ONE transaction stores what was sent, an honest status, the metadata and
-   the llm_calls, exactly once; retried inline, then in the background, then left to the
-   stale-streaming sweep. docs/architecture.md draws the cancellation flow."""
+open: ONE transaction reads the history and stores the user message and the `streaming`
+assistant message; no session is open while the answer streams. stream: the observers'
+stages before the main call, then each upstream chunk through the core's AnswerStream.
+finish: whatever ended the stream, ONE transaction stores what was sent with an honest
+status, its metadata and llm_calls, exactly once; retried inline, then in the background,
+then left to the stale-streaming sweep (docs/architecture.md draws the flow)."""
 
 from __future__ import annotations
 
@@ -37,9 +35,9 @@ from app.store.models import Thread
 from app.store.visibility import is_hidden
 from app.turns.answer import AnswerStream
 from app.turns.events import Delta, Started, TurnEvent, TurnFailure
-from app.turns.finish import StoreResult, TurnOutcome, closing_events, finished_message, outcome_of
+from app.turns.finish import StoreResult, TurnOutcome, close_turn, closing_events, not_stored
 from app.turns.records import FinalStatus, FinishedMessage
-from app.turns.usage import CallContext, main_call_record
+from app.turns.usage import CallContext
 from app.upstream import UpstreamClient, UpstreamError, UpstreamStream
 from app.usage.pricing import PriceTable
 
@@ -47,14 +45,10 @@ log = get_logger("services.turn")
 
 #: Messages read for the context; the character budget then keeps the newest that fit.
 CONTEXT_HISTORY_LIMIT = 200
-#: The finishing transaction's attempts and first pause (doubling, capped): about 5 s in all,
-#: to ride out a database restart. Past those, it is retried in the background every
-#: LATE_STORE_PAUSE_S for LATE_STORE_WINDOW_S (a failover), so the answer is not lost.
-STORE_ATTEMPTS = 8
-STORE_RETRY_PAUSE_S = 0.05
-STORE_RETRY_PAUSE_MAX_S = 2.0
-LATE_STORE_PAUSE_S = 5.0
-LATE_STORE_WINDOW_S = 300.0
+#: The finishing transaction: 8 attempts from a 50 ms pause, doubling to 2 s (about 5 s, a
+#: database restart); then once every 5 s in the background for 5 minutes (a failover).
+STORE_ATTEMPTS, STORE_RETRY_PAUSE_S, STORE_RETRY_PAUSE_MAX_S = 8, 0.05, 2.0
+LATE_STORE_PAUSE_S, LATE_STORE_WINDOW_S = 5.0, 300.0
 
 #: A check inside open_turn's transaction, before anything is stored (see open_turn).
 TurnGuard = Callable[[AsyncSession, Thread], Awaitable[None]]
@@ -100,16 +94,14 @@ async def open_turn(
         user_message_id=user.id, user_text=user.content, user_message_at=user.created_at,
         synthetic=user.synthetic is True, hidden=is_hidden(user), thread_title=thread.title,
         thread_summary=thread.summary,
-        history=tuple(ContextItem(m.role, m.content, m.created_at) for m in history),
-    ))
+        history=tuple(ContextItem(m.role, m.content, m.created_at) for m in history)))
 
 
 class Turn:
     """One turn between open and finish; its answer's state is the core's AnswerStream."""
 
     def __init__(self, deps: TurnDeps, view: TurnView) -> None:
-        self.deps = deps
-        self.view = view
+        self.deps, self.view, self.message_id = deps, view, view.message_id
         self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off")
         self.draft = ContextDraft(summary=view.thread_summary)
         self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
@@ -119,12 +111,8 @@ class Turn:
         self._stream: UpstreamStream | None = None
         self._call_started = utcnow()
         self._finishing = False
-        self._finished: FinishedMessage | None = None
-        self._store_result: StoreResult | None = None
-
-    @property
-    def message_id(self) -> uuid.UUID:
-        return self.view.message_id
+        self._closing: list[TurnEvent] = []
+        self.store_result: StoreResult | None = None
 
     @property
     def status(self) -> FinalStatus:
@@ -133,10 +121,10 @@ class Turn:
     @property
     def stored(self) -> bool:
         """The finished message was committed (False before finish() or when it failed)."""
-        return self._store_result == "stored"
+        return self.store_result == "stored"
 
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
-        """The turn's events in order. Cancelling or closing this iterator interrupts the
+        """The turn's events in order. Closing or cancelling this iterator interrupts the
         turn; it is stored either way."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
         try:
@@ -157,12 +145,8 @@ class Turn:
                        flush=False)
         finally:
             await run_shielded(self.finish())
-        finished, result = self._finished, self._store_result
-        if finished is None or result is None:
-            result = "failed"  # a finish still running elsewhere: not stored yet
-            finished = finished_message(self.message_id, self.answer, self.draft.recorder,
-                                        model=self.deps.upstream.model)
-        for event in closing_events(finished, self.answer, result):
+        # Empty only when a finish started elsewhere is still running: not stored yet.
+        for event in self._closing or [not_stored("failed")]:
             yield event
 
     async def _main_call(self) -> AsyncGenerator[Delta, None]:
@@ -214,18 +198,14 @@ class Turn:
                     await self._stream.close()
                 except Exception as exc:
                     log.warning("upstream_close_failed", error=type(exc).__name__)
-            recorder, model = self.draft.recorder, self.deps.upstream.model
-            if self._prompt:
-                recorder.add_call(main_call_record(
-                    self.answer, CallContext(model, self.deps.upstream.request_params(),
-                                             self.deps.prices),
-                    prompt=self._prompt, started_at=self._call_started,
-                    first_token_at=recorder.first_token_at, finished_at=utcnow()))
-            finished = finished_message(self.message_id, self.answer, recorder, model=model)
-            outcome = outcome_of(self.answer, recorder, model=model)
-            self._finished = finished
-            self._store_result = await self._store(finished, outcome, STORE_ATTEMPTS)
-            if self._store_result == "failed":
+            upstream = self.deps.upstream
+            ctx = CallContext(upstream.model, upstream.request_params(), self.deps.prices)
+            finished, outcome = close_turn(
+                self.message_id, self.answer, self.draft.recorder, ctx,
+                prompt=self._prompt, started_at=self._call_started)
+            self.store_result = await self._store(finished, outcome, STORE_ATTEMPTS)
+            self._closing = closing_events(finished, self.answer, self.store_result)
+            if self.store_result == "failed":
                 run_detached(self._store_late(finished, outcome))
             else:
                 await self._settle(finished, outcome)
@@ -234,7 +214,7 @@ class Turn:
                      ) -> StoreResult:
         """The one finishing transaction, retried on transient errors (deadlock, lost
         connection): a row must not stay `streaming` because of one bad moment. Each
-        handler writes in a savepoint of its own, so a failing hook never costs the answer."""
+        handler writes in a savepoint of its own: a failing hook never costs the answer."""
         for attempt in range(1, attempts + 1):
             try:
                 async with self.deps.db.transaction() as session:
@@ -251,7 +231,7 @@ class Turn:
             except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
                 return "already_finished"
-            except MessageNotFound as exc:
+            except MessageNotFound as exc:  # the thread was deleted: its calls are billed
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
                 await self._bill_lost_message(finished)
                 return "thread_gone"
@@ -263,24 +243,22 @@ class Turn:
         return "failed"
 
     async def _store_late(self, finished: FinishedMessage, outcome: TurnOutcome) -> None:
-        """The finish, retried in the background after the inline attempts failed. The row
-        stays `streaming` meanwhile; should the stale sweep mark it `interrupted` first, this
-        still completes it (a swept row keeps completed_at NULL)."""
+        """The row stays `streaming` meanwhile; should the stale sweep mark it `interrupted`
+        first, this still completes it (a swept row keeps completed_at NULL)."""
         with structlog.contextvars.bound_contextvars(**self.log_ids):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + LATE_STORE_WINDOW_S
-            while loop.time() < deadline and self._store_result == "failed":
+            while loop.time() < deadline and self.store_result == "failed":
                 await asyncio.sleep(LATE_STORE_PAUSE_S)
-                self._store_result = await self._store(finished, outcome, 1)
-            if self._store_result == "stored":
+                self.store_result = await self._store(finished, outcome, 1)
+            if self.store_result == "stored":
                 log.info("turn_store_recovered")
-            elif self._store_result == "failed":
+            elif self.store_result == "failed":
                 log.error("turn_store_abandoned", window_s=LATE_STORE_WINDOW_S)
             await self._settle(finished, outcome)
 
     async def _bill_lost_message(self, finished: FinishedMessage) -> None:
-        """The thread was deleted while the turn ran: no message to store, but its calls were
-        made and are billed (one attempt; a failure is logged like any lost usage)."""
+        """One attempt; a failure is logged like any lost usage."""
         try:
             async with self.deps.db.transaction() as session:
                 await message_store.record_calls_of_a_lost_message(
@@ -292,15 +270,14 @@ class Turn:
     async def _settle(self, finished: FinishedMessage, outcome: TurnOutcome) -> None:
         """The hooks after the store, then the turn's one summary line (`stored=false`: the
         row is left for the stale-streaming sweep, or gone with its thread)."""
-        stored = self.stored
         for handler in self._handlers:
             try:
-                await handler.after_finish(finished, outcome, stored=stored)
+                await handler.after_finish(finished, outcome, stored=self.stored)
             except Exception as exc:
                 log.exception("turn_observer_failed", observer=type(handler).__name__,
                               hook="after_finish", error=type(exc).__name__)
         meta = finished.metadata
-        log.info("turn_finished", status=finished.status, stored=stored,
+        log.info("turn_finished", status=finished.status, stored=self.stored,
                  chunks=outcome.text_chunks, ttft_ms=meta["ttft_ms"],
                  duration_ms=self.draft.recorder.elapsed_ms(), tokens=meta["tokens"],
                  usage_source=meta["usage_source"], warnings=self.answer.warning_names,

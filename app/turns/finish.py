@@ -3,16 +3,20 @@ events that close the client's stream once the store has answered."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from app.clock import utcnow
 from app.sanitize import SanitizeReport, clean_json
 from app.stream import FilterWarning
 from app.turns.answer import AnswerStream
 from app.turns.events import Ended, Failed, Metadata, TurnEvent, TurnFailure, Usage
 from app.turns.recorder import TurnRecorder
 from app.turns.records import CallRecord, FinalStatus, FinishedMessage
+from app.turns.usage import CallContext, main_call_record
 
 #: How the finishing transaction ended: "failed" is retried in the background; the two others
 #: that are not "stored" are final (someone else settled the row, or the thread is gone).
@@ -50,6 +54,20 @@ def outcome_of(answer: AnswerStream, recorder: TurnRecorder, *, model: str) -> T
     )
 
 
+def close_turn(
+    message_id: uuid.UUID, answer: AnswerStream, recorder: TurnRecorder, ctx: CallContext, *,
+    prompt: Sequence[Mapping[str, str]], started_at: dt.datetime,
+) -> tuple[FinishedMessage, TurnOutcome]:
+    """The message to store and the outcome for the observers, once the stream is over.
+    The main call is recorded when its request was made (`prompt`), whatever its end."""
+    if prompt:
+        recorder.add_call(main_call_record(
+            answer, ctx, prompt=prompt, started_at=started_at,
+            first_token_at=recorder.first_token_at, finished_at=utcnow()))
+    return (finished_message(message_id, answer, recorder, model=ctx.model),
+            outcome_of(answer, recorder, model=ctx.model))
+
+
 def finished_message(
     message_id: uuid.UUID, answer: AnswerStream, recorder: TurnRecorder, *, model: str
 ) -> FinishedMessage:
@@ -84,7 +102,7 @@ def closing_events(
 ) -> list[TurnEvent]:
     """After the finishing transaction: a client that reloads on `Ended` sees the row."""
     if result != "stored":
-        return [_not_stored(result)]
+        return [not_stored(result)]
     events: list[TurnEvent] = []
     if answer.metadata:
         # Cleaned as the store cleans response_metadata: the event equals the stored copy.
@@ -102,7 +120,7 @@ def closing_events(
     return events
 
 
-def _not_stored(result: StoreResult) -> Failed:
+def not_stored(result: StoreResult) -> Failed:
     """What the client is told when its answer is not (or not yet) in the database."""
     if result == "thread_gone":
         return Failed("thread_deleted",
