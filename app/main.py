@@ -42,7 +42,7 @@ from app.settings import Settings, get_settings
 from app.store import integrity
 from app.store import messages as message_store
 from app.store.db import Database
-from app.upstream import UpstreamClient, make_http_client, make_openai_client
+from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
 from app.usage.pricing import PriceTable, load_price_table
 from app.web import web_routes
 
@@ -88,15 +88,27 @@ def _warn_unknown_model_price(model: str) -> None:
 def build_runtime(settings: Settings) -> Runtime:
     prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
     db = Database(settings.database_url)
-    http = make_http_client(settings)
-    client = make_openai_client(settings, http)
-    upstream = UpstreamClient(client, settings)
+    config = upstream_config(settings)
+    http = make_http_client(config)
+    client = make_openai_client(config, http)
+    upstream = UpstreamClient(client, config)
     metrics, bus = GatewayMetrics(), make_message_bus(db)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
                     observers=observers)
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                    turn_deps=deps, bus=bus, metrics=metrics)
+
+
+def upstream_config(settings: Settings) -> UpstreamConfig:
+    return UpstreamConfig(
+        base_url=settings.upstream_base_url, api_key=settings.upstream_api_key,
+        model=settings.upstream_model, temperature=settings.upstream_temperature,
+        max_tokens=settings.upstream_max_tokens,
+        connect_timeout_s=settings.upstream_connect_timeout_s,
+        read_timeout_s=settings.upstream_read_timeout_s,
+        first_token_timeout_s=settings.first_token_timeout_s,
+        max_retries=settings.upstream_max_retries)
 
 
 def turn_observers(

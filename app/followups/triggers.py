@@ -11,7 +11,7 @@ TriggerType = Literal[
     "check_in", "question_unanswered", "task_incomplete", "waiting_for_decision"
 ]
 
-#: The natural prompt sent as the synthetic user message, per trigger (exactly issue 7's table).
+#: The natural prompt sent as the synthetic user message, per trigger (docs/followups.md).
 TRIGGER_PROMPTS: Final[dict[TriggerType, str]] = {
     "check_in": "Continue our conversation naturally.",
     "question_unanswered": "The user asked a question but hasn't responded. Follow up on it.",

@@ -10,7 +10,8 @@ and never takes back what it emitted. It keeps as little as the spec allows:
 - after a broken body: the garble window, until `-->` is found or ruled out.
 
 Text that becomes visible again (after an unclosed or unterminated block) is scanned
-again from where it starts, exactly as the spec's step 5 says; nothing else is rescanned.
+again from where it starts, as the spec's algorithm continues at a block's end; nothing
+else is rescanned.
 """
 
 from __future__ import annotations

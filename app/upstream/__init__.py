@@ -2,6 +2,7 @@
 
 from app.upstream.client import (
     UpstreamClient,
+    UpstreamConfig,
     UpstreamStream,
     make_http_client,
     make_openai_client,
@@ -10,6 +11,7 @@ from app.upstream.errors import UpstreamError
 
 __all__ = [
     "UpstreamClient",
+    "UpstreamConfig",
     "UpstreamError",
     "UpstreamStream",
     "make_http_client",

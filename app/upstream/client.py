@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
@@ -16,31 +17,47 @@ import openai
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from app.sanitize import clean_text
-from app.settings import Settings
 from app.turns.inputs import Completion, ProviderUsage, UpstreamChunk
 from app.upstream.errors import UPSTREAM_FAILURES, UpstreamError, classify
 
 
-def make_http_client(settings: Settings) -> httpx.AsyncClient:
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    """The model server and how to call it: only what the upstream client needs of the
+    gateway's settings (app.main maps them)."""
+
+    base_url: str | None
+    api_key: str
+    model: str
+    temperature: float
+    max_tokens: int
+    connect_timeout_s: float
+    read_timeout_s: float
+    first_token_timeout_s: float
+    max_retries: int
+
+
+def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
     """The process-wide HTTP client; its pool is shared by every upstream call."""
     timeout = httpx.Timeout(
-        connect=settings.upstream_connect_timeout_s,
-        read=settings.upstream_read_timeout_s,
-        write=settings.upstream_connect_timeout_s,
-        pool=settings.upstream_connect_timeout_s,
+        connect=config.connect_timeout_s,
+        read=config.read_timeout_s,
+        write=config.connect_timeout_s,
+        pool=config.connect_timeout_s,
     )
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     return httpx.AsyncClient(timeout=timeout, limits=limits)
 
 
-def make_openai_client(settings: Settings, http_client: httpx.AsyncClient) -> openai.AsyncOpenAI:
+def make_openai_client(config: UpstreamConfig, http_client: httpx.AsyncClient
+                       ) -> openai.AsyncOpenAI:
     """AsyncOpenAI over the shared HTTP client, with the same timeouts."""
     return openai.AsyncOpenAI(
-        base_url=settings.upstream_base_url,
-        api_key=settings.upstream_api_key,
+        base_url=config.base_url,
+        api_key=config.api_key,
         http_client=http_client,
         timeout=http_client.timeout,
-        max_retries=settings.upstream_max_retries,
+        max_retries=config.max_retries,
     )
 
 
@@ -134,33 +151,33 @@ class UpstreamStream:
 class UpstreamClient:
     """The gateway's view of the model server."""
 
-    def __init__(self, client: openai.AsyncOpenAI, settings: Settings) -> None:
+    def __init__(self, client: openai.AsyncOpenAI, config: UpstreamConfig) -> None:
         self._client = client
-        self._settings = settings
+        self._config = config
 
     @property
     def model(self) -> str:
-        return self._settings.upstream_model
+        return self._config.model
 
     def request_params(self, *, max_tokens: int | None = None) -> dict[str, Any]:
         """What is sent besides the messages (recorded in llm_calls metadata); `max_tokens`
         is the limit of a short call (title, summary) instead of the main one's."""
         return {
-            "model": self._settings.upstream_model,
-            "temperature": self._settings.upstream_temperature,
-            "max_tokens": self._settings.upstream_max_tokens if max_tokens is None else max_tokens,
+            "model": self._config.model,
+            "temperature": self._config.temperature,
+            "max_tokens": self._config.max_tokens if max_tokens is None else max_tokens,
         }
 
     async def open_stream(self, messages: Sequence[dict[str, str]]) -> UpstreamStream:
         """Send the request; the first-token deadline starts now and covers connecting too."""
-        deadline = time.monotonic() + self._settings.first_token_timeout_s
+        deadline = time.monotonic() + self._config.first_token_timeout_s
         try:
-            async with asyncio.timeout(self._settings.first_token_timeout_s):
+            async with asyncio.timeout(self._config.first_token_timeout_s):
                 raw = await self._client.chat.completions.create(
                     messages=_as_params(messages),
-                    model=self._settings.upstream_model,
-                    temperature=self._settings.upstream_temperature,
-                    max_tokens=self._settings.upstream_max_tokens,
+                    model=self._config.model,
+                    temperature=self._config.temperature,
+                    max_tokens=self._config.max_tokens,
                     stream=True,
                     stream_options={"include_usage": True},
                 )
@@ -178,8 +195,8 @@ class UpstreamClient:
             async with asyncio.timeout(timeout_s):
                 result = await self._client.chat.completions.create(
                     messages=_as_params(messages),
-                    model=self._settings.upstream_model,
-                    temperature=self._settings.upstream_temperature,
+                    model=self._config.model,
+                    temperature=self._config.temperature,
                     max_tokens=max_tokens,
                     stream=False,
                 )

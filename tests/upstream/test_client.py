@@ -13,6 +13,7 @@ from typing import Any
 import openai
 import pytest
 
+from app.main import upstream_config
 from app.settings import Settings
 from app.turns.inputs import ProviderUsage, UpstreamChunk
 from app.upstream import (
@@ -64,9 +65,10 @@ async def make_client(demo_llm: DemoLlm) -> AsyncIterator[MakeClient]:
             "upstream_connect_timeout_s": 2.0,
             **overrides,
         })
-        http = make_http_client(settings)
+        config = upstream_config(settings)
+        http = make_http_client(config)
         http_clients.append(http)
-        return UpstreamClient(make_openai_client(settings, http), settings)
+        return UpstreamClient(make_openai_client(config, http), config)
 
     yield make
     for http in http_clients:
