@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -27,6 +27,8 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context import ContextItem
+from app.store.models import Message, Thread
+from app.store.visibility import is_hidden
 from app.stream import FilterWarning
 from app.turns.finish import TurnOutcome
 from app.turns.recorder import TurnRecorder
@@ -50,6 +52,17 @@ class TurnView:
     thread_title: str | None
     thread_summary: str | None
     history: tuple[ContextItem, ...]
+
+    @classmethod
+    def of(cls, thread: Thread, user: Message, assistant: Message, history: Sequence[Message]
+           ) -> TurnView:
+        """The view of a turn just opened: its thread, its two messages, its history."""
+        return cls(
+            user_id=user.user_id, thread_id=thread.id, message_id=assistant.id,
+            user_message_id=user.id, user_text=user.content, user_message_at=user.created_at,
+            synthetic=user.synthetic is True, hidden=is_hidden(user),
+            thread_title=thread.title, thread_summary=thread.summary,
+            history=tuple(ContextItem(m.role, m.content, m.created_at) for m in history))
 
 
 @dataclass

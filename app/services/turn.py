@@ -22,7 +22,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
-from app.context import ContextItem, build_msg_context, build_upstream_messages
+from app.context import build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.services.observers import ContextDraft, TurnHandler, TurnObserver, TurnView
 from app.services.shield import run_detached, run_shielded
@@ -32,7 +32,6 @@ from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.models import Thread
-from app.store.visibility import is_hidden
 from app.turns.answer import AnswerStream
 from app.turns.events import Delta, Started, TurnEvent, TurnFailure
 from app.turns.finish import StoreResult, TurnOutcome, close_turn, closing_events, not_stored
@@ -89,12 +88,7 @@ async def open_turn(
             session, thread, content, synthetic=synthetic, trigger_type=trigger_type,
             trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars)
         assistant = await message_store.open_assistant_message(session, thread)
-    return Turn(deps, TurnView(
-        user_id=user_id, thread_id=thread.id, message_id=assistant.id,
-        user_message_id=user.id, user_text=user.content, user_message_at=user.created_at,
-        synthetic=user.synthetic is True, hidden=is_hidden(user), thread_title=thread.title,
-        thread_summary=thread.summary,
-        history=tuple(ContextItem(m.role, m.content, m.created_at) for m in history)))
+    return Turn(deps, TurnView.of(thread, user, assistant, history))
 
 
 class Turn:
