@@ -31,7 +31,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import run_cli
+from app.cli import resolve_database_url, run_cli
 from app.repair import FIX_RULES, NOTICE_RULES, RepairReport, RollbackReport, ScanFilter
 from app.services import repair_runs
 from app.store.migrations import migrated_database
@@ -86,7 +86,7 @@ async def run_repairs(
     samples: int = 5, show_progress: bool = False,
 ) -> RepairReport:
     """Scan (or apply) with a progress bar over the candidate rows."""
-    async with migrated_database(url) as db:
+    async with migrated_database(resolve_database_url(url)) as db:
         _, candidates = await repair_runs.count_for_progress(db, flt)
         label = "repairing" if apply else "scanning"
         with _progress(candidates, label, show_progress) as on_batch:
@@ -98,12 +98,12 @@ async def run_repairs(
 
 
 async def run_rollback(url: str | None, run_id: str) -> RollbackReport:
-    async with migrated_database(url) as db:
+    async with migrated_database(resolve_database_url(url)) as db:
         return await repair_runs.rollback_run(db, run_id)
 
 
 async def run_list(url: str | None) -> list[RunSummary]:
-    async with migrated_database(url) as db:
+    async with migrated_database(resolve_database_url(url)) as db:
         return await repair_runs.list_runs(db)
 
 

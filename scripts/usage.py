@@ -24,7 +24,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import run_cli
+from app.cli import resolve_database_url, run_cli
 from app.services import usage_rollups
 from app.services.usage_rollups import Mismatch, Verification
 from app.store.migrations import migrated_database
@@ -35,7 +35,7 @@ console = Console()
 
 async def backfill(url: str | None, first: dt.date, last: dt.date) -> dict[dt.date, int]:
     """Recompute the rollups of [first, last]; returns the rollup rows each day now has."""
-    async with migrated_database(url) as db:
+    async with migrated_database(resolve_database_url(url)) as db:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("backfilling", total=(last - first).days + 1)
             return await usage_rollups.backfill(
@@ -45,7 +45,7 @@ async def backfill(url: str | None, first: dt.date, last: dt.date) -> dict[dt.da
 
 async def verify(url: str | None, day: dt.date | None) -> Verification:
     """Raw sums against rollups for one day, or every day with usage, from one snapshot."""
-    async with migrated_database(url) as db:
+    async with migrated_database(resolve_database_url(url)) as db:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("verifying", total=None)
             return await usage_rollups.verify(
