@@ -15,7 +15,8 @@ from alembic import context
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import NullPool
 
-from app.store.db import async_url, create_engine_for, default_database_url
+from app.settings import get_settings
+from app.store.db import async_url, create_engine_for
 from app.store.migrations import include_object_for
 from app.store.models import Base
 
@@ -26,7 +27,7 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 
 def _url() -> str:
     x_url = context.get_x_argument(as_dictionary=True).get("url")
-    url = x_url or config.attributes.get("url") or default_database_url()
+    url = x_url or config.attributes.get("url") or get_settings().database_url
     return async_url(url).render_as_string(hide_password=False)
 
 

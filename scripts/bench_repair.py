@@ -23,7 +23,7 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.store import repairs
+from app.services import repair_runs
 from app.store.db import Database
 from app.store.migrations import upgrade_to_head
 from tests.repair.seed import seed
@@ -38,11 +38,11 @@ async def measure(url: str, messages: int, runs: int) -> dict[str, float]:
         seeded = await seed(db, messages)
         print(f"seeded {len(seeded.kinds)} messages, {len(seeded.corrupt_ids)} corrupt")
         for _ in range(runs):
-            scan = await repairs.scan_messages(db)
-            applied = await repairs.apply_repairs(db)
+            scan = await repair_runs.scan_messages(db)
+            applied = await repair_runs.apply_repairs(db)
             if applied.run_id is None or applied.repaired != scan.corrupt:
                 raise RuntimeError(f"apply repaired {applied.repaired} of {scan.corrupt} rows")
-            restored = await repairs.rollback_run(db, applied.run_id)
+            restored = await repair_runs.rollback_run(db, applied.run_id)
             if restored.restored != applied.repaired:
                 raise RuntimeError(f"rollback restored {restored.restored} rows")
             timings["scan"].append(scan.seconds)

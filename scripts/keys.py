@@ -18,7 +18,7 @@ from rich.table import Column, Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import run_cli
+from app.cli import resolve_database_url, run_cli
 from app.store import api_keys
 from app.store.migrations import migrated_database
 
@@ -27,19 +27,20 @@ console = Console()
 
 
 async def create_key(url: str | None, user: str, name: str, admin: bool) -> tuple[str, str]:
-    async with migrated_database(url) as db:
+    async with migrated_database(resolve_database_url(url)) as db:
         async with db.transaction() as session:
             row, plaintext = await api_keys.create_key(session, user, name, is_admin=admin)
         return str(row.id), plaintext
 
 
 async def revoke_key(url: str | None, key_id: uuid.UUID) -> bool:
-    async with migrated_database(url) as db, db.transaction() as session:
+    async with (migrated_database(resolve_database_url(url)) as db,
+                db.transaction() as session):
         return await api_keys.revoke_key(session, key_id)
 
 
 async def key_rows(url: str | None, user: str | None) -> list[list[str]]:
-    async with migrated_database(url) as db:
+    async with migrated_database(resolve_database_url(url)) as db:
         async with db.transaction() as session:
             keys = await api_keys.list_keys(session, user)
         return [

@@ -31,10 +31,11 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import run_cli
+from app.cli import resolve_database_url, run_cli
 from app.repair import FIX_RULES, NOTICE_RULES, RepairReport, RollbackReport, ScanFilter
-from app.store import repairs
+from app.services import repair_runs
 from app.store.migrations import migrated_database
+from app.store.repairs import RunSummary
 
 cli = typer.Typer(
     help="Find, fix and roll back corrupted stored messages.", add_completion=False,
@@ -70,7 +71,7 @@ def parse_since(value: str | None) -> dt.datetime | None:
 
 
 @contextmanager
-def _progress(total: int, label: str, enabled: bool) -> Iterator[repairs.Progress | None]:
+def _progress(total: int, label: str, enabled: bool) -> Iterator[repair_runs.Progress | None]:
     if not enabled:
         yield None
         return
@@ -85,25 +86,25 @@ async def run_repairs(
     samples: int = 5, show_progress: bool = False,
 ) -> RepairReport:
     """Scan (or apply) with a progress bar over the candidate rows."""
-    async with migrated_database(url) as db:
-        _, candidates = await repairs.count_for_progress(db, flt)
+    async with migrated_database(resolve_database_url(url)) as db:
+        _, candidates = await repair_runs.count_for_progress(db, flt)
         label = "repairing" if apply else "scanning"
         with _progress(candidates, label, show_progress) as on_batch:
             if apply:
-                return await repairs.apply_repairs(
+                return await repair_runs.apply_repairs(
                     db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples)
-            return await repairs.scan_messages(
+            return await repair_runs.scan_messages(
                 db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples)
 
 
 async def run_rollback(url: str | None, run_id: str) -> RollbackReport:
-    async with migrated_database(url) as db:
-        return await repairs.rollback_run(db, run_id)
+    async with migrated_database(resolve_database_url(url)) as db:
+        return await repair_runs.rollback_run(db, run_id)
 
 
-async def run_list(url: str | None) -> list[repairs.RunSummary]:
-    async with migrated_database(url) as db, db.transaction() as session:
-        return await repairs.list_runs(session)
+async def run_list(url: str | None) -> list[RunSummary]:
+    async with migrated_database(resolve_database_url(url)) as db:
+        return await repair_runs.list_runs(db)
 
 
 # ------------------------------------------------------------------------- rendering
@@ -188,7 +189,7 @@ def _scan_or_fix(
 def _rollback(run_id: str, *, as_json: bool, url: str | None) -> None:
     try:
         report = asyncio.run(run_rollback(url, run_id))
-    except repairs.UnknownRun as error:
+    except repair_runs.UnknownRun as error:
         err.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
     if as_json:
@@ -201,7 +202,7 @@ def _rollback(run_id: str, *, as_json: bool, url: str | None) -> None:
 def scan(
     check: CheckOpt = False, as_json: JsonOpt = False, database_url: UrlOpt = None,
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
-    batch_size: BatchOpt = repairs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+    batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
 ) -> None:
     """Report corrupt rows by rule, with a few before/after diffs. Writes nothing."""
     _scan_or_fix(apply=False, check=check, as_json=as_json, url=database_url, thread=thread,
@@ -212,7 +213,7 @@ def scan(
 def fix(
     apply: ApplyOpt = False, as_json: JsonOpt = False, database_url: UrlOpt = None,
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
-    batch_size: BatchOpt = repairs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+    batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
 ) -> None:
     """Dry run by default; --apply writes per batch and prints the run id."""
     _scan_or_fix(apply=apply, check=False, as_json=as_json, url=database_url, thread=thread,
@@ -264,7 +265,7 @@ def main(
     ] = None,
     as_json: JsonOpt = False, database_url: UrlOpt = None,
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
-    batch_size: BatchOpt = repairs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+    batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
 ) -> None:
     """Without a command: the issue's flag form (--check, --apply, --rollback RUN_ID);
     with none of those, a dry run."""

@@ -30,7 +30,7 @@ from rich.text import Text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import run_cli
+from app.cli import resolve_database_url, run_cli
 from app.replay import (
     ReplayResult,
     ReplayStep,
@@ -65,7 +65,8 @@ def fail(message: str) -> typer.Exit:
 
 
 async def fetch_trace(database_url: str | None, message_id: uuid.UUID) -> Trace | None:
-    async with migrated_database(database_url) as db, db.transaction() as session:
+    async with (migrated_database(resolve_database_url(database_url)) as db,
+                db.transaction() as session):
         return await traces.load_trace(session, message_id)
 
 

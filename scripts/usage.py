@@ -7,7 +7,7 @@ backfill replaces the daily rollup rows of each UTC day in the range by the sums
 llm_calls rows (one transaction a day; running it twice changes nothing). verify compares the
 two for every day (or one), prints the differences and exits 1 on any; it also reports how many
 assistant messages carry no token data at all (rows older than usage accounting), which are
-unknown rather than zero. The SQL lives in app.store.usage_reports.
+unknown rather than zero. The rules live in app.services.usage_rollups.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -25,52 +24,33 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import run_cli
-from app.store import usage_reports
+from app.cli import resolve_database_url, run_cli
+from app.services import usage_rollups
+from app.services.usage_rollups import Mismatch, Verification
 from app.store.migrations import migrated_database
-from app.store.usage_reports import Mismatch
 
 cli = typer.Typer(help="Chatgate usage rollups: backfill and verify.", no_args_is_help=True)
 console = Console()
 
 
-def _days(first: dt.date, last: dt.date) -> list[dt.date]:
-    return [first + dt.timedelta(days=n) for n in range((last - first).days + 1)]
-
-
 async def backfill(url: str | None, first: dt.date, last: dt.date) -> dict[dt.date, int]:
     """Recompute the rollups of [first, last]; returns the rollup rows each day now has."""
-    written: dict[dt.date, int] = {}
-    async with migrated_database(url) as db:
+    async with migrated_database(resolve_database_url(url)) as db:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("backfilling", total=(last - first).days + 1)
-            for day in _days(first, last):
-                async with db.transaction() as session:
-                    written[day] = await usage_reports.backfill_day(session, day)
-                progress.advance(task)
-    return written
-
-
-@dataclass(frozen=True)
-class Verification:
-    days: list[dt.date]
-    mismatches: list[Mismatch]
-    messages_without_tokens: int
+            return await usage_rollups.backfill(
+                db, first, last,
+                on_day=lambda done, total: progress.update(task, completed=done, total=total))
 
 
 async def verify(url: str | None, day: dt.date | None) -> Verification:
     """Raw sums against rollups for one day, or every day with usage, from one snapshot."""
-    mismatches: list[Mismatch] = []
-    async with migrated_database(url) as db, db.transaction() as session:
-        await usage_reports.begin_snapshot(session)
-        days = [day] if day is not None else await usage_reports.usage_days(session)
+    async with migrated_database(resolve_database_url(url)) as db:
         with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("verifying", total=len(days))
-            for each in days:
-                mismatches += await usage_reports.verify_day(session, each)
-                progress.advance(task)
-        untracked = await usage_reports.messages_without_token_data(session, day, day)
-    return Verification(days, mismatches, untracked)
+            task = progress.add_task("verifying", total=None)
+            return await usage_rollups.verify(
+                db, day,
+                on_day=lambda done, total: progress.update(task, completed=done, total=total))
 
 
 def _show(value: object) -> str:

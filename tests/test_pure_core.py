@@ -19,6 +19,7 @@ PURE_MODULES = (
     "app.context",
     "app.usage.estimate",
     "app.usage.pricing",
+    "app.usage.figures",
     "app.replay",
     "app.sanitize",
     "app.synthetic",

@@ -1,24 +1,16 @@
-"""Who is calling: `Authorization: Bearer <key>` looked up in the store, or, with auth mode
-`off` (loopback development), everyone is user `local`."""
+"""Who is calling: `Authorization: Bearer <key>` looked up by app.services.api_keys, or, with
+auth mode `off` (loopback development), everyone is user `local`."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import structlog
 from starlette.requests import Request
 
 from app.api.errors import ApiError
 from app.api.state import runtime
-from app.store import api_keys
+from app.services.api_keys import Principal, authenticate_key
 
 LOCAL_USER = "local"
-
-
-@dataclass(frozen=True)
-class Principal:
-    user_id: str
-    is_admin: bool
 
 
 def _bearer_token(request: Request) -> str:
@@ -36,10 +28,7 @@ async def authenticate(request: Request) -> Principal:
     if rt.settings.auth_mode == "off":
         principal = Principal(LOCAL_USER, is_admin=True)
     else:
-        token = _bearer_token(request)
-        async with rt.db.transaction() as session:
-            key = await api_keys.authenticate(session, token)
-            found = Principal(key.user_id, key.is_admin) if key is not None else None
+        found = await authenticate_key(rt.db, _bearer_token(request))
         if found is None:
             raise ApiError(401, "unauthorized", "invalid or revoked API key")
         principal = found

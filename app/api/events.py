@@ -18,7 +18,7 @@ from app.api.errors import ApiError, not_found
 from app.api.sse import StreamResponse, sse_event
 from app.api.state import runtime
 from app.events.bus import MessageBus
-from app.events.stream import thread_events, thread_is_users
+from app.services.thread_events import thread_events, thread_is_users
 
 
 def message_bus(request: Request) -> MessageBus:

@@ -23,8 +23,7 @@ from app.api.auth import authenticate
 from app.api.errors import ApiError
 from app.api.state import runtime
 from app.services import usage_reports
-from app.services.usage_reports import InvalidUsageQuery, UsageQuery
-from app.store.usage_reports import GroupBy
+from app.services.usage_reports import GroupBy, InvalidUsageQuery, UsageQuery
 
 GROUP_BY_CHOICES = ("day", "model")
 DAY_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}")

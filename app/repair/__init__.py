@@ -1,7 +1,8 @@
 """Finding and fixing messages stored by older, buggy gateways (pure rules and planning).
 
-The SQL side (keyset-paginated scans, per-batch apply with backups, rollback) is
-app.store.repairs; the CLI is scripts/repair_messages.py; the operator guide docs/repair.md.
+The runs (per-batch apply with backups, rollback) are app.services.repair_runs, their SQL
+(keyset-paginated scans, backups, restoring) app.store.repairs; the CLI is
+scripts/repair_messages.py; the operator guide docs/repair.md.
 """
 
 from app.repair.plan import RepairPlan, plan_repair

@@ -1,6 +1,7 @@
 """The report of a scan, fix or rollback: counts by rule, findings, a few before/after samples.
 
-Pure bookkeeping; the store fills it batch by batch and the CLI renders it (table or JSON).
+Pure bookkeeping; a repair run (app.services.repair_runs) fills it batch by batch and the CLI
+renders it (table or JSON).
 """
 
 from __future__ import annotations

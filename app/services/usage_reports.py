@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import datetime as dt
 import unicodedata
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from app.clock import iso_utc
 from app.store import usage_reports
 from app.store.db import Database
-from app.store.usage_reports import GroupBy, MessageUsage, UsageReport
+from app.store.usage_reports import MessageUsage
+from app.usage.figures import RollupKey, UsageFigures
+
+GroupBy = Literal["day", "model"]
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
@@ -77,6 +81,41 @@ def check_user_id(value: str | None) -> str:
     return value
 
 
+@dataclass(slots=True)
+class UsageReport:
+    """A user's usage over whole UTC days [start, end]: totals and one row per day or model."""
+
+    user_id: str
+    start: dt.date
+    end: dt.date
+    group_by: GroupBy
+    totals: UsageFigures = field(default_factory=UsageFigures)
+    rows: dict[str, UsageFigures] = field(default_factory=dict)
+
+
+def summed_report(
+    user_id: str, start: dt.date, end: dt.date, group_by: GroupBy,
+    rollups: Mapping[RollupKey, UsageFigures],
+) -> UsageReport:
+    """The rollup rows summed per day (ISO date key) or per model, rows in (day, model)
+    order, so a model's row comes where it is first used."""
+    report = UsageReport(user_id, start, end, group_by)
+    for (_, day, model), figures in sorted(rollups.items(), key=lambda kv: kv[0][1:]):
+        key = day.isoformat() if group_by == "day" else model
+        report.rows.setdefault(key, UsageFigures()).add(figures)
+        report.totals.add(figures)
+    return report
+
+
+async def usage_report(
+    db: Database, user_id: str, start: dt.date, end: dt.date, group_by: GroupBy
+) -> UsageReport:
+    """The user's daily rollup over [start, end] inclusive, summed by `group_by`."""
+    async with db.transaction() as session:
+        rollups = await usage_reports.stored_rollups(session, start, end, user_id=user_id)
+    return summed_report(user_id, start, end, group_by, rollups)
+
+
 async def usage_for(
     db: Database, user_id: str, query: UsageQuery, *, today: dt.date | None = None
 ) -> dict[str, Any]:
@@ -84,12 +123,12 @@ async def usage_for(
     day now: rollup days are UTC days)."""
     start, end = date_range(query, today or dt.datetime.now(dt.UTC).date())
     async with db.transaction() as session:
-        report = await usage_reports.usage_report(session, user_id, start, end, query.group_by)
+        rollups = await usage_reports.stored_rollups(session, start, end, user_id=user_id)
         messages = await usage_reports.get_user_token_usage(
             session, user_id, usage_reports.day_start(start),
             usage_reports.day_start(end + dt.timedelta(days=1)),
         )
-    return report_json(report, messages)
+    return report_json(summed_report(user_id, start, end, query.group_by, rollups), messages)
 
 
 async def usage_of_user(db: Database, user_id: str | None, query: UsageQuery) -> dict[str, Any]:

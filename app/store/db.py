@@ -30,13 +30,6 @@ from sqlalchemy.ext.asyncio import (
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-def default_database_url() -> str:
-    """The configured URL (CHATGATE_DATABASE_URL / DATABASE_URL, default SQLite under ./var)."""
-    from app.settings import get_settings
-
-    return get_settings().database_url
-
-
 #: Driver names an operator may write, and the async driver the store runs on.
 _ASYNC_DRIVERS = {"postgres": "postgresql+asyncpg", "postgresql": "postgresql+asyncpg",
                   "sqlite": "sqlite+aiosqlite"}
@@ -102,10 +95,13 @@ def create_engine_for(
 
 
 class Database:
-    """The engine and a session factory; `transaction()` is how every caller talks to the store."""
+    """The engine and a session factory; `transaction()` is how every caller talks to the store.
 
-    def __init__(self, url: str | URL | None = None, **engine_kwargs: Any) -> None:
-        self.url: URL = async_url(url if url is not None else default_database_url())
+    The URL is always given: the store does not read the gateway's settings, so whoever starts
+    the process (app.main, app.cli for the scripts, the tests) decides which database it is."""
+
+    def __init__(self, url: str | URL, **engine_kwargs: Any) -> None:
+        self.url: URL = async_url(url)
         self.engine: AsyncEngine = create_engine_for(self.url, **engine_kwargs)
         self.sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
             self.engine, expire_on_commit=False

@@ -106,7 +106,7 @@ class NotMigrated(StoreError):
 
 
 @asynccontextmanager
-async def migrated_database(url: str | URL | None = None) -> AsyncIterator[Database]:
+async def migrated_database(url: str | URL) -> AsyncIterator[Database]:
     """A Database for a script, checked to be at head first and disposed at the end: an
     operator who points a script at a new or wrong database gets one clear sentence instead of
     a traceback about a missing table."""

@@ -1,24 +1,21 @@
-"""Repairs of stored messages: keyset-paginated scans, per-batch apply with backups in
-`message_repairs` under one run id, and exact rollback by run id.
+"""The SQL of message repairs: keyset-paginated candidate rows, backed-up rewrites in
+`message_repairs` under a run id, and restoring them. Queries only, in the caller's transaction.
 
-The rules live in app.repair (pure); this module only reads rows, hands them to the rules and
-writes what they planned. Backups copy the old content and metadata inside the database
-(`UPDATE ... SET old_metadata = (SELECT metadata ...)`), not through Python, so a rollback puts
-back the exact stored bytes even where an old gateway serialised JSON differently.
-
-Each apply batch reads its rows and writes their fixes in one transaction (rows locked with
-FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE holds the write lock), so a row changed by
-the gateway between a dry run and `--apply` is judged on what it holds now. `updated_at` is
-left alone: message_repairs is the audit trail, and rollback restores every column it changed.
+Which rows are corrupt and what they become is app.repair (pure); the runs (one transaction
+per batch, counting, when a rollback may restore a row) are app.services.repair_runs.
+Backups copy the old content and metadata inside the database (`UPDATE ... SET old_metadata =
+(SELECT metadata ...)`), not through Python, so a rollback puts back the exact stored bytes
+even where an old gateway serialised JSON differently. `updated_at` is left alone:
+message_repairs is the audit trail, and restoring puts back every column a repair changed.
 """
 
 from __future__ import annotations
 
-import time
+import datetime as dt
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -41,33 +38,17 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from app.clock import utcnow
-from app.repair import RepairReport, RollbackReport, ScanFilter, StoredMessage, diagnose
-from app.repair.plan import RepairPlan, plan_repair
+from app.repair import RepairPlan, ScanFilter, StoredMessage
 from app.repair.rules import LEGACY_SYNTHETIC
-from app.store.db import Database
-from app.store.errors import StoreError
 from app.store.models import Message, MessageRepair
 from app.store.sanitize import clean_message
 from app.store.types import JsonDocument
 from app.store.visibility import is_legacy_synthetic_sql, metadata_synthetic_is_true
 
-DEFAULT_BATCH_SIZE = 500
 ID_CHUNK = 500  # ids per IN (...) list: far below both backends' bind-parameter limits
-
-Progress = Callable[[int], None]
-"""Called after each batch with the number of rows it read."""
 
 _MESSAGES: Table = Message.__table__  # type: ignore[assignment]
 _REPAIRS: Table = MessageRepair.__table__  # type: ignore[assignment]
-
-
-class UnknownRun(StoreError):
-    """No repair was recorded under that run id."""
-
-
-def new_run_id() -> str:
-    """A run id: sortable by time, unique, short enough to type."""
-    return f"{utcnow():%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
 def _chunks(items: Sequence[Any], size: int = ID_CHUNK) -> list[Sequence[Any]]:
@@ -148,7 +129,9 @@ async def candidate_batch(
     lock: bool = False,
 ) -> list[StoredMessage]:
     """The next `limit` candidate rows after `after` in id order (keyset pagination: stable
-    and index-driven however far the scan has gone). `lock` takes row locks (PostgreSQL)."""
+    and index-driven however far the scan has gone). `lock` takes row locks (PostgreSQL;
+    SQLite's BEGIN IMMEDIATE already holds the write lock), so rows about to be rewritten
+    are judged on what they hold now."""
     query = _batch_query(flt, after, limit)
     if lock:
         query = query.with_for_update(of=Message)
@@ -233,119 +216,47 @@ async def _copy_originals(s: AsyncSession, repair_ids: list[uuid.UUID]) -> None:
         )
 
 
-# ------------------------------------------------------------------------- runs
+# ------------------------------------------------------------------------- restoring
 
 
-async def _run_batches(
-    db: Database, flt: ScanFilter, report: RepairReport, batch_size: int,
-    on_batch: Progress | None, *, apply: bool,
-) -> None:
-    after: uuid.UUID | None = None
-    while True:
-        async with db.transaction() as s:
-            rows = await candidate_batch(s, flt, after, batch_size, lock=apply)
-            plans: list[RepairPlan] = []
-            for message in rows:
-                diagnosis = diagnose(message)
-                plan = plan_repair(message, diagnosis)
-                report.record(message, diagnosis, plan)
-                if plan is not None:
-                    plans.append(plan)
-            if apply and report.run_id is not None:
-                report.repaired += await write_repairs(s, report.run_id, plans)
-        if not rows:
-            return
-        report.scanned += len(rows)
-        report.batches += 1
-        after = rows[-1].id
-        if on_batch is not None:
-            on_batch(len(rows))
-        if len(rows) < batch_size:
-            return
+@dataclass(frozen=True, slots=True)
+class RunBackup:
+    """One backup of a run beside the message as it is now: what rollback decides on."""
+
+    id: uuid.UUID
+    message_id: uuid.UUID
+    rule: str
+    new_content: str
+    new_metadata: Any
+    rolled_back_at: dt.datetime | None
+    current_content: str
+    current_metadata: Any
 
 
-async def count_for_progress(db: Database, flt: ScanFilter) -> tuple[int, int]:
-    """(messages matching the filter, candidates among them)."""
-    async with db.transaction() as s:
-        return await count_messages(s, flt)
-
-
-async def scan_messages(
-    db: Database, flt: ScanFilter | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
-    on_batch: Progress | None = None, max_samples: int = 5,
-) -> RepairReport:
-    """Dry run: every finding and the planned fixes, nothing written."""
-    return await _run(db, flt or ScanFilter(), "scan", batch_size, on_batch, max_samples)
-
-
-async def apply_repairs(
-    db: Database, flt: ScanFilter | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
-    on_batch: Progress | None = None, max_samples: int = 5, run_id: str | None = None,
-) -> RepairReport:
-    """Fix every corrupt row, one transaction per batch, each change backed up under one run
-    id (report.run_id). A batch that fails is rolled back whole; batches before it stay
-    applied and are undone with rollback_run(run_id)."""
-    return await _run(
-        db, flt or ScanFilter(), "apply", batch_size, on_batch, max_samples,
-        run_id or new_run_id(),
+async def run_backups(s: AsyncSession, run_id: str) -> list[RunBackup]:
+    """Every backup of a run whose message still exists, in message id order, the messages
+    locked (PostgreSQL) until the caller's transaction ends."""
+    rows = await s.execute(
+        select(
+            MessageRepair.id, MessageRepair.message_id, MessageRepair.rule,
+            MessageRepair.new_content, MessageRepair.new_metadata,
+            MessageRepair.rolled_back_at, Message.content, Message.meta,
+        )
+        .join(Message, Message.id == MessageRepair.message_id)
+        .where(MessageRepair.run_id == run_id)
+        .order_by(MessageRepair.message_id)
+        .with_for_update()
     )
+    return [RunBackup(*row) for row in rows]
 
 
-async def _run(
-    db: Database, flt: ScanFilter, mode: Literal["scan", "apply"], batch_size: int,
-    on_batch: Progress | None, max_samples: int, run_id: str | None = None,
-) -> RepairReport:
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    report = RepairReport(mode=mode, max_samples=max_samples, run_id=run_id)
-    started = time.perf_counter()
-    report.total, _ = await count_for_progress(db, flt)
-    await _run_batches(db, flt, report, batch_size, on_batch, apply=mode == "apply")
-    report.seconds = time.perf_counter() - started
-    return report
-
-
-# ------------------------------------------------------------------------- rollback
-
-
-async def rollback_run(db: Database, run_id: str) -> RollbackReport:
-    """Restore every message of a run exactly (content, metadata, synthetic columns), in one
-    transaction. A message changed since the repair is left as it is and listed as a
-    conflict: restoring it would destroy the newer change."""
-    report = RollbackReport(run_id)
-    started = time.perf_counter()
-    async with db.transaction() as s:
-        rows = (await s.execute(
-            select(
-                MessageRepair.id, MessageRepair.message_id, MessageRepair.rule,
-                MessageRepair.new_content, MessageRepair.new_metadata,
-                MessageRepair.rolled_back_at, Message.content, Message.meta,
-            )
-            .join(Message, Message.id == MessageRepair.message_id)
-            .where(MessageRepair.run_id == run_id)
-            .order_by(MessageRepair.message_id)
-            .with_for_update()
-        )).all()
-        if not rows:
-            raise UnknownRun(f"no repairs recorded under run id {run_id!r}")
-        restore: list[Row[Any]] = []
-        for row in rows:
-            if row.rolled_back_at is not None:
-                report.already_rolled_back += 1
-            elif row.content != row.new_content or row.meta != row.new_metadata:
-                report.conflicts.append(str(row.message_id))
-            else:
-                restore.append(row)
-        await _restore(s, restore)
-        report.restored = len(restore)
-    report.seconds = time.perf_counter() - started
-    return report
-
-
-async def _restore(s: AsyncSession, rows: list[Row[Any]]) -> None:
+async def restore(s: AsyncSession, backups: Sequence[RunBackup]) -> None:
+    """Put back each backup's old content, metadata and (legacy_synthetic) columns and mark
+    it rolled back. Restores unconditionally: which backups may be restored is the caller's
+    decision (a message changed since its repair must not be)."""
     backup = _REPAIRS.alias("backup")
     now = utcnow()
-    for chunk in _chunks(rows):
+    for chunk in _chunks(backups):
         repair_ids = [row.id for row in chunk]
         message_ids = [row.message_id for row in chunk]
         mine = and_(backup.c.message_id == _MESSAGES.c.id, backup.c.id.in_(repair_ids))

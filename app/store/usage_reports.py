@@ -1,27 +1,21 @@
-"""Usage reports, backfill and verification: all the SQL that reads usage back.
+"""The SQL that reads usage back and rewrites the daily rollup: queries only.
 
-Two views of usage exist and both are kept honest:
-- the rollup (`user_token_usage`, per user, UTC day and model), written by
-  app.store.usage when a message is finished; `usage_report` reads it, `backfill_rollups`
-  recomputes it from the raw `llm_calls` rows and `verify_rollups` compares the two;
+Two views of usage exist:
+- the rollup (`user_token_usage`, per user, UTC day and model), incremented by app.store.usage
+  when a message is finished; `stored_rollups` reads it, `finished_calls` reads the raw
+  `llm_calls` rows it should add up to, and `replace_rollup_day` rewrites one day. What a
+  day should hold and whether it does is decided in app.services.usage_rollups (backfill
+  and verify), and how a report sums the rows in app.services.usage_reports;
 - the messages themselves (`messages.tokens`, the generated column from metadata.tokens);
   `get_user_token_usage` summarises them (a SQL function on PostgreSQL, the same query in
   SQLAlchemy on SQLite).
-
-Recomputing groups the llm_calls rows by the finish that wrote them and applies
-app.store.usage.deltas_by_model (and its message_carriers), the very rule the finish path
-applies, so the backfill and the live rollup cannot disagree about how a turn is counted,
-even after its thread (and so its message_id) is gone.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from decimal import Decimal
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, bindparam, delete, distinct, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -29,15 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.store.models import LlmCall, Message, UserTokenUsage
 from app.store.types import UtcDateTime
-from app.store.usage import PERIOD_DAY, UsageDelta, deltas_by_model
+from app.store.usage import PERIOD_DAY
 from app.turns.records import CallRecord
-
-GroupBy = Literal["day", "model"]
-COST_QUANTUM = Decimal("0.000000001")  # the rollup column's scale: Numeric(18, 9)
-USAGE_FIELDS = (
-    "total_tokens", "prompt_tokens", "completion_tokens", "message_count", "llm_call_count",
-    "cost_usd", "unpriced_call_count",
-)
+from app.usage.figures import RollupKey, UsageFigures, exact_cost
 
 
 def day_start(day: dt.date) -> dt.datetime:
@@ -111,171 +99,33 @@ async def get_user_token_usage(
     return await get_user_token_usage_query(s, user_id, start, end)
 
 
-# -- reports from the rollup --------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class UsageFigures:
-    """Sums of rollup rows. cost_usd is the sum of the known costs, None while no call was
-    priced; unpriced_call_count says how many calls it is missing."""
-
-    total_tokens: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    message_count: int = 0
-    llm_call_count: int = 0
-    cost_usd: Decimal | None = None
-    unpriced_call_count: int = 0
-
-    def add(self, other: UsageFigures) -> None:
-        self.total_tokens += other.total_tokens
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.message_count += other.message_count
-        self.llm_call_count += other.llm_call_count
-        self.unpriced_call_count += other.unpriced_call_count
-        if other.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or Decimal(0)) + other.cost_usd
-
-    def as_dict(self) -> dict[str, int | float | None]:
-        return {
-            "total_tokens": self.total_tokens,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "message_count": self.message_count,
-            "llm_call_count": self.llm_call_count,
-            "cost_usd": None if self.cost_usd is None else float(self.cost_usd),
-            "unpriced_call_count": self.unpriced_call_count,
-        }
-
-
-def _cost(value: float | Decimal | None) -> Decimal | None:
-    """A cost as an exact decimal at the rollup's scale (floats go through their repr)."""
-    if value is None:
-        return None
-    return Decimal(str(value)).quantize(COST_QUANTUM)
+# -- the daily rollup ---------------------------------------------------------------------
 
 
 def _figures_of(row: UserTokenUsage) -> UsageFigures:
     return UsageFigures(
         row.total_tokens, row.prompt_tokens, row.completion_tokens, row.message_count,
-        row.llm_call_count, _cost(row.cost_usd), row.unpriced_call_count,
+        row.llm_call_count, exact_cost(row.cost_usd), row.unpriced_call_count,
     )
-
-
-def _figures_of_delta(delta: UsageDelta, cost: Decimal | None) -> UsageFigures:
-    return UsageFigures(
-        delta.total_tokens, delta.prompt_tokens, delta.completion_tokens, delta.message_count,
-        delta.llm_call_count, cost, delta.unpriced_call_count,
-    )
-
-
-@dataclass(slots=True)
-class UsageReport:
-    """A user's usage over whole UTC days [start, end]: totals and one row per day or model."""
-
-    user_id: str
-    start: dt.date
-    end: dt.date
-    group_by: GroupBy
-    totals: UsageFigures = field(default_factory=UsageFigures)
-    rows: dict[str, UsageFigures] = field(default_factory=dict)
-
-
-async def usage_report(
-    s: AsyncSession, user_id: str, start: dt.date, end: dt.date, group_by: GroupBy
-) -> UsageReport:
-    """The rollup summed per day (ISO date key) or per model, over [start, end] inclusive."""
-    result = await s.execute(
-        select(UserTokenUsage)
-        .where(UserTokenUsage.user_id == user_id, UserTokenUsage.period_type == PERIOD_DAY,
-               UserTokenUsage.period_start >= start, UserTokenUsage.period_start <= end)
-        .order_by(UserTokenUsage.period_start, UserTokenUsage.model)
-    )
-    report = UsageReport(user_id, start, end, group_by)
-    for row in result.scalars():
-        key = row.period_start.isoformat() if group_by == "day" else row.model
-        figures = _figures_of(row)
-        report.rows.setdefault(key, UsageFigures()).add(figures)
-        report.totals.add(figures)
-    return report
-
-
-# -- recomputing rollups from llm_calls ---------------------------------------------------
-
-RollupKey = tuple[str, dt.date, str]  # (user_id, day, model)
-
-
-def _as_record(row: LlmCall) -> CallRecord:
-    return CallRecord(
-        stage=row.stage, model=row.model, prompt_tokens=row.prompt_tokens,
-        completion_tokens=row.completion_tokens,
-        cost_usd=row.cost_usd, usage_source=row.usage_source,  # type: ignore[arg-type]
-        started_at=row.started_at, first_token_at=row.first_token_at,
-        finished_at=row.finished_at, status=row.status,
-        error=row.error,
-    )
-
-
-def _turn_figures(calls: Sequence[LlmCall]) -> dict[str, UsageFigures]:
-    """One finish's contribution per model, by the finish path's own rule; costs summed
-    exactly (the rollup column adds decimals, not floats)."""
-    deltas = deltas_by_model([_as_record(c) for c in calls])
-    costs: dict[str, Decimal | None] = {}
-    for call in calls:
-        cost = _cost(call.cost_usd)
-        if cost is not None:
-            costs[call.model] = (costs.get(call.model) or Decimal(0)) + cost
-    return {model: _figures_of_delta(d, costs.get(model)) for model, d in deltas.items()}
-
-
-async def raw_usage(
-    s: AsyncSession, first_day: dt.date, last_day: dt.date
-) -> dict[RollupKey, UsageFigures]:
-    """What the daily rollup should hold for [first_day, last_day], from the llm_calls rows.
-    The day of a call is the UTC day its message was finished (llm_calls.created_at).
-
-    A turn's calls are the rows its finish wrote: one user, one finish moment (every row of
-    a finish gets the same created_at). Not message_id: deleting a thread sets it NULL, and
-    a turn whose thread was deleted while it ran never had one; grouping by the finish
-    keeps such turns whole, so the message is counted as the live rollup counted it."""
-    result = await s.execute(
-        select(LlmCall)
-        .where(LlmCall.created_at >= day_start(first_day),
-               LlmCall.created_at < day_start(last_day + dt.timedelta(days=1)))
-        .order_by(LlmCall.created_at, LlmCall.user_id, LlmCall.started_at, LlmCall.id)
-    )
-    finishes: dict[tuple[str, dt.datetime], list[LlmCall]] = defaultdict(list)
-    for call in result.scalars():
-        finishes[(call.user_id, call.created_at)].append(call)
-    expected: dict[RollupKey, UsageFigures] = {}
-    for (user_id, finished_at), calls in finishes.items():
-        _merge(expected, user_id, finished_at.astimezone(dt.UTC).date(), _turn_figures(calls))
-    return expected
-
-
-def _merge(
-    into: dict[RollupKey, UsageFigures], user_id: str, day: dt.date,
-    per_model: dict[str, UsageFigures],
-) -> None:
-    for model, figures in per_model.items():
-        into.setdefault((user_id, day, model), UsageFigures()).add(figures)
 
 
 async def stored_rollups(
-    s: AsyncSession, first_day: dt.date, last_day: dt.date
+    s: AsyncSession, first_day: dt.date, last_day: dt.date, *, user_id: str | None = None,
 ) -> dict[RollupKey, UsageFigures]:
-    """The daily rollup rows of [first_day, last_day] as they are."""
-    result = await s.execute(
-        select(UserTokenUsage).where(
-            UserTokenUsage.period_type == PERIOD_DAY,
-            UserTokenUsage.period_start >= first_day, UserTokenUsage.period_start <= last_day,
-        )
+    """The daily rollup rows of [first_day, last_day] as they are (one user's when given),
+    in (day, model, user) order."""
+    query = select(UserTokenUsage).where(
+        UserTokenUsage.period_type == PERIOD_DAY,
+        UserTokenUsage.period_start >= first_day, UserTokenUsage.period_start <= last_day,
     )
+    if user_id is not None:
+        query = query.where(UserTokenUsage.user_id == user_id)
+    result = await s.execute(query.order_by(
+        UserTokenUsage.period_start, UserTokenUsage.model, UserTokenUsage.user_id))
     return {(r.user_id, r.period_start, r.model): _figures_of(r) for r in result.scalars()}
 
 
-async def _lock_rollups(s: AsyncSession) -> None:
+async def lock_rollups(s: AsyncSession) -> None:
     """PostgreSQL: make finishes wait while rollups are rewritten (reads still run). A finish
     that already wrote holds a row lock, so this waits for it to commit first; a finish that
     comes later adds its delta on top of the rewritten row. SQLite: BEGIN IMMEDIATE already
@@ -284,11 +134,11 @@ async def _lock_rollups(s: AsyncSession) -> None:
         await s.execute(text("LOCK TABLE user_token_usage IN EXCLUSIVE MODE"))
 
 
-async def backfill_day(s: AsyncSession, day: dt.date) -> int:
-    """Replace the daily rollup rows of one UTC day by the sums of its llm_calls rows;
-    running it again changes nothing. Returns how many rollup rows the day now has."""
-    await _lock_rollups(s)
-    expected = await raw_usage(s, day, day)
+async def replace_rollup_day(
+    s: AsyncSession, day: dt.date, figures: Mapping[RollupKey, UsageFigures]
+) -> None:
+    """Delete every daily rollup row of `day` and insert `figures` (keys of that day) in
+    their place. Call lock_rollups first in the same transaction."""
     await s.execute(
         delete(UserTokenUsage).where(UserTokenUsage.period_type == PERIOD_DAY,
                                      UserTokenUsage.period_start == day)
@@ -303,45 +153,52 @@ async def backfill_day(s: AsyncSession, day: dt.date) -> int:
             cost_usd=None if f.cost_usd is None else float(f.cost_usd),
             unpriced_call_count=f.unpriced_call_count, updated_at=now,
         )
-        for (user_id, key_day, model), f in sorted(expected.items())
+        for (user_id, key_day, model), f in sorted(figures.items())
     )
     await s.flush()
-    return len(expected)
 
 
-# -- verification -------------------------------------------------------------------------
+# -- the raw llm_calls rows ---------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class Mismatch:
-    """One figure where the rollup and the raw rows disagree (None: no row on that side)."""
+class FinishedCall:
+    """One llm_calls row: whose, when the finish that wrote it ran, and the call itself.
+    Every row of one finish shares `written_at` (llm_calls.created_at), which is how the
+    rows of one turn are found again even after its thread (and message_id) is gone."""
 
     user_id: str
-    day: dt.date
-    model: str
-    field: str
-    rollup: int | Decimal | None
-    raw: int | Decimal | None
+    written_at: dt.datetime
+    call: CallRecord
 
 
-def _field(figures: UsageFigures | None, name: str) -> int | Decimal | None:
-    if figures is None:
-        return None
-    value: int | Decimal | None = getattr(figures, name)
-    return value
+def _as_record(row: LlmCall) -> CallRecord:
+    return CallRecord(
+        stage=row.stage, model=row.model, prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        cost_usd=row.cost_usd, usage_source=row.usage_source,  # type: ignore[arg-type]
+        started_at=row.started_at, first_token_at=row.first_token_at,
+        finished_at=row.finished_at, status=row.status,
+        error=row.error,
+    )
 
 
-def compare(
-    raw: dict[RollupKey, UsageFigures], rollup: dict[RollupKey, UsageFigures]
-) -> list[Mismatch]:
-    """Every differing figure; a row present on one side only differs in every field."""
-    found: list[Mismatch] = []
-    for key in sorted(raw.keys() | rollup.keys()):
-        want, have = raw.get(key), rollup.get(key)
-        for name in USAGE_FIELDS:
-            if want is None or have is None or _field(want, name) != _field(have, name):
-                found.append(Mismatch(*key, name, _field(have, name), _field(want, name)))
-    return found
+async def finished_calls(
+    s: AsyncSession, first_day: dt.date, last_day: dt.date
+) -> list[FinishedCall]:
+    """The llm_calls rows written on the UTC days [first_day, last_day] (the day a message was
+    finished), in finish order, then by user and pipeline order."""
+    result = await s.execute(
+        select(LlmCall)
+        .where(LlmCall.created_at >= day_start(first_day),
+               LlmCall.created_at < day_start(last_day + dt.timedelta(days=1)))
+        .order_by(LlmCall.created_at, LlmCall.user_id, LlmCall.started_at, LlmCall.id)
+    )
+    return [FinishedCall(row.user_id, row.created_at, _as_record(row))
+            for row in result.scalars()]
+
+
+# -- which days, what is missing ----------------------------------------------------------
 
 
 async def begin_snapshot(s: AsyncSession) -> None:
@@ -349,11 +206,6 @@ async def begin_snapshot(s: AsyncSession) -> None:
     finish committing in between cannot show as a mismatch. Call first in the transaction."""
     if s.get_bind().dialect.name == "postgresql":
         await s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-
-
-async def verify_day(s: AsyncSession, day: dt.date) -> list[Mismatch]:
-    """Raw sums against the rollup for one UTC day."""
-    return compare(await raw_usage(s, day, day), await stored_rollups(s, day, day))
 
 
 async def usage_days(s: AsyncSession) -> list[dt.date]:

@@ -1,1 +1,1 @@
-"""Token usage: estimates from text and prices per model. Pure."""
+"""Token usage: estimates from text, prices per model, and the figures a turn adds up to. Pure."""

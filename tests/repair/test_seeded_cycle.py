@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.store import repairs
+from app.services import repair_runs
 from app.store.db import Database
 from app.stream.spec import HEADER
 from tests.repair.seed import CORRUPT_KINDS, Seeded, seed, snapshot
@@ -64,10 +64,10 @@ async def test_seeded_cycle(db: Database, database_url: str) -> None:
     assert f"{len(corrupt)} restored" in " ".join(rolled.stdout.split())
     assert await snapshot(db) == original
 
-    again = await repairs.apply_repairs(db)
+    again = await repair_runs.apply_repairs(db)
     assert again.repaired == len(corrupt) and again.run_id != run_id
     assert await snapshot(db) == fixed  # the same fix, byte for byte
-    idle = await repairs.apply_repairs(db)
+    idle = await repair_runs.apply_repairs(db)
     assert (idle.repaired, idle.corrupt) == (0, 0)
 
 

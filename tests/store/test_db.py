@@ -66,7 +66,7 @@ async def test_default_url_creates_the_var_directory(
     monkeypatch.delenv("DATABASE_URL", raising=False)
     get_settings.cache_clear()
     try:
-        db = Database()
+        db = Database(get_settings().database_url)
         async with db.engine.connect() as connection:
             await connection.exec_driver_sql("SELECT 1")
         await db.dispose()

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.store import usage_reports
+from app.services import usage_rollups
 from app.store.db import Database
 from tests.e2e.helpers import keyed_client, messages, new_thread
 from tests.support.live import LiveGateway, post_turn
@@ -68,8 +68,7 @@ async def test_real_turns_show_up_in_the_callers_usage(seeded: LiveGateway) -> N
     # and the live rollup equals the raw llm_calls rows
     db = Database(seeded.database_url)
     try:
-        async with db.transaction() as s:
-            assert await usage_reports.verify_day(s, dt.datetime.now(dt.UTC).date()) == []
+        assert await usage_rollups.verify_day(db, dt.datetime.now(dt.UTC).date()) == []
     finally:
         await db.dispose()
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
+from app.services import usage_reports, usage_rollups
 from app.store import messages as messages_store
 from app.store import threads as threads_store
-from app.store import usage_reports
 from app.store.db import Database
 from app.turns.records import FinishedMessage
 from tests.usage_accounting.workload import call
@@ -36,17 +36,14 @@ async def test_backfill_racing_finishes_leaves_exact_sums(database_url: str) -> 
 
         async def backfill() -> None:
             for _ in range(5):
-                async with db.transaction() as s:
-                    await usage_reports.backfill_day(s, dt.datetime.now(dt.UTC).date())
+                await usage_rollups.backfill_day(db, dt.datetime.now(dt.UTC).date())
                 await asyncio.sleep(0)
 
         await asyncio.gather(*(finish(n) for n in range(WRITERS)), backfill())
         last_day = dt.datetime.now(dt.UTC).date()
-        async with db.transaction() as s:
-            await usage_reports.begin_snapshot(s)
-            assert await usage_reports.verify_day(s, first_day) == []
-            assert await usage_reports.verify_day(s, last_day) == []
-            report = await usage_reports.usage_report(s, "racer", first_day, last_day, "model")
+        assert await usage_rollups.verify_day(db, first_day) == []
+        assert await usage_rollups.verify_day(db, last_day) == []
+        report = await usage_reports.usage_report(db, "racer", first_day, last_day, "model")
         main = report.rows["gpt-4o"]
         assert main.total_tokens == sum(100 + 2 * n for n in range(WRITERS))
         assert (main.message_count, main.llm_call_count) == (WRITERS, WRITERS)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import func, select
 
+from app.services import usage_rollups
 from app.store import messages as messages_store
 from app.store import threads as threads_store
-from app.store import usage_reports
 from app.store.db import Database
 from app.store.models import LlmCall, Thread, UserTokenUsage
 from app.turns.records import CallRecord, FinishedMessage
@@ -129,15 +129,12 @@ async def llm_call_count(db: Database) -> int:
         return int(await s.scalar(select(func.count()).select_from(LlmCall)) or 0)
 
 
-async def verify(db: Database, day: dt.date) -> list[usage_reports.Mismatch]:
+async def verify(db: Database, day: dt.date) -> list[usage_rollups.Mismatch]:
     """What `scripts/usage.py verify --day DAY` reports (one snapshot, as the script reads)."""
-    async with db.transaction() as s:
-        await usage_reports.begin_snapshot(s)
-        return await usage_reports.verify_day(s, day)
+    return await usage_rollups.verify_day(db, day)
 
 
 async def backfill(db: Database, *days: dt.date) -> None:
     """What `scripts/usage.py backfill` does: each day rewritten in its own transaction."""
     for day in days:
-        async with db.transaction() as s:
-            await usage_reports.backfill_day(s, day)
+        await usage_rollups.backfill_day(db, day)

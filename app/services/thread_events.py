@@ -1,5 +1,9 @@
 """One client's event stream for a thread: subscribe, then for each notice re-read the new
-messages (scoped by user, visible ones only) and hand them out in the API's message shape."""
+messages (scoped by user, visible ones only) and hand them out in the API's message shape.
+
+This is a use case, not infrastructure: it decides what a user may see and shapes it like the
+history does (app.services.threads.message_json), so it lives with the services; app/events
+keeps only the bus that carries the notices."""
 
 from __future__ import annotations
 
@@ -16,10 +20,11 @@ from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.visibility import is_hidden
 
-log = get_logger("events.stream")
+log = get_logger("services.thread_events")
 
 
 async def thread_is_users(db: Database, user_id: str, thread_id: uuid.UUID) -> bool:
+    """The thread exists and is the user's (anything else is the same 404)."""
     async with db.transaction() as session:
         return await thread_store.get_thread(session, user_id, thread_id) is not None
 

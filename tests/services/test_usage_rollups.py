@@ -1,17 +1,22 @@
-"""The daily rollup equals the raw llm_calls sums; backfill recomputes it idempotently and
-repairs it; verify finds every drift. Both backends, real databases, the real finish path."""
+"""app.services.usage_rollups: the daily rollup equals the raw llm_calls sums; backfill
+recomputes it idempotently and repairs it; verify finds every drift. Both backends, real
+databases, the real finish path."""
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 
 import pytest
 from sqlalchemy import delete, select, update
 
+from app.services import usage_rollups
 from app.store import threads as threads_store
 from app.store import usage_reports
 from app.store.db import Database
 from app.store.models import LlmCall, UserTokenUsage
+from app.store.usage_reports import FinishedCall
+from app.usage.figures import USAGE_FIELDS, UsageFigures
 from tests.usage_accounting.workload import (
     DAY1,
     DAY2,
@@ -110,7 +115,7 @@ async def test_verify_names_each_tampered_figure(
         ("bob", "gpt-4o", "cost_usd", Decimal("0.000875001"), Decimal("0.000875000")),
     }
     day1 = await verify(db, DAY1)
-    assert {m.field for m in day1} == set(usage_reports.USAGE_FIELDS)
+    assert {m.field for m in day1} == set(USAGE_FIELDS)
     assert all(m.rollup is None and m.model == "gpt-4o-mini" for m in day1)
 
 
@@ -149,19 +154,69 @@ async def test_usage_outlives_a_deleted_thread(
     assert await rollup_rows(db) == before
 
 
-async def test_messages_without_token_data_are_counted_not_zeroed(
+async def test_verify_every_day_from_one_snapshot(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    await mixed_workload(db, monkeypatch)
     thread = await new_thread(db, "carol")
-    # an old-style row: no tokens in metadata, no llm_calls
-    await finished_turn(db, monkeypatch, thread, at(DAY1, 8), [], metadata={"model": "old"})
-    # a float or a string is not token data either
-    await finished_turn(db, monkeypatch, thread, at(DAY1, 9), [], metadata={"tokens": "12"})
-    await finished_turn(db, monkeypatch, thread, at(DAY2, 9), [], metadata={"tokens": 1.5})
-    await finished_turn(db, monkeypatch, thread, at(DAY2, 10), [call("gpt-4o", 10, 2)])
+    await finished_turn(db, monkeypatch, thread, at(DAY2, 9), [], metadata={"model": "old"})
+    progress: list[tuple[int, int]] = []
+    result = await usage_rollups.verify(db, on_day=lambda *seen: progress.append(seen))
+    assert result.days == list(ALL_DAYS) and result.mismatches == []
+    assert result.messages_without_tokens == 2  # and the failed turn of the workload
+    assert progress == [(1, 3), (2, 3), (3, 3)]
+    one_day = await usage_rollups.verify(db, DAY1)
+    assert (one_day.days, one_day.messages_without_tokens) == ([DAY1], 0)
+
+
+async def test_backfill_a_range_day_by_day(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await mixed_workload(db, monkeypatch)
+    live = await rollup_rows(db)
+    progress: list[tuple[int, int]] = []
+    written = await usage_rollups.backfill(
+        db, DAY1, DAY3 + dt.timedelta(days=1), on_day=lambda *seen: progress.append(seen))
+    assert written == {day: sum(1 for key in live if key[1] == day) for day in ALL_DAYS} | {
+        DAY3 + dt.timedelta(days=1): 0}
+    assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert await rollup_rows(db) == live
+
+
+async def test_raw_usage_is_what_the_live_rollup_holds(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await mixed_workload(db, monkeypatch)
+    raw = await usage_rollups.raw_usage(db, DAY1, DAY3)
     async with db.transaction() as s:
-        assert await usage_reports.messages_without_token_data(s) == 3
-        assert await usage_reports.messages_without_token_data(s, DAY1, DAY1) == 2
-        assert await usage_reports.messages_without_token_data(s, DAY2, DAY2) == 1
-        assert await usage_reports.messages_without_token_data(s, DAY3, DAY3) == 0
-    assert await verify(db, DAY2) == []
+        assert raw == await usage_reports.stored_rollups(s, DAY1, DAY3)
+    assert raw[("bob", DAY3, "gpt-4o")].message_count == 1  # main + summary: one message
+
+
+def test_expected_rollups_count_each_finish_as_one_turn() -> None:
+    """Rows are grouped by (user, finish moment), never by message: two finishes of one user
+    at different moments are two messages, and a turn that ended during its title call is
+    still one message, carried by that call."""
+    moment = at(DAY1, 9)
+    later = moment + dt.timedelta(seconds=1)
+    rows = [
+        FinishedCall("u", moment, call("mini", 5, 1, stage="title", cost=0.25)),
+        FinishedCall("u", moment, call("big", 10, 2, cost=None)),
+        FinishedCall("u", later, call("mini", 3, 0, stage="title", cost=0.5)),
+        FinishedCall("v", moment, call("big", 1, 1, cost=0.125)),
+    ]
+    expected = usage_rollups.expected_rollups(rows)
+    assert expected == {
+        ("u", DAY1, "mini"): UsageFigures(9, 8, 1, 1, 2, Decimal("0.75"), 0),
+        ("u", DAY1, "big"): UsageFigures(12, 10, 2, 1, 1, None, 1),
+        ("v", DAY1, "big"): UsageFigures(2, 1, 1, 1, 1, Decimal("0.125"), 0),
+    }
+
+
+def test_compare_names_a_row_missing_on_either_side() -> None:
+    have = UsageFigures(total_tokens=3, llm_call_count=1)
+    found = usage_rollups.compare({("u", DAY1, "m"): have}, {("u", DAY2, "m"): have})
+    assert {(m.day, m.field, m.rollup, m.raw) for m in found if m.field == "total_tokens"} == {
+        (DAY1, "total_tokens", None, 3), (DAY2, "total_tokens", 3, None)}
+    assert len(found) == 2 * len(USAGE_FIELDS)
+    assert usage_rollups.compare({("u", DAY1, "m"): have}, {("u", DAY1, "m"): have}) == []

@@ -1,0 +1,29 @@
+"""Who is calling: an API key's holder, the question every authenticated request asks.
+
+The handler only parses the `Authorization` header and renders a 401; looking the key up (and
+refreshing its last_used_at, a write) is one short transaction here, so the API layer never
+opens a session or touches a key row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.store import api_keys
+from app.store.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller a request acts for."""
+
+    user_id: str
+    is_admin: bool
+
+
+async def authenticate_key(db: Database, token: str) -> Principal | None:
+    """The holder of a live key with this plaintext, or None for an unknown, malformed or
+    revoked key (the caller answers all three alike: the answer must not help guessing)."""
+    async with db.transaction() as session:
+        key = await api_keys.authenticate(session, token)
+        return None if key is None else Principal(key.user_id, key.is_admin)
