@@ -11,11 +11,11 @@ from app.clock import Clock, utcnow
 from app.followups.autonomy import Autonomy, cap_reached, effective
 from app.followups.triggers import awaiting_of, trigger_for_awaiting, trigger_reason
 from app.logging import get_logger
+from app.records import FinishedMessage
 from app.services.observers import TurnHandler, TurnView
 from app.store import followup_queue
 from app.store import threads as thread_store
 from app.turns.finish import TurnOutcome
-from app.turns.records import FinishedMessage
 
 log = get_logger("followups.scheduler")
 

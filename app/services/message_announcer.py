@@ -8,9 +8,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.events.bus import MessageBus
 from app.events.notices import MessageNotice
+from app.records import FinishedMessage
 from app.services.observers import TurnHandler, TurnView
 from app.turns.finish import TurnOutcome
-from app.turns.records import FinishedMessage
 
 
 def turn_notice(view: TurnView) -> MessageNotice:

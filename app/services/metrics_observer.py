@@ -7,10 +7,10 @@ import datetime as dt
 import time
 
 from app.metrics import UPSTREAM_CODES, GatewayMetrics, gateway_overhead_s
+from app.records import FinishedMessage
 from app.services.observers import ContextDraft, TurnHandler, TurnView
 from app.stream import FilterWarning
 from app.turns.finish import TurnOutcome
-from app.turns.records import FinishedMessage
 
 
 class MetricsObserver:

@@ -27,12 +27,12 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context import ContextItem
+from app.records import CallRecord, FinishedMessage
 from app.store.models import Message, Thread
 from app.store.visibility import is_hidden
 from app.stream import FilterWarning
 from app.turns.finish import TurnOutcome
 from app.turns.recorder import TurnRecorder
-from app.turns.records import CallRecord, FinishedMessage
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from app.clock import utcnow
 from app.logging import get_logger
+from app.records import CallRecord, FinalStatus
 from app.services.observers import ContextDraft
 from app.turns.inputs import Completion
-from app.turns.records import CallRecord, FinalStatus
 from app.turns.usage import CallContext, side_call_record
 from app.upstream import UpstreamClient, UpstreamError
 from app.usage.pricing import PriceTable

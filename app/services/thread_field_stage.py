@@ -8,9 +8,9 @@ import uuid
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.records import FinishedMessage
 from app.services.observers import TurnHandler
 from app.turns.finish import TurnOutcome
-from app.turns.records import FinishedMessage
 
 
 class ThreadFieldHandler(TurnHandler):

@@ -19,11 +19,11 @@ from typing import Any, Literal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.logging import get_logger
+from app.records import FinishedMessage
 from app.replay import warning_event
 from app.services.observers import TurnHandler, TurnView
 from app.store import traces
 from app.turns.finish import TurnOutcome
-from app.turns.records import FinishedMessage
 
 log = get_logger("services.tracing")
 

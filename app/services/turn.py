@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.context import build_msg_context, build_upstream_messages
 from app.logging import get_logger
+from app.records import FinalStatus, FinishedMessage
 from app.services.observers import ContextDraft, TurnHandler, TurnObserver, TurnView
 from app.services.shield import run_detached, run_shielded
 from app.settings import Settings
@@ -35,7 +36,6 @@ from app.store.models import Thread
 from app.turns.answer import AnswerStream
 from app.turns.events import Delta, Started, TurnEvent, TurnFailure
 from app.turns.finish import StoreResult, TurnOutcome, close_turn, closing_events, not_stored
-from app.turns.records import FinalStatus, FinishedMessage
 from app.turns.usage import CallContext
 from app.upstream import UpstreamClient, UpstreamError, UpstreamStream
 from app.usage.pricing import PriceTable

@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
+from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread
 from app.store.models import LlmCall, Message, Thread
@@ -21,7 +22,6 @@ from app.store.threads import touch_thread
 from app.store.usage import record_turn_usage, utc_day
 from app.store.visibility import visible_sql
 from app.synthetic import real_user_metadata
-from app.turns.records import CallRecord, FinishedMessage
 
 # The default limit on a user message, in characters (Settings.max_content_chars has the same
 # default; the API passes the configured value).

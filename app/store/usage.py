@@ -15,8 +15,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
+from app.records import CallRecord
 from app.store.models import UserTokenUsage
-from app.turns.records import CallRecord
 from app.usage.figures import UsageFigures, deltas_by_model
 
 PERIOD_DAY = "day"

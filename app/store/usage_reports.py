@@ -21,10 +21,10 @@ from sqlalchemy import BigInteger, bindparam, delete, distinct, func, select, te
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
+from app.records import CallRecord
 from app.store.models import LlmCall, Message, UserTokenUsage
 from app.store.types import UtcDateTime
 from app.store.usage import PERIOD_DAY
-from app.turns.records import CallRecord
 from app.usage.figures import RollupKey, UsageFigures, exact_cost
 
 

@@ -15,11 +15,11 @@ cleaning the whole output."""
 
 from __future__ import annotations
 
+from app.records import FinalStatus
 from app.sanitize import SanitizeReport, clean_text
 from app.stream import FilterWarning, JsonObject, MarkerFilter
 from app.turns.events import Delta, TurnFailure
 from app.turns.inputs import ProviderUsage, UpstreamChunk
-from app.turns.records import FinalStatus
 
 
 class AnswerStream:

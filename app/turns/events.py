@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app.turns.records import FinalStatus, UsageSource
+from app.records import FinalStatus, UsageSource
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.clock import utcnow
+from app.records import CallRecord, FinalStatus, FinishedMessage
 from app.sanitize import SanitizeReport, clean_json
 from app.stream import FilterWarning
 from app.turns.answer import AnswerStream
 from app.turns.events import Ended, Failed, Metadata, TurnEvent, TurnFailure, Usage
 from app.turns.recorder import TurnRecorder
-from app.turns.records import CallRecord, FinalStatus, FinishedMessage
 from app.turns.usage import CallContext, main_call_record
 
 #: How the finishing transaction ended: "failed" is retried in the background; the two others

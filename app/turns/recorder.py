@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.clock import utcnow
-from app.turns.records import CallRecord, UsageSource
+from app.records import CallRecord, UsageSource
 
 
 @dataclass

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.records import CallRecord, FinalStatus, UsageSource
 from app.turns.answer import AnswerStream
 from app.turns.inputs import Completion
-from app.turns.records import CallRecord, FinalStatus, UsageSource
 from app.usage.estimate import (
     estimate_prompt_tokens,
     estimate_text_tokens,

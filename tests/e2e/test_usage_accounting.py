@@ -28,6 +28,7 @@ from app.demo_llm.scenarios import (
     prompt_tokens,
     split_context,
 )
+from app.services import usage_rollups
 from app.store import threads as thread_store
 from app.store import usage_reports
 from app.store.db import Database
@@ -369,11 +370,11 @@ async def test_rollup_equals_raw_calls_after_a_mixed_workload(
                         strict=True))
     today = dt.datetime.now(dt.UTC).date()
     days = (today - dt.timedelta(days=1), today + dt.timedelta(days=1))
+    raw = await usage_rollups.raw_usage(store, *days)
     async with store.transaction() as s:
-        raw = await usage_reports.raw_usage(s, *days)
         rollup = await usage_reports.stored_rollups(s, *days)
-        mismatches = [m for day in (days[0], today, days[1])
-                      for m in await usage_reports.verify_day(s, day)]
+    mismatches = [m for day in (days[0], today, days[1])
+                  for m in await usage_rollups.verify_day(store, day)]
     assert mismatches == []
     for user, assistants in per_user.items():
         assert len(assistants) == 3

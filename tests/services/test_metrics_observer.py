@@ -8,11 +8,11 @@ import time
 import uuid
 
 from app.metrics import GatewayMetrics
+from app.records import FinishedMessage
 from app.services.metrics_observer import MetricsObserver
 from app.services.observers import ContextDraft, TurnView
 from app.turns.events import TurnFailure
 from app.turns.finish import TurnOutcome
-from app.turns.records import FinishedMessage
 from tests.test_metrics import sample
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)

@@ -17,20 +17,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.main import build_runtime
+from app.records import FinishedMessage
 from app.services import turn as turn_module
+from app.services import usage_rollups
 from app.services.observers import ContextDraft, TurnHandler, TurnView
 from app.services.runtime import Runtime
 from app.services.turn import ThreadNotFound, open_turn
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
-from app.store import usage_reports
 from app.store.db import Database
 from app.store.errors import ThreadBusy
 from app.store.models import LlmCall, UserTokenUsage
 from app.turns.events import Delta
 from app.turns.finish import TurnOutcome
-from app.turns.records import FinishedMessage
 from tests.services.wire import WireEvent, on_the_wire
 from tests.support.databases import set_connections_allowed
 from tests.support.live import DemoLlm
@@ -300,7 +300,7 @@ async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime
         rollups = (await session.execute(
             select(UserTokenUsage).where(UserTokenUsage.user_id == "deleter"))).scalars().all()
         day = utcnow().date()
-        mismatches = await usage_reports.verify_day(session, day)
+    mismatches = await usage_rollups.verify_day(runtime.db, day)
     assert sorted(c.stage for c in calls) == ["main", "title"]  # a first turn names its thread
     assert {(c.message_id, c.thread_id) for c in calls} == {(None, None)}
     [main] = [c for c in calls if c.stage == "main"]

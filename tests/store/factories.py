@@ -6,11 +6,11 @@ import datetime as dt
 import uuid
 
 from app.clock import utcnow
+from app.records import CallRecord, FinishedMessage
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Message, Thread
-from app.turns.records import CallRecord, FinishedMessage
 
 
 def call(

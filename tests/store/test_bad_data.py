@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from app.records import FinishedMessage
 from app.store import ContentTooLong
 from app.store import messages as messages_store
 from app.store.db import Database
 from app.store.models import Message
-from app.turns.records import FinishedMessage
 from tests.store.factories import new_thread, turn
 
 UNICODE_SAMPLES = [

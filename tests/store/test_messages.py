@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.clock import utcnow
+from app.records import FinishedMessage
 from app.store import (
     MessageAlreadyFinished,
     MessageNotFound,
@@ -21,7 +22,6 @@ from app.store.db import Database
 from app.store.followups import list_followups, schedule_followup
 from app.store.models import LlmCall, Message, UserTokenUsage
 from app.store.visibility import is_hidden
-from app.turns.records import FinishedMessage
 from tests.store.factories import call, legacy_prompt, new_thread, turn
 
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import select
 
+from app.records import FinishedMessage
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store import usage as usage_store
 from app.store.db import Database
 from app.store.models import LlmCall, UserTokenUsage
-from app.turns.records import FinishedMessage
 from tests.store.factories import call, new_thread, turn
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
+from app.records import FinishedMessage
 from app.services import usage_reports, usage_rollups
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
-from app.turns.records import FinishedMessage
 from tests.usage_accounting.workload import call
 
 WRITERS = 30

@@ -11,10 +11,10 @@ import datetime as dt
 
 import pytest
 
+from app.records import CallRecord
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
-from app.turns.records import CallRecord
 from tests.usage_accounting.workload import (
     DAY1,
     at,

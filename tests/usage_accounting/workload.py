@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import func, select
 
+from app.records import CallRecord, FinishedMessage
 from app.services import usage_rollups
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import LlmCall, Thread, UserTokenUsage
-from app.turns.records import CallRecord, FinishedMessage
 
 DAY1 = dt.date(2026, 11, 20)
 DAY2 = dt.date(2026, 11, 21)
