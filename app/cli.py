@@ -1,6 +1,7 @@
 """What the operator scripts share: which database they work on (--database-url, else the
-gateway's own setting), and a database that is not migrated is one sentence on stderr and
-exit 2, not a traceback about a missing table."""
+gateway's own setting), and a database that cannot be reached or is not migrated is one
+sentence on stderr and exit 2, not a traceback about a refused connection or a missing
+table."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import typer
 from rich.console import Console
 
 from app.settings import get_settings
-from app.store.migrations import NotMigrated
+from app.store.migrations import DatabaseUnreachable, NotMigrated
 
 
 def resolve_database_url(given: str | None) -> str:
@@ -23,6 +24,6 @@ def run_cli(cli: typer.Typer, args: list[str] | None = None, prog_name: str | No
     """Run a script's typer app (its `if __name__ == "__main__"` line)."""
     try:
         cli(args, prog_name=prog_name)
-    except NotMigrated as error:
+    except (NotMigrated, DatabaseUnreachable) as error:
         Console(stderr=True).print(f"[red]error:[/red] {error}", highlight=False)
         raise SystemExit(2) from None

@@ -1,26 +1,44 @@
-"""Structured JSON logs on stdout. Context (request, user, thread, message ids) is bound
+"""Structured logs on stdout: JSON lines for machines (the default off a terminal), readable
+columns for a person at a terminal. Context (request, user, thread, message ids) is bound
 with structlog's contextvars so every line of a turn carries it without passing it around."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Literal
 
 import structlog
 
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """JSON lines on stdout, stdlib loggers (uvicorn, alembic) routed through the same renderer."""
+LogFormat = Literal["auto", "json", "console"]
+
+
+def renders_json(log_format: LogFormat = "auto") -> bool:
+    """`auto`: JSON unless stdout is a terminal (a person reading scripts/serve)."""
+    if log_format == "auto":
+        return not sys.stdout.isatty()
+    return log_format == "json"
+
+
+def configure_logging(level: str = "INFO", log_format: LogFormat = "auto") -> None:
+    """Lines on stdout, stdlib loggers (uvicorn, alembic) routed through the same renderer."""
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    renderer: structlog.types.Processor
+    if renders_json(log_format):
+        renderer = structlog.processors.JSONRenderer()
+        tracebacks: list[structlog.types.Processor] = [structlog.processors.dict_tracebacks]
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        tracebacks = []
     structlog.configure(
-        processors=[*shared, structlog.processors.dict_tracebacks,
-                    structlog.processors.JSONRenderer()],
+        processors=[*shared, *tracebacks, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
         cache_logger_on_first_use=False,
@@ -29,8 +47,7 @@ def configure_logging(level: str = "INFO") -> None:
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                        structlog.processors.dict_tracebacks,
-                        structlog.processors.JSONRenderer()],
+                        *tracebacks, renderer],
             foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         )
     )

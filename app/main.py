@@ -151,7 +151,7 @@ def require_upstream(settings: Settings) -> None:
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the gateway application (settings default to the environment's)."""
     settings = settings or get_settings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     require_upstream(settings)
 
     @asynccontextmanager

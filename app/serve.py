@@ -2,7 +2,7 @@
 free loopback port when no upstream is configured (and say so), then run the gateway under
 uvicorn. Auth is off when binding to loopback unless CHATGATE_AUTH_MODE is set explicitly.
 
-    python -m app.serve [--host 127.0.0.1] [--port 8000]
+    python -m app.serve [--host 127.0.0.1] [--port 8000] [--demo-port 8001]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from app.logging import configure_logging, get_logger
 from app.main import create_app
 from app.settings import Settings, get_settings
 from app.store.migrations import upgrade_to_head
+from app.store.reachability import is_unreachable, unreachable_sentence
 
 log = get_logger("serve")
 
@@ -68,11 +69,13 @@ def wait_until_up(
 
 
 @contextmanager
-def demo_model_server() -> Iterator[str]:
-    """The demo model server as a child process; yields its OpenAI base URL."""
-    port = free_loopback_port()
+def demo_model_server(port: int | None = None) -> Iterator[str]:
+    """The demo model server as a child process (on `port`, else a free one); yields its
+    OpenAI base URL. Its access log stays quiet: the gateway's console is the one to read."""
+    port = port or free_loopback_port()
     child = subprocess.Popen(
-        [sys.executable, "-m", "app.demo_llm", "--host", "127.0.0.1", "--port", str(port)]
+        [sys.executable, "-m", "app.demo_llm", "--host", "127.0.0.1", "--port", str(port),
+         "--log-level", "warning"]
     )
     try:
         wait_until_up(f"http://127.0.0.1:{port}/healthz", DEMO_START_TIMEOUT_S, child)
@@ -112,13 +115,12 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def run(host: str, port: int) -> None:
+def run(host: str, port: int, demo_port: int | None = None) -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     base = get_settings()
-    configure_logging(base.log_level)
-    asyncio.run(upgrade_to_head(base.database_url))
-    log.info("database_migrated", database_url=_redacted(base.database_url))
-    with _upstream(base) as upstream_url:
+    configure_logging(base.log_level, base.log_format)
+    migrate(base.database_url)
+    with _upstream(base, demo_port) as upstream_url:
         settings = effective_settings(base, host, upstream_url)
         warn_if_open_to_the_network(settings, host)
         log.info("gateway_listening", url=f"http://{host}:{port}/",
@@ -127,12 +129,25 @@ def run(host: str, port: int) -> None:
                     timeout_graceful_shutdown=5)
 
 
+def migrate(database_url: str) -> None:
+    """Bring the database to head, or say in one sentence why it cannot be reached (exit 2):
+    a wrong path or host is an operator's typo, not a stack trace to read."""
+    try:
+        asyncio.run(upgrade_to_head(database_url))
+    except Exception as error:
+        if not is_unreachable(error):
+            raise
+        sys.stderr.write(f"error: {unreachable_sentence(database_url, error)}\n")
+        raise SystemExit(2) from None
+    log.info("database_migrated", database_url=_redacted(database_url))
+
+
 @contextmanager
-def _upstream(settings: Settings) -> Iterator[str | None]:
+def _upstream(settings: Settings, demo_port: int | None) -> Iterator[str | None]:
     if settings.upstream_base_url:
         yield None
         return
-    with demo_model_server() as url:
+    with demo_model_server(demo_port) as url:
         log.warning(
             "demo_upstream_started",
             message=f"No CHATGATE_UPSTREAM_BASE_URL set: started the built-in demo model "
@@ -151,8 +166,10 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--demo-port", type=int, default=None,
+                        help="port of the demo model server (default: a free one)")
     args = parser.parse_args(argv)
-    run(args.host, args.port)
+    run(args.host, args.port, args.demo_port)
 
 
 if __name__ == "__main__":

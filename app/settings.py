@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     stale_streaming_after_s: float = 600.0
 
     log_level: str = "INFO"
+    #: `auto`: readable lines at a terminal, JSON lines otherwise (a container, a file).
+    log_format: Literal["auto", "json", "console"] = "auto"
     trace_streams: Literal["off", "errors", "all"] = "errors"
 
     title_calls: bool = True

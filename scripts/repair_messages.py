@@ -7,7 +7,7 @@
 
 Filters for scan/fix: --thread UUID, --user ID, --since ISO-DATETIME (naive = UTC);
 --batch-size N (default 500); --database-url URL (default: the gateway's settings).
-The issue's flag spelling works too: `repair_messages.py --check`, `--apply`,
+The flag spelling works too: `repair_messages.py --check`, `--apply`,
 `--rollback RUN_ID` (same meanings). Exit codes: 0 ok; 1 `--check` found corrupt rows;
 2 bad arguments or unknown run id.
 """
@@ -230,13 +230,19 @@ def rollback(
 
 
 @cli.command()
-def runs(database_url: UrlOpt = None) -> None:
+def runs(as_json: JsonOpt = False, database_url: UrlOpt = None) -> None:
     """List repair runs, newest first."""
+    found = asyncio.run(run_list(database_url))
+    if as_json:
+        _emit_json({"runs": [
+            {"run_id": run.run_id, "messages": run.messages, "rolled_back": run.rolled_back,
+             "repaired_at": str(run.repaired_at)} for run in found]})
+        return
     table = Table(title="Repair runs")
     table.add_column("run id", no_wrap=True)
     for column in ("messages", "rolled back", "repaired at"):
         table.add_column(column)
-    for run in asyncio.run(run_list(database_url)):
+    for run in found:
         table.add_row(run.run_id, str(run.messages), str(run.rolled_back), str(run.repaired_at))
     out.print(table)
 
@@ -267,7 +273,7 @@ def main(
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
     batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
 ) -> None:
-    """Without a command: the issue's flag form (--check, --apply, --rollback RUN_ID);
+    """Without a command: the flag form (--check, --apply, --rollback RUN_ID);
     with none of those, a dry run."""
     if ctx.invoked_subcommand is not None:
         _refuse_options_before_command(ctx)

@@ -219,7 +219,7 @@ def export_command(
 
 
 def main(argv: list[str]) -> None:
-    """`replay` is the default: `replay_stream.py --message-id ID` works as the issue says."""
+    """`replay` is the default: `replay_stream.py --message-id ID` works without a command."""
     if not argv or argv[0] not in ("replay", "export", "--help", "-h"):
         argv = ["replay", *argv]
     run_cli(cli, argv, prog_name="replay_stream.py")

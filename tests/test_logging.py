@@ -1,9 +1,12 @@
 """Logs are JSON lines on stdout, uvicorn's own included: under uvicorn's CLI (the Docker entry
-point) its loggers come with plain-text handlers that would bypass the JSON renderer."""
+point) its loggers come with plain-text handlers that would bypass the JSON renderer. A
+person at a terminal gets readable lines instead, unless JSON is asked for."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +40,40 @@ def test_every_line_is_json_uvicorns_own_and_tracebacks_included() -> None:
     assert (error["exc_type"], error["exc_value"]) == ("ValueError", "boom")
     assert error["frames"]  # the traceback itself, not "<traceback object at ...>"
     assert lines[2]["thread_id"] == "t1"
+
+
+TTY_PROBE = """
+import sys
+from app.logging import configure_logging, get_logger
+configure_logging("INFO", sys.argv[1])
+get_logger("probe").info("gateway_line", thread_id="t1")
+"""
+
+
+def run_on_a_terminal(log_format: str) -> str:
+    """The probe's stdout when it is a terminal (a person running scripts/serve)."""
+    leader, follower = pty.openpty()
+    try:
+        subprocess.run([sys.executable, "-c", TTY_PROBE, log_format], cwd=REPO, stdout=follower,
+                       stderr=subprocess.PIPE, timeout=60, check=True)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    finally:
+        os.close(leader)
+
+
+def test_a_terminal_gets_readable_lines_unless_json_is_asked_for() -> None:
+    readable = run_on_a_terminal("auto").strip()
+    assert not readable.startswith("{")
+    assert "gateway_line" in readable and "thread_id=t1" in readable
+    forced = json.loads(run_on_a_terminal("json").strip())
+    assert (forced["event"], forced["thread_id"]) == ("gateway_line", "t1")

@@ -6,6 +6,7 @@ we opened, and alembic/env.py uses that connection (config.attributes["connectio
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import lru_cache
@@ -22,6 +23,7 @@ from sqlalchemy.pool import NullPool
 from app.store.db import Database, create_engine_for
 from app.store.errors import StoreError
 from app.store.memory import is_search_schema_object
+from app.store.reachability import is_unreachable, unreachable_sentence
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
@@ -87,6 +89,18 @@ def head_revisions() -> frozenset[str]:
     return frozenset(ScriptDirectory.from_config(alembic_config()).get_heads())
 
 
+class _NoContextSetupLines(logging.Filter):
+    """Every MigrationContext logs at INFO which dialect and DDL mode it assumed, and /readyz
+    makes one per probe: two lines a probe that say nothing. A real upgrade keeps its
+    "Running upgrade" lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(("Context impl", "Will assume"))
+
+
+logging.getLogger("alembic.runtime.migration").addFilter(_NoContextSetupLines())
+
+
 async def current_revisions(db: Database) -> frozenset[str]:
     """The revision(s) the database is at (empty when never migrated)."""
     async with db.engine.connect() as connection:
@@ -105,6 +119,10 @@ class NotMigrated(StoreError):
     """The database is not at the newest revision (new, wrong, or from an older release)."""
 
 
+class DatabaseUnreachable(StoreError):
+    """The database cannot be reached at all; the message is the one sentence to show."""
+
+
 @asynccontextmanager
 async def migrated_database(url: str | URL) -> AsyncIterator[Database]:
     """A Database for a script, checked to be at head first and disposed at the end: an
@@ -112,7 +130,13 @@ async def migrated_database(url: str | URL) -> AsyncIterator[Database]:
     a traceback about a missing table."""
     db = Database(url)
     try:
-        if not await is_at_head(db):
+        try:
+            at_head = await is_at_head(db)
+        except Exception as error:
+            if not is_unreachable(error):
+                raise
+            raise DatabaseUnreachable(unreachable_sentence(url, error)) from error
+        if not at_head:
             where = db.url.render_as_string(hide_password=True)
             raise NotMigrated(f"the database {where} is not migrated to the newest revision: "
                               "run `.venv/bin/alembic upgrade head` (scripts/serve does)")

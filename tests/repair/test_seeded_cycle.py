@@ -63,6 +63,11 @@ async def test_seeded_cycle(db: Database, database_url: str) -> None:
     assert rolled.returncode == 0, rolled.stderr
     assert f"{len(corrupt)} restored" in " ".join(rolled.stdout.split())
     assert await snapshot(db) == original
+    listed = cli(database_url, "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [run] = json.loads(listed.stdout)["runs"]
+    assert (run["run_id"], run["messages"], run["rolled_back"]) == (
+        run_id, len(corrupt), len(corrupt))
 
     again = await repair_runs.apply_repairs(db)
     assert again.repaired == len(corrupt) and again.run_id != run_id

@@ -1,5 +1,5 @@
-"""Every operator script pointed at a database that was never migrated says so in one sentence
-(exit 2) instead of a traceback about a missing table, and changes nothing."""
+"""Every operator script pointed at a database that was never migrated, or that cannot be
+reached, says so in one sentence (exit 2) instead of a traceback, and changes nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.databases import drop_database, make_fresh_database_url
-from tests.support.live import ROOT, _clean_env
+from tests.support.live import ROOT, _clean_env, free_port
 
 COMMANDS = [
     ("keys.py", "list"),
@@ -40,3 +40,18 @@ def test_a_script_on_an_unmigrated_database_says_so(
     assert done.returncode == 2, done.stderr
     assert "is not migrated to the newest revision" in done.stderr
     assert "alembic upgrade head" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_script_on_an_unreachable_database_says_so(command: tuple[str, ...]) -> None:
+    script, *args = command
+    closed = free_port()  # nothing listens there
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{closed}/chatgate"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args],
+        cwd=ROOT, env=_clean_env({"CHATGATE_DATABASE_URL": url, "COLUMNS": "200"}),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (f"error: cannot reach the database {url}: [Errno 111] "
+                                   f"Connect call failed ('127.0.0.1', {closed})")
