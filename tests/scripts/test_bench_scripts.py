@@ -48,3 +48,13 @@ def test_bench_trace_compares_with_and_without_a_trace(database_url: str) -> Non
 def test_bench_repair_defaults_to_a_scratch_sqlite_file() -> None:
     out = run_script("bench_repair.py", "--messages", "200", "--runs", "1")
     assert out.splitlines()[-1].startswith("sqlite+aiosqlite: 200 messages, median of 1 runs")
+
+
+def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
+    out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5",
+                     "--concurrency", "1,2", "--open-streams", "3", "--max-seconds", "120")
+    assert re.search(r"CPU per 5-token turn \(10 concurrent\): upstream [\d.]+ ms, "
+                     r"gateway [\d.]+ ms, ratio ([\d.]+x|n/a)", out), out
+    rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │$", out, re.MULTILINE)
+    assert rows == [("1", "0"), ("2", "0")], out  # every level measured, no turn failed
+    assert re.search(r"RSS per open stream: -?\d+ KB \(3 slow streams open\)", out), out
