@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
