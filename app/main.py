@@ -28,6 +28,7 @@ from app.followups.thread_settings import default_autonomy
 from app.followups.wiring import start_autonomy, stop_autonomy
 from app.logging import configure_logging, get_logger
 from app.metrics import GatewayMetrics
+from app.services.limits import TurnGate
 from app.services.message_announcer import MessageAnnouncer
 from app.services.metrics_observer import MetricsObserver
 from app.services.observers import TurnObserver
@@ -38,6 +39,7 @@ from app.services.summary import SummaryStage
 from app.services.title import TitleStage
 from app.services.tracing import StreamTracer
 from app.services.turn import TurnDeps
+from app.services.upstream_slots import UpstreamSlots
 from app.settings import Settings, get_settings
 from app.store import integrity
 from app.store import messages as message_store
@@ -94,10 +96,11 @@ def build_runtime(settings: Settings) -> Runtime:
     upstream = UpstreamClient(client, config)
     metrics, bus = GatewayMetrics(), make_message_bus(db)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
+    slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
-                    observers=observers)
+                    observers=observers, slots=slots)
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
-                   turn_deps=deps, bus=bus, metrics=metrics)
+                   turn_deps=deps, bus=bus, gate=TurnGate(deps, metrics), metrics=metrics)
 
 
 def upstream_config(settings: Settings) -> UpstreamConfig:
@@ -108,7 +111,7 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         connect_timeout_s=settings.upstream_connect_timeout_s,
         read_timeout_s=settings.upstream_read_timeout_s,
         first_token_timeout_s=settings.first_token_timeout_s,
-        max_retries=settings.upstream_max_retries)
+        max_retries=settings.upstream_max_retries, pool_size=settings.upstream_pool_size)
 
 
 def turn_observers(
