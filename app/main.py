@@ -44,6 +44,7 @@ from app.settings import Settings, get_settings
 from app.store import integrity
 from app.store import messages as message_store
 from app.store.db import Database
+from app.store.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
 from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
 from app.usage.pricing import PriceTable, load_price_table
 from app.web import web_routes
@@ -99,8 +100,17 @@ def build_runtime(settings: Settings) -> Runtime:
     slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
                     observers=observers, slots=slots)
+    gate = TurnGate(deps, metrics, rate_windows(settings, db))
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
-                   turn_deps=deps, bus=bus, gate=TurnGate(deps, metrics), metrics=metrics)
+                   turn_deps=deps, bus=bus, gate=gate, metrics=metrics)
+
+
+def rate_windows(settings: Settings, db: Database) -> RateWindows:
+    """Redis when configured, else the database (the single-process default needs nothing
+    but SQLite)."""
+    if settings.redis_url:
+        return RedisRateWindows(settings.redis_url)
+    return DatabaseRateWindows(db)
 
 
 def upstream_config(settings: Settings) -> UpstreamConfig:
@@ -177,6 +187,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if getattr(app.state, "autonomy", None) is not None:
                 await stop_autonomy(app.state.autonomy)
             await rt.http.aclose()
+            await rt.gate.windows.aclose()
             await rt.db.dispose()
             rt.metrics.process_exiting()
             log.info("gateway_stopped")

@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     max_streams_per_user: int = Field(default=8, ge=0)
     #: Turn requests per user per minute (fixed window); 0 = no limit.
     rate_limit_per_minute: int = Field(default=120, ge=0)
+    #: Count the rate limit in Redis (`redis://host:6379/0`) instead of the database.
+    redis_url: str | None = None
 
     auth_mode: Literal["keys", "off"] = "keys"
     max_content_chars: int = 32_000

@@ -3,8 +3,8 @@
 A turn request passes, in this order, before anything is stored or sent upstream:
 
 1. the rate limit: `rate_limit_per_minute` turn requests per user in a fixed minute window,
-   counted in the database (one atomic upsert, shared by every process); a refused request
-   is not counted, so hammering does not push the window's end out -> 429 `rate_limited`;
+   counted in the database (one atomic upsert) or in Redis, shared by every process; a
+   refused request is not counted -> 429 `rate_limited`;
 2. an upstream slot of this process (app.services.upstream_slots) -> 503 `gateway_busy`;
 3. in open_turn's transaction, serialised per user (a PostgreSQL advisory lock; SQLite's
    BEGIN IMMEDIATE): the user's `streaming` answers, every process and thread together,
@@ -33,6 +33,7 @@ from app.services.turn import Turn, TurnDeps, TurnGuard, open_turn
 from app.services.upstream_slots import TurnRefused
 from app.store import limits as limit_store
 from app.store.models import Thread
+from app.store.rate_windows import RateWindows
 
 log = get_logger("services.limits")
 
@@ -83,10 +84,11 @@ def over_budget(principal: Principal, tokens: int, cost_usd: float) -> bool:
 class TurnGate:
     """Opens a user's turn through the limits (the one service the turn handler calls)."""
 
-    def __init__(self, deps: TurnDeps, metrics: GatewayMetrics, *, clock: Clock = utcnow
-                 ) -> None:
+    def __init__(self, deps: TurnDeps, metrics: GatewayMetrics, windows: RateWindows, *,
+                 clock: Clock = utcnow) -> None:
         self.deps = deps
         self.metrics = metrics
+        self.windows = windows
         self.clock = clock
         self.max_streams = deps.settings.max_streams_per_user
         self.per_minute = deps.settings.rate_limit_per_minute
@@ -109,10 +111,8 @@ class TurnGate:
             return
         now = self.clock()
         start = window_start(now)
-        async with self.deps.db.transaction() as session:
-            count = await limit_store.count_request(session, user_id, start)
-            if count > self.per_minute:  # raised inside: rolled back, not counted
-                raise rate_limited(self.per_minute, (start + RATE_WINDOW - now).total_seconds())
+        if not await self.windows.take(user_id, start, self.per_minute):
+            raise rate_limited(self.per_minute, (start + RATE_WINDOW - now).total_seconds())
 
     def _guard(self, principal: Principal) -> TurnGuard:
         async def guard(session: AsyncSession, thread: Thread) -> None:

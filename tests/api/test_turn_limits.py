@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
+from redis.exceptions import RedisError
 
+from app.services.limits import window_start
 from app.services.turn import Turn
-from app.store import usage
+from app.store import limits, usage
+from app.store.rate_windows import RedisRateWindows
 from app.usage.figures import UsageFigures
 from tests.e2e.helpers import messages, new_thread
 from tests.support.inproc import FakeClock, InProcessGateway, in_process_gateway
@@ -168,3 +173,27 @@ async def test_no_upstream_slot_is_gateway_busy_not_an_upstream_timeout(
             assert gw.runtime.turn_deps.slots is not None
             assert gw.runtime.turn_deps.slots.free == 1
         assert await gw.refusals() == {"gateway_busy": 1}
+
+
+async def test_the_rate_limit_counts_in_redis_when_configured(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    redis_url = os.environ.get("CHATGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    user = f"alice-{uuid.uuid4().hex[:8]}"  # keys of its own (they expire by themselves)
+    async with in_process_gateway(database_url, demo_llm, rate_limit_per_minute=1,
+                                  redis_url=redis_url) as gw:
+        windows = gw.runtime.gate.windows
+        assert isinstance(windows, RedisRateWindows)
+        try:
+            await windows.client.ping()
+        except (OSError, RedisError):
+            pytest.skip(f"no Redis at {redis_url}: Redis test skipped")
+        gw.runtime.gate.clock = FakeClock(NOON)
+        async with gw.client(await gw.api_key(user)) as client:
+            thread = await new_thread(client)
+            assert (await post(client, thread)).last_event == "message_end"
+            answer = await post(client, thread)
+            assert (answer.status, answer.code) == (429, "rate_limited")
+        assert int(await windows.client.get(windows.key(user, window_start(NOON))) or 0) == 1
+        async with gw.runtime.db.transaction() as session:  # nothing counted in the database
+            assert await limits.count_request(session, user, window_start(NOON)) == 1

@@ -14,6 +14,7 @@ same gate, rows and upstream slot as the endpoint's, without the socket."""
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +32,14 @@ from app.services.turn import Turn
 from app.settings import Settings
 from app.store import api_keys
 from tests.support.live import DemoLlm
+
+
+def free_tcp_port() -> int:
+    """A port nothing listens on (for a server that is out of reach)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class FakeClock:
