@@ -28,6 +28,7 @@ from app.followups.thread_settings import default_autonomy
 from app.followups.wiring import start_autonomy, stop_autonomy
 from app.logging import configure_logging, get_logger
 from app.metrics import GatewayMetrics
+from app.services.limits import TurnGate
 from app.services.message_announcer import MessageAnnouncer
 from app.services.metrics_observer import MetricsObserver
 from app.services.observers import TurnObserver
@@ -38,10 +39,12 @@ from app.services.summary import SummaryStage
 from app.services.title import TitleStage
 from app.services.tracing import StreamTracer
 from app.services.turn import TurnDeps
+from app.services.upstream_slots import UpstreamSlots
 from app.settings import Settings, get_settings
 from app.store import integrity
 from app.store import messages as message_store
 from app.store.db import Database
+from app.store.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
 from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
 from app.usage.pricing import PriceTable, load_price_table
 from app.web import web_routes
@@ -94,10 +97,20 @@ def build_runtime(settings: Settings) -> Runtime:
     upstream = UpstreamClient(client, config)
     metrics, bus = GatewayMetrics(), make_message_bus(db)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
+    slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
-                    observers=observers)
+                    observers=observers, slots=slots)
+    gate = TurnGate(deps, metrics, rate_windows(settings, db))
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
-                   turn_deps=deps, bus=bus, metrics=metrics)
+                   turn_deps=deps, bus=bus, gate=gate, metrics=metrics)
+
+
+def rate_windows(settings: Settings, db: Database) -> RateWindows:
+    """Redis when configured, else the database (the single-process default needs nothing
+    but SQLite)."""
+    if settings.redis_url:
+        return RedisRateWindows(settings.redis_url)
+    return DatabaseRateWindows(db)
 
 
 def upstream_config(settings: Settings) -> UpstreamConfig:
@@ -108,7 +121,7 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         connect_timeout_s=settings.upstream_connect_timeout_s,
         read_timeout_s=settings.upstream_read_timeout_s,
         first_token_timeout_s=settings.first_token_timeout_s,
-        max_retries=settings.upstream_max_retries)
+        max_retries=settings.upstream_max_retries, pool_size=settings.upstream_pool_size)
 
 
 def turn_observers(
@@ -174,6 +187,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if getattr(app.state, "autonomy", None) is not None:
                 await stop_autonomy(app.state.autonomy)
             await rt.http.aclose()
+            await rt.gate.windows.aclose()
             await rt.db.dispose()
             rt.metrics.process_exiting()
             log.info("gateway_stopped")

@@ -15,6 +15,9 @@ library's global one, so two apps in one process do not share or clash).
     chatgate_upstream_errors_total{code,http_status}  upstream_unavailable | upstream_timeout |
                                                  upstream_error, one per failed turn; the
                                                  server's HTTP status, or "none"
+    chatgate_refusals_total{reason}              turn requests refused before anything was
+                                                 stored or sent: too_many_streams |
+                                                 rate_limited | budget_exceeded | gateway_busy
 
 Several worker processes: each has its own values. When PROMETHEUS_MULTIPROC_DIR is set in
 the environment before the process starts (prometheus_client reads it at import), values are
@@ -73,6 +76,9 @@ class GatewayMetrics:
             "chatgate_upstream_errors",
             "Turns failed by the upstream, by error code and the server's HTTP status.",
             ["code", "http_status"], registry=r)
+        self.refusals = Counter(
+            "chatgate_refusals", "Turn requests refused by the limits, by reason.",
+            ["reason"], registry=r)
 
     def exposition(self) -> bytes:
         """The Prometheus text format: this process's registry, or every process's values

@@ -39,6 +39,18 @@ class Settings(BaseSettings):
     first_token_timeout_s: float = 30.0
     upstream_read_timeout_s: float = 60.0
     upstream_max_retries: int = 1
+    #: Connections to the model server this process may hold: each turn holds one slot from
+    #: before its first upstream call to its finish (its title/summary calls ride on it).
+    upstream_pool_size: int = Field(default=200, ge=1)
+    #: How long a turn waits for a free slot before it is answered 503 `gateway_busy`.
+    upstream_slot_timeout_s: float = Field(default=2.0, ge=0)
+
+    #: Answers streaming at once per user (all keys and processes together); 0 = no cap.
+    max_streams_per_user: int = Field(default=8, ge=0)
+    #: Turn requests per user per minute (fixed window); 0 = no limit.
+    rate_limit_per_minute: int = Field(default=120, ge=0)
+    #: Count the rate limit in Redis (`redis://host:6379/0`) instead of the database.
+    redis_url: str | None = None
 
     auth_mode: Literal["keys", "off"] = "keys"
     max_content_chars: int = 32_000

@@ -3,6 +3,11 @@
     python scripts/keys.py create --user alice [--admin] [--name laptop]
     python scripts/keys.py list [--user alice]
     python scripts/keys.py revoke KEY_ID
+    python scripts/keys.py budget KEY_ID [--tokens 100000] [--cost-usd 2.5] [--clear]
+
+A budget is per UTC day and checked, when a turn opens, against everything the key's user
+used that day (all keys together): past it, turns are refused (429 `budget_exceeded`)
+until midnight UTC.
 """
 
 from __future__ import annotations
@@ -39,6 +44,20 @@ async def revoke_key(url: str | None, key_id: uuid.UUID) -> bool:
         return await api_keys.revoke_key(session, key_id)
 
 
+async def set_budget(url: str | None, key_id: uuid.UUID, tokens: int | None,
+                     cost_usd: float | None) -> bool:
+    async with (migrated_database(resolve_database_url(url)) as db,
+                db.transaction() as session):
+        return await api_keys.set_budget(session, key_id, tokens=tokens, cost_usd=cost_usd)
+
+
+def budget_text(tokens: int | None, cost_usd: float | None) -> str:
+    """A key's daily budget as `list` shows it ("" for none)."""
+    parts = ([f"{tokens} tokens"] if tokens is not None else []) + (
+        [f"${cost_usd:g}"] if cost_usd is not None else [])
+    return " / ".join(parts) + (" a day" if parts else "")
+
+
 async def key_rows(url: str | None, user: str | None) -> list[list[str]]:
     async with migrated_database(resolve_database_url(url)) as db:
         async with db.transaction() as session:
@@ -47,7 +66,8 @@ async def key_rows(url: str | None, user: str | None) -> list[list[str]]:
             [str(k.id), k.user_id, k.name, k.key_prefix + "…", "yes" if k.is_admin else "",
              k.created_at.isoformat(timespec="seconds"),
              k.last_used_at.isoformat(timespec="seconds") if k.last_used_at else "",
-             k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else ""]
+             k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else "",
+             budget_text(k.daily_token_budget, k.daily_cost_budget_usd)]
             for k in keys
         ]
 
@@ -80,24 +100,51 @@ def list_(
     table = Table(
         Column("id", no_wrap=True, min_width=36), "user", "name",
         Column("prefix", no_wrap=True), "admin", "created", "last used", "revoked",
+        "budget",
     )
     for row in asyncio.run(key_rows(database_url, user)):
         table.add_row(*row)
     console.print(table)
 
 
-@cli.command()
-def revoke(key_id: str, database_url: str | None = DbOption) -> None:
-    """Revoke a key by id; requests with it then get 401."""
+def parse_key_id(key_id: str) -> uuid.UUID:
     try:
-        parsed = uuid.UUID(key_id)
+        return uuid.UUID(key_id)
     except ValueError:
         console.print(f"not a key id: {key_id}", style="red")
         raise typer.Exit(2) from None
+
+
+@cli.command()
+def revoke(key_id: str, database_url: str | None = DbOption) -> None:
+    """Revoke a key by id; requests with it then get 401."""
+    parsed = parse_key_id(key_id)
     if not asyncio.run(revoke_key(database_url, parsed)):
         console.print(f"no live key {key_id}", style="red")
         raise typer.Exit(1)
     console.print(f"revoked {key_id}")
+
+
+@cli.command()
+def budget(
+    key_id: str,
+    tokens: int | None = typer.Option(None, "--tokens", min=1, help="tokens per UTC day"),
+    cost_usd: float | None = typer.Option(None, "--cost-usd", min=0.000001,
+                                          help="USD per UTC day (priced calls only)"),
+    clear: bool = typer.Option(False, "--clear", help="remove the key's budget"),
+    database_url: str | None = DbOption,
+) -> None:
+    """Set a key's daily budget (tokens and/or cost); past it, its turns get 429 until
+    midnight UTC. The options given replace the key's whole budget."""
+    parsed = parse_key_id(key_id)
+    if clear == (tokens is not None or cost_usd is not None):
+        console.print("give --tokens and/or --cost-usd, or --clear", style="red")
+        raise typer.Exit(2)
+    if not asyncio.run(set_budget(database_url, parsed, tokens, cost_usd)):
+        console.print(f"no key {key_id}", style="red")
+        raise typer.Exit(1)
+    console.print(f"budget of {key_id}: {budget_text(tokens, cost_usd) or 'none'}",
+                  highlight=False)
 
 
 if __name__ == "__main__":

@@ -15,16 +15,22 @@ log = get_logger("api.errors")
 class ApiError(Exception):
     """A request the gateway refuses, with its HTTP status and a stable machine code."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers or {}
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
+def error_response(status: int, code: str, message: str,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse({"error": {"code": code, "message": message}}, status,
+                        headers=headers or None)
 
 
 def not_found(what: str = "thread") -> ApiError:
@@ -37,7 +43,7 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request"}
 
 async def api_error_handler(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.code, exc.message)
+    return error_response(exc.status, exc.code, exc.message, exc.headers)
 
 
 async def http_exception_handler(_: Request, exc: Exception) -> Response:

@@ -1,5 +1,5 @@
-"""POST /api/threads/{id}/messages: validate, open the turn (404/409 before any stream
-starts), then stream it as SSE."""
+"""POST /api/threads/{id}/messages: validate, open the turn through the limits (404, 409, 413,
+429, 503 before any stream starts and before any upstream call), then stream it as SSE."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from app.api.auth import authenticate
 from app.api.errors import ApiError, not_found
 from app.api.sse import TurnStreamResponse
 from app.api.state import runtime
-from app.services.turn import ThreadNotFound, open_turn
+from app.services.turn import ThreadNotFound
+from app.services.upstream_slots import TurnRefused
 from app.store.errors import ContentTooLong, ThreadBusy
 
 
@@ -22,7 +23,10 @@ async def post_message(request: Request) -> Response:
     body = await bodies.json_object(request)
     content = bodies.message_content(body, rt.settings.max_content_chars)
     try:
-        turn = await open_turn(rt.turn_deps, principal.user_id, thread_id, content)
+        turn = await rt.gate.open(principal, thread_id, content)
+    except TurnRefused as exc:
+        raise ApiError(exc.status, exc.code, exc.message,
+                       {"Retry-After": str(exc.retry_after_s)}) from exc
     except ThreadNotFound as exc:
         raise not_found() from exc
     except ThreadBusy as exc:

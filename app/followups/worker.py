@@ -29,6 +29,7 @@ from app.followups.triggers import prompt_for
 from app.logging import get_logger
 from app.services.shield import run_shielded
 from app.services.turn import ThreadNotFound, Turn, TurnDeps, TurnGuard, open_turn
+from app.services.upstream_slots import GatewayBusy
 from app.store import followup_queue
 from app.store.errors import ThreadBusy
 from app.store.followup_queue import Claim
@@ -151,7 +152,7 @@ class FollowupWorker:
             )
         except FollowupBlocked as blocked:
             await self._blocked(claim, blocked.reason)
-        except ThreadBusy:
+        except (ThreadBusy, GatewayBusy):  # nothing stored: the same follow-up, later
             await self._retry_later(claim)
         except ThreadNotFound:
             log.info("followup_thread_gone")  # deleted: the follow-up row went with it
@@ -214,7 +215,9 @@ class FollowupWorker:
         log.info("followup_cancelled", reason=reason)
 
     async def _retry_later(self, claim: Claim) -> None:
-        """The thread is streaming something else: try again later, a few times."""
+        """The thread is streaming something else, or every upstream slot is taken: try
+        again later, a few times. (The user's stream cap and budget do not apply here: see
+        app.services.limits.)"""
         if claim.attempts >= self.max_attempts:
             await self._settle(claim, "failed")
             log.warning("followup_failed_thread_busy", attempts=claim.attempts)

@@ -7,6 +7,7 @@ opens a session or touches a key row.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from app.store import api_keys
@@ -15,10 +16,14 @@ from app.store.db import Database
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The caller a request acts for."""
+    """The caller a request acts for, and the daily budget of the key it came with (None:
+    no budget; auth mode `off` has none)."""
 
     user_id: str
     is_admin: bool
+    key_id: uuid.UUID | None = None
+    daily_token_budget: int | None = None
+    daily_cost_budget_usd: float | None = None
 
 
 async def authenticate_key(db: Database, token: str) -> Principal | None:
@@ -26,4 +31,7 @@ async def authenticate_key(db: Database, token: str) -> Principal | None:
     revoked key (the caller answers all three alike: the answer must not help guessing)."""
     async with db.transaction() as session:
         key = await api_keys.authenticate(session, token)
-        return None if key is None else Principal(key.user_id, key.is_admin)
+        if key is None:
+            return None
+        return Principal(key.user_id, key.is_admin, key.id, key.daily_token_budget,
+                         key.daily_cost_budget_usd)

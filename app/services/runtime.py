@@ -12,6 +12,7 @@ import openai
 from app.events.bus import MessageBus
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
+from app.services.limits import TurnGate
 from app.services.turn import TurnDeps
 from app.settings import Settings
 from app.store.db import Database
@@ -63,5 +64,6 @@ class Runtime:
     upstream: UpstreamClient
     turn_deps: TurnDeps
     bus: MessageBus
+    gate: TurnGate
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)

@@ -27,6 +27,7 @@ from app.logging import get_logger
 from app.records import FinalStatus, FinishedMessage
 from app.services.observers import ContextDraft, TurnHandler, TurnObserver, TurnView
 from app.services.shield import run_detached, run_shielded
+from app.services.upstream_slots import Slot, UpstreamSlots
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
@@ -66,6 +67,8 @@ class TurnDeps:
     prices: PriceTable
     settings: Settings
     observers: list[TurnObserver] = field(default_factory=list)
+    #: None: no bound of this process's own (tests of the shell alone).
+    slots: UpstreamSlots | None = None
 
 
 async def open_turn(
@@ -73,9 +76,28 @@ async def open_turn(
     synthetic: bool = False, trigger_type: str | None = None,
     trigger_reason: str | None = None, guard: TurnGuard | None = None,
 ) -> Turn:
-    """Raises ThreadNotFound, or ThreadBusy (nothing stored). `guard` runs first in the
-    transaction and may raise to store nothing (the follow-up worker checks there,
-    atomically, that the user has not replied meanwhile)."""
+    """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
+    stored). `guard` runs first in the transaction and may raise to store nothing (the
+    follow-up worker checks there, atomically, that the user has not replied meanwhile; the
+    turn limits count the user's streams there). The slot is taken before the transaction,
+    so no transaction (on SQLite: the write lock) is held while waiting for one."""
+    slot = await deps.slots.acquire() if deps.slots is not None else None
+    try:
+        view = await _open_rows(deps, user_id, thread_id, content, synthetic=synthetic,
+                                trigger_type=trigger_type, trigger_reason=trigger_reason,
+                                guard=guard)
+    except BaseException:
+        if slot is not None:
+            slot.release()
+        raise
+    return Turn(deps, view, slot)
+
+
+async def _open_rows(
+    deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
+    synthetic: bool, trigger_type: str | None, trigger_reason: str | None,
+    guard: TurnGuard | None,
+) -> TurnView:
     async with deps.db.transaction() as session:
         thread = await thread_store.get_thread(session, user_id, thread_id)
         if thread is None:
@@ -88,14 +110,15 @@ async def open_turn(
             session, thread, content, synthetic=synthetic, trigger_type=trigger_type,
             trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars)
         assistant = await message_store.open_assistant_message(session, thread)
-    return Turn(deps, TurnView.of(thread, user, assistant, history))
+    return TurnView.of(thread, user, assistant, history)
 
 
 class Turn:
     """One turn between open and finish; its answer's state is the core's AnswerStream."""
 
-    def __init__(self, deps: TurnDeps, view: TurnView) -> None:
+    def __init__(self, deps: TurnDeps, view: TurnView, slot: Slot | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
+        self._slot = slot
         self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off")
         self.draft = ContextDraft(summary=view.thread_summary)
         self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
@@ -187,11 +210,14 @@ class Turn:
             return
         self._finishing = True
         with structlog.contextvars.bound_contextvars(**self.log_ids):
-            if self._stream is not None:
-                try:
+            try:
+                if self._stream is not None:
                     await self._stream.close()
-                except Exception as exc:
-                    log.warning("upstream_close_failed", error=type(exc).__name__)
+            except Exception as exc:
+                log.warning("upstream_close_failed", error=type(exc).__name__)
+            finally:  # the connection is back in the pool: the next turn may have it
+                if self._slot is not None:
+                    self._slot.release()
             upstream = self.deps.upstream
             ctx = CallContext(upstream.model, upstream.request_params(), self.deps.prices)
             finished, outcome = close_turn(

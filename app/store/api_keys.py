@@ -77,3 +77,12 @@ async def list_keys(s: AsyncSession, user_id: str | None = None) -> list[ApiKey]
         query = query.where(ApiKey.user_id == user_id)
     result = await s.execute(query)
     return list(result.scalars())
+
+
+async def set_budget(
+    s: AsyncSession, key_id: uuid.UUID, *, tokens: int | None, cost_usd: float | None
+) -> bool:
+    """Set (None: remove) a key's daily token and cost budgets; False when no such key."""
+    result = await s.execute(update(ApiKey).where(ApiKey.id == key_id).values(
+        daily_token_budget=tokens, daily_cost_budget_usd=cost_usd))
+    return bool(result.rowcount)  # type: ignore[attr-defined]

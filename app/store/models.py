@@ -120,6 +120,13 @@ class Message(Base):
             postgresql_where=text("status = 'streaming'"),
             sqlite_where=text("status = 'streaming'"),
         ),
+        # The per-user stream cap counts a user's streaming rows on every turn request.
+        Index(
+            "ix_messages_user_streaming",
+            "user_id",
+            postgresql_where=text("status = 'streaming'"),
+            sqlite_where=text("status = 'streaming'"),
+        ),
     )
     # fetch `tokens` on every write: an expired attribute would need a lazy load later
     __mapper_args__ = {"eager_defaults": True}  # noqa: RUF012
@@ -212,6 +219,20 @@ class ApiKey(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
     last_used_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    # Optional daily budget (UTC day), checked against the user's rollup; NULL: no budget.
+    daily_token_budget: Mapped[int | None] = mapped_column(BigInteger)
+    daily_cost_budget_usd: Mapped[float | None] = mapped_column(Numeric(18, 9, asdecimal=False))
+
+
+class RateLimitWindow(Base):
+    """Turn requests of one user in one fixed window (a minute): the rate limit's counter,
+    shared by every gateway process on the database."""
+
+    __tablename__ = "rate_limit_windows"
+
+    user_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    window_start: Mapped[dt.datetime] = mapped_column(UtcDateTime, primary_key=True)
+    request_count: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class Followup(Base):

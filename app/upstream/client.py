@@ -35,17 +35,21 @@ class UpstreamConfig:
     read_timeout_s: float
     first_token_timeout_s: float
     max_retries: int
+    pool_size: int = 200
 
 
 def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
-    """The process-wide HTTP client; its pool is shared by every upstream call."""
+    """The process-wide HTTP client; its pool is shared by every upstream call. The gateway
+    lets at most `pool_size` turns use it at once (app.services.upstream_slots), so a turn
+    never waits here for a connection and a pool timeout is not mistaken for the model's."""
     timeout = httpx.Timeout(
         connect=config.connect_timeout_s,
         read=config.read_timeout_s,
         write=config.connect_timeout_s,
         pool=config.connect_timeout_s,
     )
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    limits = httpx.Limits(max_connections=config.pool_size,
+                          max_keepalive_connections=min(50, config.pool_size))
     return httpx.AsyncClient(timeout=timeout, limits=limits)
 
 

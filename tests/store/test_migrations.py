@@ -22,7 +22,7 @@ from app.store.models import Base
 from tests.support.databases import drop_database, make_fresh_database_url
 
 TABLES = {"threads", "messages", "llm_calls", "user_token_usage", "api_keys", "followups",
-          "message_repairs", "stream_traces"}
+          "message_repairs", "stream_traces", "rate_limit_windows"}
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ async def test_up_down_up(empty_url: str, backend: str) -> None:
     at_head, tables, indexes, diff = await _inspect(empty_url)
     assert at_head and tables == TABLES
     assert diff == []
-    assert "uq_messages_one_streaming_per_thread" in indexes
+    assert {"uq_messages_one_streaming_per_thread", "ix_messages_user_streaming"} <= indexes
     assert ("ix_messages_metadata_gin" in indexes) == (backend == "postgresql")
 
     await downgrade_to_base(empty_url)

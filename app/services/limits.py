@@ -1,0 +1,132 @@
+"""Turn limits: one user must not starve everyone else of the gateway.
+
+A turn request passes, in this order, before anything is stored or sent upstream:
+
+1. the rate limit: `rate_limit_per_minute` turn requests per user in a fixed minute window,
+   counted in the database (one atomic upsert) or in Redis, shared by every process; a
+   refused request is not counted -> 429 `rate_limited`;
+2. an upstream slot of this process (app.services.upstream_slots) -> 503 `gateway_busy`;
+3. in open_turn's transaction, serialised per user (a PostgreSQL advisory lock; SQLite's
+   BEGIN IMMEDIATE): the user's `streaming` answers, every process and thread together,
+   against `max_streams_per_user` -> 429 `too_many_streams`; then the key's daily budget
+   (tokens, cost) against the user's rollup of the UTC day -> 429 `budget_exceeded`.
+
+Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
+a few per process at most, and a user's cap or budget must not lose them; their streaming
+rows still count against the user's cap for the user's own requests. They do take an upstream
+slot, and retry later like a busy thread when none is free.
+
+Every refusal is one log line (user id, code) and one `chatgate_refusals_total{reason}`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.clock import Clock, utcnow
+from app.logging import get_logger
+from app.metrics import GatewayMetrics
+from app.services.api_keys import Principal
+from app.services.turn import Turn, TurnDeps, TurnGuard, open_turn
+from app.services.upstream_slots import TurnRefused
+from app.store import limits as limit_store
+from app.store.models import Thread
+from app.store.rate_windows import RateWindows
+
+log = get_logger("services.limits")
+
+RATE_WINDOW = dt.timedelta(minutes=1)
+#: When to try again at the stream cap: no one knows when a stream ends; answers take seconds.
+TOO_MANY_STREAMS_RETRY_S = 5.0
+
+
+def too_many_streams(limit: int) -> TurnRefused:
+    return TurnRefused(
+        429, "too_many_streams",
+        f"you already have {limit} answers streaming; wait until one of them has finished",
+        TOO_MANY_STREAMS_RETRY_S)
+
+
+def rate_limited(limit: int, retry_after_s: float) -> TurnRefused:
+    return TurnRefused(
+        429, "rate_limited",
+        f"more than {limit} messages in one minute; wait a moment before sending the next",
+        retry_after_s)
+
+
+def budget_exceeded(retry_after_s: float) -> TurnRefused:
+    return TurnRefused(
+        429, "budget_exceeded",
+        "this key has used up its daily budget; it is renewed at midnight UTC", retry_after_s)
+
+
+def window_start(now: dt.datetime) -> dt.datetime:
+    """The start of the fixed rate-limit window (the UTC minute) holding `now`."""
+    return now.astimezone(dt.UTC).replace(second=0, microsecond=0)
+
+
+def seconds_to_next_day(now: dt.datetime) -> float:
+    """Seconds from `now` to the next midnight UTC, when a daily budget is renewed."""
+    utc = now.astimezone(dt.UTC)
+    midnight = dt.datetime.combine(utc.date() + dt.timedelta(days=1), dt.time(), dt.UTC)
+    return (midnight - utc).total_seconds()
+
+
+def over_budget(principal: Principal, tokens: int, cost_usd: float) -> bool:
+    """Used up: the day's usage has reached a budget the key has."""
+    token_budget, cost_budget = principal.daily_token_budget, principal.daily_cost_budget_usd
+    return ((token_budget is not None and tokens >= token_budget)
+            or (cost_budget is not None and cost_usd >= cost_budget))
+
+
+class TurnGate:
+    """Opens a user's turn through the limits (the one service the turn handler calls)."""
+
+    def __init__(self, deps: TurnDeps, metrics: GatewayMetrics, windows: RateWindows, *,
+                 clock: Clock = utcnow) -> None:
+        self.deps = deps
+        self.metrics = metrics
+        self.windows = windows
+        self.clock = clock
+        self.max_streams = deps.settings.max_streams_per_user
+        self.per_minute = deps.settings.rate_limit_per_minute
+
+    async def open(self, principal: Principal, thread_id: uuid.UUID, content: str) -> Turn:
+        """The opened turn; raises TurnRefused (counted and logged here), or open_turn's
+        ThreadNotFound, ThreadBusy, ContentTooLong."""
+        try:
+            await self._count_request(principal.user_id)
+            return await open_turn(self.deps, principal.user_id, thread_id, content,
+                                   guard=self._guard(principal))
+        except TurnRefused as refused:
+            self.metrics.refusals.labels(reason=refused.code).inc()
+            log.warning("turn_refused", code=refused.code, user_id=principal.user_id,
+                        retry_after_s=refused.retry_after_s)
+            raise
+
+    async def _count_request(self, user_id: str) -> None:
+        if self.per_minute <= 0:
+            return
+        now = self.clock()
+        start = window_start(now)
+        if not await self.windows.take(user_id, start, self.per_minute):
+            raise rate_limited(self.per_minute, (start + RATE_WINDOW - now).total_seconds())
+
+    def _guard(self, principal: Principal) -> TurnGuard:
+        async def guard(session: AsyncSession, thread: Thread) -> None:
+            await limit_store.lock_user(session, principal.user_id)
+            if self.max_streams > 0:
+                streaming = await limit_store.count_streaming(session, principal.user_id)
+                if streaming >= self.max_streams:
+                    raise too_many_streams(self.max_streams)
+            if principal.daily_token_budget is None and principal.daily_cost_budget_usd is None:
+                return
+            now = self.clock()
+            tokens, cost = await limit_store.usage_of_day(
+                session, principal.user_id, now.astimezone(dt.UTC).date())
+            if over_budget(principal, tokens, cost):
+                raise budget_exceeded(seconds_to_next_day(now))
+
+        return guard

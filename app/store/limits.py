@@ -1,0 +1,61 @@
+"""What the turn limits read and count: a user's streaming answers, their turn requests per
+minute window, their usage of a UTC day. The rules deciding on these numbers are the limits
+service's (app/services/limits.py); nothing here refuses anything."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.models import Message, RateLimitWindow, UserTokenUsage
+from app.store.usage import PERIOD_DAY
+
+#: First key of the two-key advisory locks taken here, so they never meet another
+#: feature's advisory locks (whose keys are other numbers).
+USER_LOCK_NAMESPACE = 0x43474C4D  # "CGLM"
+
+
+async def lock_user(s: AsyncSession, user_id: str) -> None:
+    """Serialise the turn openings of one user until the transaction ends, across processes:
+    a count of streaming rows followed by an insert must not interleave with another's.
+    PostgreSQL: a transaction-level advisory lock on a hash of the user id (a collision only
+    serialises two users more than needed). SQLite: BEGIN IMMEDIATE already does it."""
+    if s.get_bind().dialect.name == "postgresql":
+        await s.execute(select(func.pg_advisory_xact_lock(
+            USER_LOCK_NAMESPACE, func.hashtext(user_id))))
+
+
+async def count_streaming(s: AsyncSession, user_id: str) -> int:
+    """The user's assistant messages still `streaming` (in every thread and process)."""
+    query = select(func.count()).select_from(Message).where(
+        Message.user_id == user_id, Message.status == "streaming", Message.role == "assistant")
+    return int(await s.scalar(query) or 0)
+
+
+async def count_request(s: AsyncSession, user_id: str, window_start: dt.datetime) -> int:
+    """Add one request to the user's window and return the window's count, this one
+    included: one atomic upsert (concurrent requests never lose a count). The user's older
+    windows are deleted on the way, so the table holds at most a row per user."""
+    await s.execute(delete(RateLimitWindow).where(
+        RateLimitWindow.user_id == user_id, RateLimitWindow.window_start < window_start))
+    insert = postgresql.insert if s.get_bind().dialect.name == "postgresql" else sqlite.insert
+    row = insert(RateLimitWindow).values(
+        user_id=user_id, window_start=window_start, request_count=1)
+    upsert = row.on_conflict_do_update(
+        index_elements=["user_id", "window_start"],
+        set_={"request_count": RateLimitWindow.request_count + 1},
+    ).returning(RateLimitWindow.request_count)
+    return int((await s.execute(upsert)).scalar_one())
+
+
+async def usage_of_day(s: AsyncSession, user_id: str, day: dt.date) -> tuple[int, float]:
+    """The user's tokens and known cost (USD) of one UTC day, every model, from the rollup."""
+    query = select(func.coalesce(func.sum(UserTokenUsage.total_tokens), 0),
+                   func.coalesce(func.sum(UserTokenUsage.cost_usd), 0)).where(
+        UserTokenUsage.user_id == user_id, UserTokenUsage.period_type == PERIOD_DAY,
+        UserTokenUsage.period_start == day)
+    tokens, cost = (await s.execute(query)).one()
+    return int(tokens or 0), float(cost or 0)

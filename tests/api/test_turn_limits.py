@@ -1,0 +1,199 @@
+"""The turn limits at the endpoint, in process, on both backends, against the demo model:
+each refusal is a JSON error with Retry-After, comes before anything is stored or sent
+upstream, is logged in one line and counted in /metrics."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+from redis.exceptions import RedisError
+
+from app.services.limits import window_start
+from app.services.turn import Turn
+from app.store import limits, usage
+from app.store.rate_windows import RedisRateWindows
+from app.usage.figures import UsageFigures
+from tests.e2e.helpers import messages, new_thread
+from tests.support.inproc import FakeClock, InProcessGateway, in_process_gateway
+from tests.support.live import DemoLlm, SseEvent, parse_sse
+
+NOON = dt.datetime(2026, 11, 24, 12, 0, 45, tzinfo=dt.UTC)
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: httpx.Headers
+    body: Any
+    events: list[SseEvent]
+
+    @property
+    def code(self) -> str:
+        return str(self.body["error"]["code"])
+
+    @property
+    def last_event(self) -> str:
+        return self.events[-1].event
+
+
+async def post(client: httpx.AsyncClient, thread_id: str, content: str = "Hello") -> Answer:
+    response = await client.post(f"/api/threads/{thread_id}/messages",
+                                 json={"content": content})
+    if response.headers["content-type"].startswith("text/event-stream"):
+        return Answer(response.status_code, response.headers, None, parse_sse(response.text))
+    return Answer(response.status_code, response.headers, response.json(), [])
+
+
+def refusal_logs(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("{")]
+    return [line for line in lines if line.get("event") == "turn_refused"]
+
+
+async def finish_all(turns: list[Turn]) -> None:
+    for turn in turns:
+        await turn.finish()
+
+
+async def test_a_user_at_the_stream_cap_is_refused_before_any_upstream_call(
+    database_url: str, demo_llm: DemoLlm, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with in_process_gateway(database_url, demo_llm, max_streams_per_user=2) as gw:
+        alice, bob = await gw.api_key("alice"), await gw.api_key("bob")
+        async with gw.client(alice) as client:
+            threads = [await new_thread(client) for _ in range(3)]
+            held = [await gw.hold_turn("alice", t) for t in threads[:2]]
+            upstream_before = demo_llm.stats()["requests"]
+            capsys.readouterr()
+
+            answer = await post(client, threads[2])
+            assert answer.status == 429 and answer.code == "too_many_streams"
+            assert answer.headers["retry-after"] == "5"
+            assert "2 answers streaming" in answer.body["error"]["message"]
+            assert demo_llm.stats()["requests"] == upstream_before
+            assert await messages(client, threads[2]) == []  # nothing stored
+            [line] = refusal_logs(capsys)
+            assert (line["user_id"], line["code"], line["level"]) == (
+                "alice", "too_many_streams", "warning")
+            assert "exception" not in line
+
+            async with gw.client(bob) as other:  # another user is not affected
+                assert (await post(other, await new_thread(other))).last_event == "message_end"
+            await held[0].finish()  # one stream ends: alice may start another
+            assert (await post(client, threads[2])).last_event == "message_end"
+            await finish_all(held[1:])
+        assert await gw.refusals() == {"too_many_streams": 1}
+
+
+async def test_the_rate_limit_counts_turn_requests_per_user_and_minute(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    clock = FakeClock(NOON)  # 12:00:45: the window ends in 15 s
+    async with in_process_gateway(database_url, demo_llm, rate_limit_per_minute=2) as gw:
+        gw.runtime.gate.clock = clock
+        async with gw.client(await gw.api_key("alice")) as client:
+            thread = await new_thread(client)
+            for _ in range(2):
+                assert (await post(client, thread)).last_event == "message_end"
+            upstream_before = demo_llm.stats()["requests"]
+            answer = await post(client, thread)
+            assert (answer.status, answer.code) == (429, "rate_limited")
+            assert answer.headers["retry-after"] == "15"
+            assert demo_llm.stats()["requests"] == upstream_before
+            async with gw.client(await gw.api_key("bob")) as other:
+                assert (await post(other, await new_thread(other))).last_event == "message_end"
+
+            clock.now = NOON + dt.timedelta(seconds=15)  # the next minute: a new window
+            assert (await post(client, thread)).last_event == "message_end"
+        assert await gw.refusals() == {"rate_limited": 1}
+
+
+async def spend(gw: InProcessGateway, user: str, day: dt.date, tokens: int, cost: str) -> None:
+    async with gw.runtime.db.transaction() as session:
+        await usage.add_to_rollup(session, user_id=user, period_start=day, model="demo-1",
+                                  delta=UsageFigures(total_tokens=tokens, message_count=1,
+                                                     llm_call_count=1, cost_usd=Decimal(cost)))
+
+
+async def test_a_key_over_its_daily_budget_is_refused_until_midnight_utc(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    clock = FakeClock(dt.datetime(2026, 11, 24, 23, 59, 30, tzinfo=dt.UTC))
+    async with in_process_gateway(database_url, demo_llm) as gw:
+        gw.runtime.gate.clock = clock
+        by_tokens = await gw.api_key("alice", tokens=1000)
+        by_cost = await gw.api_key("alice", cost_usd=0.5)
+        unlimited = await gw.api_key("alice")
+        await spend(gw, "alice", dt.date(2026, 11, 23), 5000, "9")  # yesterday: not counted
+        async with gw.client(by_tokens) as client:
+            thread = await new_thread(client)
+            assert (await post(client, thread)).last_event == "message_end"
+        await spend(gw, "alice", dt.date(2026, 11, 24), 1000, "0.5")
+        for key in (by_tokens, by_cost):
+            async with gw.client(key) as client:
+                answer = await post(client, thread)
+                assert (answer.status, answer.code) == (429, "budget_exceeded")
+                assert answer.headers["retry-after"] == "30"
+        async with gw.client(unlimited) as client:  # the budget is the key's
+            assert (await post(client, thread)).last_event == "message_end"
+        clock.now += dt.timedelta(seconds=30)  # a new UTC day
+        async with gw.client(by_tokens) as client:
+            assert (await post(client, thread)).last_event == "message_end"
+        assert await gw.refusals() == {"budget_exceeded": 2}
+
+
+async def test_no_upstream_slot_is_gateway_busy_not_an_upstream_timeout(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    async with in_process_gateway(database_url, demo_llm, upstream_pool_size=1,
+                                  upstream_slot_timeout_s=0) as gw:
+        async with gw.client(await gw.api_key("alice")) as alice, \
+                gw.client(await gw.api_key("bob")) as bob:
+            held = await gw.hold_turn("alice", await new_thread(alice))
+            thread = await new_thread(bob)
+            upstream_before = demo_llm.stats()["requests"]
+            answer = await post(bob, thread)
+            assert (answer.status, answer.code) == (503, "gateway_busy")
+            assert answer.headers["retry-after"] == "1"
+            assert demo_llm.stats()["requests"] == upstream_before
+            assert await messages(bob, thread) == []
+            await held.finish()
+            # one slot, a title call and the answer: the side call rides on the turn's slot
+            answer = await post(bob, thread)
+            assert answer.last_event == "message_end"
+            assert demo_llm.stats()["requests"] == upstream_before + 2
+            assert gw.runtime.turn_deps.slots is not None
+            assert gw.runtime.turn_deps.slots.free == 1
+        assert await gw.refusals() == {"gateway_busy": 1}
+
+
+async def test_the_rate_limit_counts_in_redis_when_configured(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    redis_url = os.environ.get("CHATGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    user = f"alice-{uuid.uuid4().hex[:8]}"  # keys of its own (they expire by themselves)
+    async with in_process_gateway(database_url, demo_llm, rate_limit_per_minute=1,
+                                  redis_url=redis_url) as gw:
+        windows = gw.runtime.gate.windows
+        assert isinstance(windows, RedisRateWindows)
+        try:
+            await windows.client.ping()
+        except (OSError, RedisError):
+            pytest.skip(f"no Redis at {redis_url}: Redis test skipped")
+        gw.runtime.gate.clock = FakeClock(NOON)
+        async with gw.client(await gw.api_key(user)) as client:
+            thread = await new_thread(client)
+            assert (await post(client, thread)).last_event == "message_end"
+            answer = await post(client, thread)
+            assert (answer.status, answer.code) == (429, "rate_limited")
+        assert int(await windows.client.get(windows.key(user, window_start(NOON))) or 0) == 1
+        async with gw.runtime.db.transaction() as session:  # nothing counted in the database
+            assert await limits.count_request(session, user, window_start(NOON)) == 1

@@ -1,0 +1,68 @@
+"""The per-user stream cap holds across gateway processes: two gateways on one PostgreSQL
+database, the user's streams open on both, the next request refused by either."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.e2e.helpers import new_thread, wait_for_status
+from tests.support.live import DemoLlm, StartGateway, iter_sse
+
+pytestmark = pytest.mark.postgres
+LONG = "[long] tell me everything"
+
+
+@contextlib.asynccontextmanager
+async def open_stream(client: httpx.AsyncClient, thread_id: str) -> AsyncIterator[None]:
+    """A turn streaming its answer (first delta received) until the block ends. The answer
+    is read on in a task meanwhile: leaving the event iterator would close the response."""
+    async with client.stream("POST", f"/api/threads/{thread_id}/messages",
+                             json={"content": LONG}) as response:
+        assert response.status_code == 200
+        first_delta = asyncio.Event()
+
+        async def read() -> None:
+            async for event in iter_sse(response):
+                if event.event == "delta":
+                    first_delta.set()
+
+        reader = asyncio.create_task(read())
+        try:
+            await asyncio.wait_for(first_delta.wait(), timeout=20)
+            yield
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+
+async def test_two_gateways_share_one_users_stream_cap(
+    slow_demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    env = {"CHATGATE_MAX_STREAMS_PER_USER": "2"}
+    first = start_gateway("postgresql", upstream=slow_demo_llm, env=env)
+    second = start_gateway("postgresql", upstream=slow_demo_llm, env=env,
+                           database_url=first.database_url)
+    key = await first.api_key("alice")
+    async with first.client(key) as a, second.client(key) as b:
+        threads = [await new_thread(a) for _ in range(3)]
+        async with open_stream(a, threads[0]):
+            async with open_stream(b, threads[1]):
+                for client in (a, b):
+                    refused = await client.post(f"/api/threads/{threads[2]}/messages",
+                                                json={"content": "one more"})
+                    assert refused.status_code == 429, refused.text
+                    assert refused.json()["error"]["code"] == "too_many_streams"
+                    assert refused.headers["retry-after"]
+            await wait_for_status(a, threads[1], "interrupted")  # left: stored, slot freed
+            answer = await b.post(f"/api/threads/{threads[2]}/messages",
+                                  json={"content": "one more"})
+            assert answer.status_code == 200
+            assert "event: message_end" in answer.text
+    assert any(line.get("event") == "turn_refused" and line.get("code") == "too_many_streams"
+               and line.get("user_id") == "alice" for line in second.logs())

@@ -1,0 +1,68 @@
+"""Follow-ups and the turn limits, in process on both backends: a follow-up is never refused by
+its user's stream cap, and one that finds no free upstream slot goes back to the queue
+unharmed (nothing stored) and runs later."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+
+import pytest
+
+from app.clock import utcnow
+from app.followups.worker import FollowupWorker
+from app.main import build_runtime
+from app.services.api_keys import Principal
+from app.services.runtime import Runtime
+from app.settings import Settings
+from app.store import followup_queue
+from app.store.followup_queue import Claim
+from tests.followups.test_worker import claimed, state
+from tests.store.factories import new_thread
+from tests.support.live import DemoLlm
+
+
+@pytest.fixture
+async def runtime(database_url: str, demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    rt = build_runtime(Settings(
+        _env_file=None, database_url=database_url,  # type: ignore[call-arg]
+        upstream_base_url=demo_llm.base_url, upstream_max_retries=0, title_calls=False,
+        max_streams_per_user=1, upstream_pool_size=1, upstream_slot_timeout_s=0))
+    yield rt
+    await rt.http.aclose()
+    await rt.db.dispose()
+
+
+async def claim_again(rt: Runtime, worker: FollowupWorker, *, later_s: float) -> Claim:
+    async with rt.db.transaction() as s:
+        [claim] = await followup_queue.claim_due(
+            s, worker_id=worker.worker_id, now=utcnow() + dt.timedelta(seconds=later_s),
+            lease=worker.lease, max_attempts=worker.max_attempts, limit=1)
+    return claim
+
+
+async def test_no_free_upstream_slot_puts_the_followup_back_for_later(runtime: Runtime) -> None:
+    worker = FollowupWorker(runtime.turn_deps)
+    thread, claim = await claimed(runtime, worker)
+    assert runtime.turn_deps.slots is not None
+    slot = await runtime.turn_deps.slots.acquire()  # every slot taken
+    await worker._run_claim(claim)
+    assert await state(runtime, thread) == (("pending", None), [])
+    slot.release()
+    await worker._run_claim(await claim_again(runtime, worker, later_s=60))
+    followup, rows = await state(runtime, thread)
+    assert followup[0] == "done" and rows == ["user:complete", "assistant:complete"]
+
+
+async def test_a_user_at_the_stream_cap_still_gets_the_followup(runtime: Runtime) -> None:
+    worker = FollowupWorker(runtime.turn_deps)
+    thread, claim = await claimed(runtime, worker)
+    other = await new_thread(runtime.db, thread.user_id)
+    runtime.turn_deps.slots = None  # the slot is not what this test is about
+    held = await runtime.gate.open(Principal(thread.user_id, False), other.id, "hi")
+    try:
+        await worker._run_claim(claim)
+    finally:
+        await held.finish()
+    followup, rows = await state(runtime, thread)
+    assert followup[0] == "done" and rows == ["user:complete", "assistant:complete"]
