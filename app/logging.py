@@ -10,6 +10,12 @@ import structlog
 
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
+#: Tracebacks as JSON, without each frame's local variables: structlog shows them by default,
+#: and on the turn path they hold the user's words, the model's answer and raw chunks, none
+#: of which belongs in a log line.
+TRACEBACKS = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
+
 
 def configure_logging(level: str = "INFO") -> None:
     """JSON lines on stdout, stdlib loggers (uvicorn, alembic) routed through the same renderer."""
@@ -19,7 +25,7 @@ def configure_logging(level: str = "INFO") -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     structlog.configure(
-        processors=[*shared, structlog.processors.dict_tracebacks,
+        processors=[*shared, TRACEBACKS,
                     structlog.processors.JSONRenderer()],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
@@ -29,7 +35,7 @@ def configure_logging(level: str = "INFO") -> None:
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                        structlog.processors.dict_tracebacks,
+                        TRACEBACKS,
                         structlog.processors.JSONRenderer()],
             foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         )

@@ -37,3 +37,30 @@ def test_every_line_is_json_uvicorns_own_and_tracebacks_included() -> None:
     assert (error["exc_type"], error["exc_value"]) == ("ValueError", "boom")
     assert error["frames"]  # the traceback itself, not "<traceback object at ...>"
     assert lines[2]["thread_id"] == "t1"
+
+
+LOCALS_PROBE = """
+import logging
+from app.logging import configure_logging, get_logger
+configure_logging("INFO")
+def answer(user_text):
+    chunk = {"content": "SECRET-MODEL-TEXT"}
+    raise TypeError("bad chunk")
+try:
+    answer("SECRET-USER-TEXT")
+except TypeError:
+    get_logger("probe").exception("turn_error")
+    logging.getLogger("probe.stdlib").exception("stdlib_error")
+"""
+
+
+def test_tracebacks_show_frames_but_never_their_local_variables() -> None:
+    """A failing turn's frames hold the user's words and the model's answer."""
+    done = subprocess.run([sys.executable, "-c", LOCALS_PROBE], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["event"] for line in lines] == ["turn_error", "stdlib_error"]
+    for line in lines:
+        [error] = line["exception"]
+        assert error["exc_type"] == "TypeError" and error["frames"]
+    assert "SECRET" not in done.stdout
