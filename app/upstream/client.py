@@ -175,23 +175,33 @@ class UpstreamClient:
     async def open_stream(self, messages: Sequence[dict[str, str]]) -> UpstreamStream:
         """Send the request; the first-token deadline starts now and covers connecting too."""
         deadline = time.monotonic() + self._config.first_token_timeout_s
-        try:
-            async with asyncio.timeout(self._config.first_token_timeout_s):
-                raw = await self._client.chat.completions.with_streaming_response.create(
-                    messages=_as_params(messages),
-                    model=self._config.model,
-                    temperature=self._config.temperature,
-                    max_tokens=self._config.max_tokens,
-                    stream=True,
-                    stream_options={"include_usage": True},
-                ).__aenter__()
-        except UPSTREAM_FAILURES as exc:
-            raise classify(exc) from exc
-        response = raw.http_response
+        response = await self._send_streaming(messages)
         media_type = response.headers.get("content-type", "").split(";", 1)[0].strip()
         if media_type.lower() != EVENT_STREAM:
             raise await _refuse_non_stream(response)
         return UpstreamStream(response, deadline)
+
+    async def _send_streaming(self, messages: Sequence[dict[str, str]]) -> httpx.Response:
+        """The SDK's request (its retries, its status errors), answered with the raw HTTP
+        response whose body is still unread. A response that arrived just as the deadline
+        struck is closed, not left to the garbage collector with its connection."""
+        opening = self._client.chat.completions.with_streaming_response.create(
+            messages=_as_params(messages),
+            model=self._config.model,
+            temperature=self._config.temperature,
+            max_tokens=self._config.max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        raw = None
+        try:
+            async with asyncio.timeout(self._config.first_token_timeout_s):
+                raw = await opening.__aenter__()
+        except UPSTREAM_FAILURES as exc:
+            if raw is not None:
+                await raw.close()
+            raise classify(exc) from exc
+        return raw.http_response
 
     async def complete(
         self, messages: Sequence[dict[str, str]], *, max_tokens: int,
