@@ -12,6 +12,12 @@ import structlog
 
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
+#: Tracebacks as JSON, without each frame's local variables: structlog shows them by default,
+#: and on the turn path they hold the user's words, the model's answer and raw chunks, none
+#: of which belongs in a log line.
+TRACEBACKS = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
+
 
 LogFormat = Literal["auto", "json", "console"]
 
@@ -33,9 +39,11 @@ def configure_logging(level: str = "INFO", log_format: LogFormat = "auto") -> No
     renderer: structlog.types.Processor
     if renders_json(log_format):
         renderer = structlog.processors.JSONRenderer()
-        tracebacks: list[structlog.types.Processor] = [structlog.processors.dict_tracebacks]
+        tracebacks: list[structlog.types.Processor] = [TRACEBACKS]
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        # plain_traceback: the default rich formatter would print each frame's locals too.
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback)
         tracebacks = []
     structlog.configure(
         processors=[*shared, *tracebacks, renderer],

@@ -77,3 +77,30 @@ def test_a_terminal_gets_readable_lines_unless_json_is_asked_for() -> None:
     assert "gateway_line" in readable and "thread_id=t1" in readable
     forced = json.loads(run_on_a_terminal("json").strip())
     assert (forced["event"], forced["thread_id"]) == ("gateway_line", "t1")
+
+
+LOCALS_PROBE = """
+import logging
+from app.logging import configure_logging, get_logger
+configure_logging("INFO")
+def answer(user_text):
+    chunk = {"content": "SECRET-MODEL-TEXT"}
+    raise TypeError("bad chunk")
+try:
+    answer("SECRET-USER-TEXT")
+except TypeError:
+    get_logger("probe").exception("turn_error")
+    logging.getLogger("probe.stdlib").exception("stdlib_error")
+"""
+
+
+def test_tracebacks_show_frames_but_never_their_local_variables() -> None:
+    """A failing turn's frames hold the user's words and the model's answer."""
+    done = subprocess.run([sys.executable, "-c", LOCALS_PROBE], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["event"] for line in lines] == ["turn_error", "stdlib_error"]
+    for line in lines:
+        [error] = line["exception"]
+        assert error["exc_type"] == "TypeError" and error["frames"]
+    assert "SECRET" not in done.stdout

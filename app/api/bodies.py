@@ -40,11 +40,26 @@ async def _read_capped(request: Request) -> bytes:
     return b"".join(parts)
 
 
+def _require_json_media_type(request: Request) -> None:
+    """415 unless the body is declared `application/json` (any parameters, any case): a form
+    or plain-text post is a client mistake better named than parsed by guesswork, and a
+    cross-site form cannot send this type without a CORS preflight."""
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError(415, "unsupported_media_type",
+                       "the request body must be sent as Content-Type: application/json")
+
+
 async def json_object(request: Request, *, optional: bool = False) -> dict[str, Any]:
-    """The body as a JSON object: 400 when it is not JSON or not an object, 413 when huge."""
+    """The body as a JSON object: 415 when not declared JSON, 400 when it is not JSON or not
+    an object, 413 when huge. An `optional` body may be absent, and then needs no type."""
+    if not optional:
+        _require_json_media_type(request)
     raw = await _read_capped(request)
     if optional and not raw.strip():
         return {}
+    if optional:
+        _require_json_media_type(request)
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting

@@ -6,6 +6,7 @@ from app.context.builder import (
     build_msg_context,
     build_upstream_messages,
     encode_context_json,
+    escape_user_text,
     select_within_budget,
 )
 
@@ -14,5 +15,6 @@ __all__ = [
     "build_msg_context",
     "build_upstream_messages",
     "encode_context_json",
+    "escape_user_text",
     "select_within_budget",
 ]

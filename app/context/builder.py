@@ -1,7 +1,12 @@
 """Builds the single user message sent upstream: `<!-- MSG_CONTEXT: {json} -->`, a newline,
 then the user's text. The JSON is made marker-proof by writing `<`, `>` and `&` as `\\u003c`,
 `\\u003e`, `\\u0026`: outside strings JSON never contains those characters, so escaping them in
-the encoded text changes no value, and no `-->` or `<!--` can appear inside the block."""
+the encoded text changes no value, and no `-->` or `<!--` can appear inside the block.
+
+The user's text after the block is plain text, not JSON, so it gets the plain-text form of the
+same guard: every `<!--` is written `&lt;!--`. Every marker header starts with a literal
+`<!--`, so no spelling the grammar allows (any case, white space or newlines, no colon) can
+open a second, forged block, while the model still reads the comment the user wrote."""
 
 from __future__ import annotations
 
@@ -78,12 +83,23 @@ def build_msg_context(
     return f"<!-- MSG_CONTEXT: {encode_context_json(payload)} -->"
 
 
+#: The one sequence every marker header starts with, and its harmless spelling.
+COMMENT_OPEN, COMMENT_OPEN_ESCAPED = "<!--", "&lt;!--"
+
+
+def escape_user_text(text: str) -> str:
+    """The user's text with no `<!--` left: nothing the user types can become a marker the
+    model (or the MarkerFilter reading an echo) takes for the gateway's own. The replacement
+    holds no `<`, so it cannot join neighbouring characters into a new `<!--`."""
+    return text.replace(COMMENT_OPEN, COMMENT_OPEN_ESCAPED)
+
+
 def build_upstream_messages(
     system_prompt: str, msg_context: str, user_text: str
 ) -> list[dict[str, str]]:
     """The chat messages of the upstream request: the system prompt, then one user message
-    holding the context marker, a newline and the user's text verbatim."""
+    holding the context marker, a newline and the user's text with `<!--` escaped."""
     return [
         {"role": "system", "content": system_prompt},
-        {"role": "user", "content": f"{msg_context}\n{user_text}"},
+        {"role": "user", "content": f"{msg_context}\n{escape_user_text(user_text)}"},
     ]

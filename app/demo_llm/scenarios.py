@@ -20,7 +20,8 @@ Awaiting = Literal["question", "decision", "task"]
 #: Scenarios that decide the whole shape of the answer (the first one found wins).
 SHAPES = (
     "seed-bug", "no-closer", "split-markers", "echo-context", "truncated", "error-mid",
-    "error-before", "long", "garbled", "html", "no-metadata", "empty",
+    "error-before", "long", "garbled", "html", "no-metadata", "empty", "cut-clean",
+    "bad-chunk",
 )
 #: Keywords that combine with any shape.
 MODIFIERS = ("no-usage", "slow-first", "title-error")
@@ -65,6 +66,11 @@ class Reply:
     slow_first: bool = False
     abort_after: int | None = None
     """Close the connection abruptly after sending this many pieces."""
+    cut_after: int | None = None
+    """End the body cleanly after this many pieces: no finish chunk, no usage, no [DONE]
+    (what a proxy that drops the rest of an answer sends)."""
+    bad_chunk_after: int | None = None
+    """After this many pieces send one chunk whose `content` is a number, then go on."""
     http_error: int | None = None
     """Answer with this HTTP status and an OpenAI error body before any token."""
     error_message: str = ""
@@ -300,6 +306,16 @@ def _error_mid(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
     return replace(normal, scenario="error-mid", abort_after=len(normal.pieces) // 2)
 
 
+def _cut_clean(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    normal = _normal(chat, awaiting)
+    return replace(normal, scenario="cut-clean", cut_after=len(normal.pieces) // 2)
+
+
+def _bad_chunk(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    normal = _normal(chat, awaiting)
+    return replace(normal, scenario="bad-chunk", bad_chunk_after=len(normal.pieces) // 2)
+
+
 def _error_before(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
     return _http_error("error-before", 500, "The demo model failed before the first token.")
 
@@ -358,6 +374,8 @@ _SHAPE_BUILDERS: dict[str, Callable[[ChatInput, Awaiting | None], Reply]] = {
     "echo-context": _echo_context,
     "truncated": _truncated,
     "error-mid": _error_mid,
+    "cut-clean": _cut_clean,
+    "bad-chunk": _bad_chunk,
     "error-before": _error_before,
     "long": _long,
     "garbled": _garbled,

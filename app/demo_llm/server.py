@@ -79,6 +79,11 @@ class ChunkWriter:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         return self._frame([choice], None)
 
+    def malformed_delta(self) -> bytes:
+        """A chunk no client can read as text: `content` is a number."""
+        return self._frame([{"index": 0, "delta": {"content": 5}, "finish_reason": None}],
+                           None)
+
     def usage(self, prompt: int, completion: int) -> bytes:
         """The include_usage chunk: no choices, only usage."""
         return self._frame([], usage_dict(prompt, completion))
@@ -109,6 +114,11 @@ async def stream_frames(
             if index == reply.abort_after:
                 outcome = "aborted"
                 raise StreamAborted(reply.scenario)
+            if index == reply.cut_after:
+                outcome = "aborted"
+                return
+            if index == reply.bad_chunk_after:
+                yield writer.malformed_delta()
             first_pause = settings.slow_first_s if index == 0 and reply.slow_first else 0.0
             await asyncio.sleep(first_pause + settings.delay_ms / 1000)
             sent.append(piece)

@@ -147,7 +147,7 @@ class _SummaryHandler(ThreadFieldHandler):
             return
         summary = clean_summary(outcome.text)
         if summary is None:
-            log.warning("summary_empty", answer=outcome.text[:200])
+            log.warning("summary_empty", answer_chars=len(outcome.text))
             return
         outcome.record.details.update({
             "covered_until": new_items[-1].time.isoformat(),

@@ -92,7 +92,7 @@ class _TitleHandler(ThreadFieldHandler):
             return
         title = clean_title(outcome.text)
         if title is None:
-            log.warning("title_empty", answer=outcome.text[:200])
+            log.warning("title_empty", answer_chars=len(outcome.text))
             return
         self.value = title
 
@@ -100,4 +100,4 @@ class _TitleHandler(ThreadFieldHandler):
         await thread_store.set_title(session, self.thread_id, value)
 
     def log_stored(self, value: str) -> None:
-        log.info("thread_titled", title=value)
+        log.info("thread_titled", chars=len(value))  # the title is the user's words

@@ -1,4 +1,6 @@
 """Streaming chat completions over the shared clients, in the gateway's own small types.
+The SDK builds and sends the request (retries, status errors); the streamed body is read by
+hand (app.upstream.wire), so a cut or malformed answer is told from a whole one.
 
 The first-token deadline (from sending the request to the first content delta) is separate
 from the read timeout (the longest silence between bytes once the answer flows): a model may
@@ -8,17 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletionMessageParam
 
-from app.sanitize import clean_text
-from app.turns.inputs import Completion, ProviderUsage, UpstreamChunk
-from app.upstream.errors import UPSTREAM_FAILURES, UpstreamError, classify
+from app.turns.inputs import Completion, UpstreamChunk
+from app.upstream.errors import (
+    LOGGED_DETAIL_CHARS,
+    UPSTREAM_FAILURES,
+    UpstreamError,
+    classify,
+    upstream_failure,
+)
+from app.upstream.wire import DONE, decode, model_name, parse_chunk, sse_data, usage_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,85 +80,80 @@ def _as_params(messages: Sequence[dict[str, str]]) -> list[ChatCompletionMessage
     return cast("list[ChatCompletionMessageParam]", list(messages))
 
 
-#: llm_calls.model and the rollup's key are VARCHAR(255).
-MODEL_NAME_MAX_CHARS = 255
-#: A count no real call reaches; llm_calls' token columns are 32-bit integers.
-MAX_REPORTED_TOKENS = 999_999_999
-
-
-def _model_name(raw: str | None) -> str | None:
-    """The model the server says answered, made fit for a row and a rollup key: a server's
-    odd name (control characters, NUL, 300 characters) must not cost the answer its finish."""
-    if not raw:
-        return None
-    printable = "".join(ch for ch in clean_text(raw) if ch.isprintable())
-    return printable[:MODEL_NAME_MAX_CHARS].strip() or None
-
-
-def _usage(raw: Any) -> ProviderUsage | None:
-    """The provider's counts; counts no call can have (negative, absurdly large) are no usage
-    at all, so the turn falls back to an estimate instead of storing nonsense or failing."""
-    if raw is None:
-        return None
-    prompt = int(raw.prompt_tokens or 0)
-    completion = int(raw.completion_tokens or 0)
-    total = int(raw.total_tokens or prompt + completion)
-    if not all(0 <= n <= MAX_REPORTED_TOKENS for n in (prompt, completion, total)):
-        return None
-    return ProviderUsage(prompt, completion, total)
-
-
-def _chunk(raw: ChatCompletionChunk) -> UpstreamChunk:
-    text = ""
-    finish: str | None = None
-    for choice in raw.choices:
-        if choice.delta is not None and choice.delta.content:
-            text += choice.delta.content
-        finish = choice.finish_reason or finish
-    return UpstreamChunk(text=text, usage=_usage(raw.usage), model=_model_name(raw.model),
-                     finish_reason=finish)
+#: The media type of an event stream; a 200 with any other is no streamed answer.
+EVENT_STREAM = "text/event-stream"
 
 
 class UpstreamStream:
-    """An open streamed completion. Iterate `chunks()`; always `close()` (idempotent): it
-    drops the HTTP connection at once, which tells the model server to stop generating."""
+    """An open streamed completion over the raw HTTP response. Iterate `chunks()`; always
+    `close()` (idempotent): it drops the HTTP connection at once, which tells the model server
+    to stop generating."""
 
-    def __init__(self, raw: openai.AsyncStream[ChatCompletionChunk], deadline: float) -> None:
-        self._raw = raw
-        self._iterator = raw.__aiter__()
+    def __init__(self, response: httpx.Response, deadline: float) -> None:
+        self._response = response
         self._first_token_deadline: float | None = deadline
         self._closed = False
 
     async def chunks(self) -> AsyncGenerator[UpstreamChunk, None]:
-        """Chunks in order; raises UpstreamError on a failure or a missed first token."""
-        while True:
-            try:
-                raw = await self._next_raw()
-            except StopAsyncIteration:
-                return
-            except UPSTREAM_FAILURES as exc:
-                raise classify(exc) from exc
-            chunk = _chunk(raw)
-            if chunk.text:
-                self._first_token_deadline = None
-            yield chunk
+        """Chunks in order, until `data: [DONE]` or the end of the body. Raises UpstreamError
+        on a failure, a missed first token, a malformed chunk (`upstream_bad_response`) or a
+        body that ends with neither [DONE] nor a finish_reason (`upstream_truncated`: the
+        server or a proxy cut it, and the answer is not whole)."""
+        finished = False
+        async with aclosing(sse_data(self._response.aiter_bytes())) as events:
+            while True:
+                try:
+                    data = await self._next(events)
+                except StopAsyncIteration:
+                    break
+                except UPSTREAM_FAILURES as exc:
+                    raise classify(exc) from exc
+                if data.strip() == DONE:
+                    return
+                chunk = parse_chunk(decode(data))
+                finished = finished or chunk.finish_reason is not None
+                if chunk.text:
+                    self._first_token_deadline = None
+                yield chunk
+        if not finished:
+            raise upstream_failure("upstream_truncated", reason="no_done_no_finish_reason")
 
-    async def _next_raw(self) -> ChatCompletionChunk:
+    async def _next(self, events: AsyncIterator[bytes]) -> bytes:
+        """The next event's data, within the first-token deadline until text has come."""
         if self._first_token_deadline is None:
-            return await self._iterator.__anext__()
+            return await anext(events)
         remaining = self._first_token_deadline - time.monotonic()
         if remaining <= 0:
-            raise UpstreamError("upstream_timeout", "no first token in time")
+            raise upstream_failure("upstream_timeout", reason="no_first_token")
         try:
             async with asyncio.timeout(remaining):
-                return await self._iterator.__anext__()
+                return await anext(events)
         except TimeoutError as exc:
-            raise UpstreamError("upstream_timeout", "no first token in time") from exc
+            raise upstream_failure("upstream_timeout", reason="no_first_token") from exc
 
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            await self._raw.close()
+            await self._response.aclose()
+
+
+async def _refuse_non_stream(response: httpx.Response) -> UpstreamError:
+    """A 200 that is not an event stream (a proxy's HTML page, a JSON answer): its type and
+    the start of its body go to the log, the connection is dropped."""
+    head = b""
+    try:
+        async for block in response.aiter_bytes():
+            head += block
+            if len(head) >= LOGGED_DETAIL_CHARS:
+                break
+    except UPSTREAM_FAILURES:
+        pass
+    finally:
+        await response.aclose()
+    return upstream_failure(
+        "upstream_bad_response", http_status=response.status_code,
+        reason=f"content_type={response.headers.get('content-type', '')[:100]}",
+        detail=head.decode("utf-8", "replace"))
 
 
 class UpstreamClient:
@@ -175,19 +179,33 @@ class UpstreamClient:
     async def open_stream(self, messages: Sequence[dict[str, str]]) -> UpstreamStream:
         """Send the request; the first-token deadline starts now and covers connecting too."""
         deadline = time.monotonic() + self._config.first_token_timeout_s
+        response = await self._send_streaming(messages)
+        media_type = response.headers.get("content-type", "").split(";", 1)[0].strip()
+        if media_type.lower() != EVENT_STREAM:
+            raise await _refuse_non_stream(response)
+        return UpstreamStream(response, deadline)
+
+    async def _send_streaming(self, messages: Sequence[dict[str, str]]) -> httpx.Response:
+        """The SDK's request (its retries, its status errors), answered with the raw HTTP
+        response whose body is still unread. A response that arrived just as the deadline
+        struck is closed, not left to the garbage collector with its connection."""
+        opening = self._client.chat.completions.with_streaming_response.create(
+            messages=_as_params(messages),
+            model=self._config.model,
+            temperature=self._config.temperature,
+            max_tokens=self._config.max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        raw = None
         try:
             async with asyncio.timeout(self._config.first_token_timeout_s):
-                raw = await self._client.chat.completions.create(
-                    messages=_as_params(messages),
-                    model=self._config.model,
-                    temperature=self._config.temperature,
-                    max_tokens=self._config.max_tokens,
-                    stream=True,
-                    stream_options={"include_usage": True},
-                )
+                raw = await opening.__aenter__()
         except UPSTREAM_FAILURES as exc:
+            if raw is not None:
+                await raw.close()
             raise classify(exc) from exc
-        return UpstreamStream(raw, deadline)
+        return raw.http_response
 
     async def complete(
         self, messages: Sequence[dict[str, str]], *, max_tokens: int,
@@ -207,4 +225,5 @@ class UpstreamClient:
         except UPSTREAM_FAILURES as exc:
             raise classify(exc) from exc
         text = (result.choices[0].message.content or "") if result.choices else ""
-        return Completion(text=text, usage=_usage(result.usage), model=_model_name(result.model))
+        usage = usage_of(result.usage.model_dump()) if result.usage else None
+        return Completion(text=text, usage=usage, model=model_name(result.model))

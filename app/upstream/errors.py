@@ -1,4 +1,6 @@
-"""Upstream failures reduced to the three codes a client can act on."""
+"""Upstream failures reduced to the codes a client can act on, each with one short sentence a
+user can read. What the model server said goes to the log only: its bodies are long, in its
+own jargon, and some echo the request (the user's words) back."""
 
 from __future__ import annotations
 
@@ -8,23 +10,44 @@ from typing import Literal
 import httpx
 import openai
 
+from app.logging import get_logger
 from app.sanitize import clean_and_strip_markers
 
-UpstreamErrorCode = Literal["upstream_unavailable", "upstream_timeout", "upstream_error"]
+log = get_logger("upstream")
+
+UpstreamErrorCode = Literal[
+    "upstream_unavailable", "upstream_timeout", "upstream_error",
+    "upstream_truncated", "upstream_bad_response",
+]
+
+#: What the user reads in the `error` event and in the stored `metadata.error.message`.
+MESSAGES: dict[UpstreamErrorCode, str] = {
+    "upstream_unavailable": "The model server could not be reached.",
+    "upstream_timeout": "The model server did not answer in time.",
+    "upstream_error": "The model server failed.",
+    "upstream_truncated": "The model server's answer broke off before its end.",
+    "upstream_bad_response": "The model server sent an answer the gateway cannot read.",
+}
+
+#: How much of the model server's own words a log line keeps.
+LOGGED_DETAIL_CHARS = 500
 
 #: What talking to the model server can raise besides UpstreamError: the SDK's and httpx's
-#: errors, a body cut or read twice (httpx.StreamError is no HTTPError), a stream line that is
-#: not JSON (the SDK decodes it with json.loads), and asyncio timeouts.
+#: errors, a body cut or read twice (httpx.StreamError is no HTTPError), and asyncio timeouts.
 UPSTREAM_FAILURES: tuple[type[BaseException], ...] = (
     openai.APIError, httpx.HTTPError, httpx.StreamError, json.JSONDecodeError, TimeoutError,
 )
 
 
 class UpstreamError(Exception):
-    """The model server could not be reached, was too slow, or answered with an error."""
+    """The model server could not be reached, was too slow, answered with an error, broke
+    off, or sent something that is no chat completion stream."""
 
-    def __init__(self, code: UpstreamErrorCode, message: str,
+    def __init__(self, code: UpstreamErrorCode, message: str | None = None,
                  http_status: int | None = None) -> None:
+        if message is None:
+            message = (f"The model server failed (HTTP {http_status})."
+                       if code == "upstream_error" and http_status else MESSAGES[code])
         super().__init__(message)
         self.code: UpstreamErrorCode = code
         self.message = message
@@ -33,30 +56,39 @@ class UpstreamError(Exception):
         self.http_status = http_status
 
 
+def upstream_failure(code: UpstreamErrorCode, *, http_status: int | None = None,
+                     reason: str, detail: str = "") -> UpstreamError:
+    """The error a user sees, after one WARNING line for the operator: the code, the status,
+    what went wrong (`reason`, the gateway's own words) and the server's words (`detail`),
+    shortened and with markers removed (an echoed MSG_CONTEXT is the user's history)."""
+    log.warning("upstream_failed", code=code, http_status=http_status, reason=reason,
+                detail=logged_detail(detail) if detail else None)
+    return UpstreamError(code, http_status=http_status)
+
+
+def logged_detail(text: str) -> str:
+    """The model server's words as a log line may keep them."""
+    cleaned = clean_and_strip_markers(text).text
+    if len(cleaned) <= LOGGED_DETAIL_CHARS:
+        return cleaned
+    return cleaned[:LOGGED_DETAIL_CHARS] + "..."
+
+
 def classify(exc: BaseException) -> UpstreamError:
     """Map an openai/httpx exception to an UpstreamError (order matters: timeouts are also
     connection errors in both libraries)."""
     if isinstance(exc, UpstreamError):
         return exc
+    reason = type(exc).__name__
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
-        return UpstreamError("upstream_timeout", "the model server did not answer in time")
+        return upstream_failure("upstream_timeout", reason=reason)
     if isinstance(exc, openai.APIConnectionError | httpx.ConnectError):
-        return UpstreamError("upstream_unavailable", "the model server cannot be reached")
+        return upstream_failure("upstream_unavailable", reason=reason)
     if isinstance(exc, openai.APIStatusError):
-        return UpstreamError(
-            "upstream_error", f"the model server answered {exc.status_code}: {_short(exc)}",
-            http_status=exc.status_code,
-        )
-    if isinstance(exc, openai.APIError | httpx.HTTPError):
-        return UpstreamError("upstream_error", f"the model server failed: {_short(exc)}")
+        return upstream_failure("upstream_error", http_status=exc.status_code, reason=reason,
+                                detail=str(exc))
     if isinstance(exc, json.JSONDecodeError):
-        return UpstreamError("upstream_error", "the model server sent malformed JSON")
-    return UpstreamError("upstream_error", f"unexpected upstream failure: {type(exc).__name__}")
-
-
-def _short(exc: BaseException) -> str:
-    """The provider's message, shortened. It reaches the client's `error` event and the stored
-    `metadata.error`, and some providers echo the request: markers (an echoed MSG_CONTEXT)
-    go through the same filter as any model text."""
-    text = clean_and_strip_markers(str(exc)).text or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+        return upstream_failure("upstream_bad_response", reason=reason)
+    if isinstance(exc, openai.APIError | httpx.HTTPError | httpx.StreamError):
+        return upstream_failure("upstream_error", reason=reason, detail=str(exc))
+    return upstream_failure("upstream_error", reason=reason)

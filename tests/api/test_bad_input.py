@@ -128,7 +128,8 @@ async def test_missing_wrong_and_revoked_keys_are_401(gateway: LiveGateway) -> N
 
 async def test_create_thread_body_checks(gateway: LiveGateway) -> None:
     async with await keyed_client(gateway, "titler") as client:
-        assert_error(await client.post("/api/threads", content=b"{oops"), 400, "invalid_json")
+        assert_error(await client.post("/api/threads", content=b"{oops", headers=JSON_TYPE),
+                     400, "invalid_json")
         assert_error(await client.post("/api/threads", json={"title": 5}), 422, "invalid_title")
         assert_error(await client.post("/api/threads", json={"title": "t" * 201}),
                      422, "invalid_title")
@@ -136,6 +137,52 @@ async def test_create_thread_body_checks(gateway: LiveGateway) -> None:
         assert created.status_code == 201 and created.json()["title"] is None
         titled = await client.post("/api/threads", json={"title": "Trip <plans>"})
         assert titled.json()["title"] == "Trip <plans>"
+
+
+JSON_TYPE = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("content_type", [
+    None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+    "text/html; charset=utf-8", "application/jsonx", "application/json-patch+json",
+])
+async def test_json_routes_refuse_other_media_types_with_415(
+    gateway: LiveGateway, content_type: str | None
+) -> None:
+    """Every route that reads a JSON body: a post turn, a new thread with a title, a PATCH."""
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    body = json.dumps({"content": "hi", "title": "t"}).encode()
+    async with await keyed_client(gateway, "formal") as client:
+        thread_id = await new_thread(client)
+        threads_before = (await client.get("/api/threads")).json()["threads"]
+        for method, path in [("POST", f"/api/threads/{thread_id}/messages"),
+                             ("POST", "/api/threads"), ("PATCH", f"/api/threads/{thread_id}")]:
+            response = await client.request(method, path, content=body, headers=headers)
+            assert_error(response, 415, "unsupported_media_type")
+        assert await messages(client, thread_id) == []
+        assert (await client.get("/api/threads")).json()["threads"] == threads_before
+
+
+@pytest.mark.parametrize("content_type", [
+    "application/json", "application/json; charset=utf-8", "Application/JSON;Charset=UTF-8",
+    "application/json ; charset=\"utf-8\"",
+])
+async def test_json_with_any_charset_and_case_is_accepted(
+    gateway: LiveGateway, content_type: str
+) -> None:
+    async with await keyed_client(gateway, "typed") as client:
+        created = await client.post("/api/threads", content=b'{"title": "x"}',
+                                    headers={"Content-Type": content_type})
+        assert created.status_code == 201, created.text
+        result = await post_turn(client, created.json()["id"], None,
+                                 raw_body=b'{"content": "hi"}')
+        assert result.one("message_end")["status"] == "complete"
+
+
+async def test_a_post_without_a_body_needs_no_type(gateway: LiveGateway) -> None:
+    async with await keyed_client(gateway, "bare") as client:
+        created = await client.post("/api/threads", headers={"Content-Type": "text/plain"})
+        assert created.status_code == 201, created.text
 
 
 async def test_unknown_route_and_method_answer_json(gateway: LiveGateway) -> None:

@@ -139,6 +139,32 @@ async def test_error_mid_cuts_the_connection_after_some_text(
     assert stats["streams_aborted"] == 1 and stats["streams_cancelled"] == 0
 
 
+async def _frames(http: httpx.AsyncClient, text: str) -> list[str]:
+    body = {"model": "demo-1", "stream": True, "messages": user_message(text)}
+    response = await http.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    return [f.removeprefix("data: ") for f in response.text.split("\n\n") if f]
+
+
+async def test_cut_clean_ends_the_body_without_finish_usage_or_done(
+    http: httpx.AsyncClient,
+) -> None:
+    frames = await _frames(http, "[cut-clean] Hi")
+    chunks = [json.loads(f) for f in frames]  # no [DONE]
+    assert all(c["choices"] and c["choices"][0]["finish_reason"] is None for c in chunks)
+    text = "".join(c["choices"][0]["delta"]["content"] for c in chunks)
+    assert text.startswith("Here is what I can tell you") and "<!--" not in text
+    stats = await wait_for_stats(http, streams_aborted=1)
+    assert stats["streams_aborted"] == 1
+
+
+async def test_bad_chunk_sends_a_number_as_content_midway(http: httpx.AsyncClient) -> None:
+    frames = await _frames(http, "[bad-chunk] Hi")
+    assert frames[-1] == "[DONE]"
+    contents = [json.loads(f)["choices"][0]["delta"].get("content") for f in frames[1:-2]]
+    assert contents.count(5) == 1 and 0 < contents.index(5) < len(contents) - 1
+
+
 async def test_error_before_is_a_500_with_an_openai_error_body(
     llm: openai.AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
@@ -116,6 +118,27 @@ async def test_error_mid_stream_keeps_the_visible_text(live_backend: str, demo_l
     assert rows[-1]["status"] == "failed"
     assert rows[-1]["content"] == result.text
     assert rows[-1]["metadata"]["usage_source"] == "partial"
+
+
+@pytest.mark.parametrize(("scenario", "code", "message"), [
+    ("[cut-clean]", "upstream_truncated", "The model server's answer broke off before its end."),
+    ("[bad-chunk]", "upstream_bad_response",
+     "The model server sent an answer the gateway cannot read."),
+])
+async def test_a_cut_or_malformed_answer_is_failed_with_the_visible_text(
+    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway,
+    scenario: str, code: str, message: str,
+) -> None:
+    gateway = start_gateway(live_backend, upstream=demo_llm)
+    async with await keyed_client(gateway, "unlucky") as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, f"{scenario} hi")
+        rows = await messages(client, thread_id)
+    assert result.names[-1] == "error"
+    assert result.one("error") == {"code": code, "message": message}
+    assert result.text.startswith("Here is what I can tell you")
+    assert rows[-1]["status"] == "failed" and rows[-1]["content"] == result.text
+    assert rows[-1]["metadata"]["error"] == {"code": code, "message": message}
 
 
 async def test_second_stream_on_a_busy_thread_is_409(

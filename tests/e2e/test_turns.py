@@ -175,6 +175,6 @@ async def test_user_markers_are_stored_verbatim_and_change_nothing(
     # the last request carried the earlier hostile turns inside one marker-proof block
     last = demo_llm.requests(50)[-1]["body"]["messages"][-1]["content"]
     block, _, user_text = last.partition(" -->\n")
-    assert user_text == HOSTILE[-1]
+    assert user_text == "&lt;" + HOSTILE[-1].removeprefix("<")  # escape_user_text
     assert "-->" not in block and block.count("<!--") == 1
     assert "\\u003c!-- METADATA" in block

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+import structlog
 from sqlalchemy import select
 
 from app.context import ContextItem
@@ -344,3 +345,20 @@ async def test_a_turn_never_started_is_partial_with_an_exact_zero(
     (assistant,) = await _assistants(rt, thread.id)
     assert assistant.status == "interrupted" and _calls(assistant) == []
     assert (assistant.meta["tokens"], assistant.meta["usage_source"]) == (0, "partial")
+
+
+async def test_a_titled_turn_logs_no_word_of_the_user_or_the_model(
+    make_runtime: MakeRuntime, demo_llm: DemoLlm
+) -> None:
+    """The title is made of the user's words, the answers of the model's: the logs keep
+    their sizes only."""
+    rt = make_runtime(demo_llm.base_url)
+    thread = await _new_thread(rt)
+    with structlog.testing.capture_logs() as logs:
+        events = await _turn(rt, thread.id, "Zanzibarian marmalade recipes")
+    assert events[-1].event == "message_end"
+    async with rt.db.transaction() as s:
+        reread = await thread_store.get_thread(s, "svc", thread.id)
+    assert reread is not None and reread.title == "Zanzibarian marmalade recipes"
+    assert "thread_titled" in [line["event"] for line in logs]
+    assert "Zanzibarian" not in repr(logs) and "marmalade" not in repr(logs)

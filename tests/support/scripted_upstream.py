@@ -33,16 +33,18 @@ def sse_body(texts: Sequence[str], *, tail: str = "data: [DONE]\n\n",
 
 
 @asynccontextmanager
-async def scripted_upstream(body: bytes) -> AsyncIterator[str]:
-    """Serve `body` as the event stream of every request; yields the base URL (…/v1)."""
+async def scripted_upstream(body: bytes, *, status: str = "200 OK",
+                            content_type: str = "text/event-stream") -> AsyncIterator[str]:
+    """Serve `body` as the answer to every request (by default an event stream); yields the
+    base URL (…/v1)."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
                        if line.lower().startswith(b"content-length:")), 0)
         await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"content-length: " + str(len(body)).encode() + b"\r\n"
+        writer.write(f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n".encode()
+                     + b"content-length: " + str(len(body)).encode() + b"\r\n"
                      b"connection: close\r\n\r\n" + body)
         await writer.drain()
         writer.close()
@@ -51,3 +53,11 @@ async def scripted_upstream(body: bytes) -> AsyncIterator[str]:
     port = server.sockets[0].getsockname()[1]
     async with server:
         yield f"http://127.0.0.1:{port}/v1"
+
+
+def finish_chunk(reason: str = "stop", model: str = "scripted-1") -> str:
+    """The chunk that ends the answer: an empty delta with its finish_reason."""
+    return json.dumps({
+        "id": "scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
+    })

@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 import pytest
+import structlog
 
 from app.main import upstream_config
 from app.settings import Settings
@@ -134,7 +135,7 @@ async def test_error_before_the_first_token_is_upstream_error_without_retries(
     with pytest.raises(UpstreamError) as streamed:
         await client.open_stream(conversation("Hi [error-before]"))
     assert streamed.value.code == "upstream_error"
-    assert "500" in streamed.value.message
+    assert streamed.value.message == "The model server failed (HTTP 500)."
     assert demo_llm.stats()["requests"] == before + 1  # upstream_max_retries=0 is honoured
 
     with pytest.raises(UpstreamError) as completed:
@@ -188,19 +189,24 @@ async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> N
         await asyncio.sleep(0.05)
 
 
-def test_a_provider_error_that_echoes_the_request_shows_no_marker() -> None:
-    """Some providers quote the request in their error; MSG_CONTEXT must not leak that way."""
+def test_a_provider_error_that_echoes_the_request_reaches_the_log_only_without_markers(
+) -> None:
+    """Some providers quote the request in their error: the user reads one short sentence,
+    and the log keeps the provider's words with the MSG_CONTEXT (the history) removed."""
     echoed = openai.APIError(
         'bad request: <!-- MSG_CONTEXT: {"history": [{"role": "user"}]} -->\nHello', None,
         body=None,
     )
-    error = classify(echoed)
+    with structlog.testing.capture_logs() as logs:
+        error = classify(echoed)
     assert error.code == "upstream_error"
-    assert "<!--" not in error.message and "MSG_CONTEXT" not in error.message
-    assert "Hello" in error.message
+    assert error.message == "The model server failed."
+    [line] = [entry for entry in logs if entry["event"] == "upstream_failed"]
+    assert "<!--" not in line["detail"] and "MSG_CONTEXT" not in line["detail"]
+    assert "Hello" in line["detail"]
 
 
-async def test_malformed_stream_data_is_upstream_error_after_the_text_so_far(
+async def test_malformed_stream_data_is_a_bad_response_after_the_text_so_far(
     make_client: MakeClient,
 ) -> None:
     """A proxy that cut or mangled the body: a stream line that is not JSON."""
@@ -215,5 +221,4 @@ async def test_malformed_stream_data_is_upstream_error_after_the_text_so_far(
         finally:
             await stream.close()
     assert received == "Hello"
-    assert broken.value.code == "upstream_error"
-    assert "malformed" in broken.value.message
+    assert broken.value.code == "upstream_bad_response"

@@ -1,0 +1,169 @@
+"""The model server's event stream read by hand: `data:` lines of an SSE body, each a
+chat.completion.chunk decoded straight into an UpstreamChunk.
+
+Reading the bytes ourselves (instead of the openai SDK's AsyncStream) is what tells a clean
+end (`data: [DONE]`, or a finish_reason) from a body that merely stopped, and it checks every
+field the gateway uses, so an odd chunk fails the turn as `upstream_bad_response` instead of
+a TypeError deep in the turn. No pydantic model is built per chunk: at hundreds of chunks a
+second that is most of the gateway's own CPU time."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any
+
+import orjson
+
+from app.sanitize import clean_text
+from app.turns.inputs import ProviderUsage, UpstreamChunk
+from app.upstream.errors import UpstreamError, upstream_failure
+
+#: The data of the event that ends an OpenAI-style stream.
+DONE = b"[DONE]"
+#: One event's data beyond this is no chat chunk (real ones are well under 10 KiB): it is
+#: refused before it fills the memory.
+MAX_EVENT_BYTES = 1 << 20
+#: llm_calls.model and the rollup's key are VARCHAR(255).
+MODEL_NAME_MAX_CHARS = 255
+#: A count no real call reaches; llm_calls' token columns are 32-bit integers.
+MAX_REPORTED_TOKENS = 999_999_999
+
+
+def bad_response(reason: str) -> UpstreamError:
+    """The one failure of a body that is no chat completion stream; `reason` names what was
+    wrong (never the content) for the operator's log."""
+    return upstream_failure("upstream_bad_response", reason=reason)
+
+
+async def sse_data(blocks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
+    """The data of each event of an SSE body, in order: `data:` lines joined by newlines, an
+    event ending at a blank line (or at the end of the body). Lines end in LF or CRLF;
+    comments (`:`) and other fields are skipped."""
+    line = bytearray()
+    data: list[bytes] = []
+    async for block in blocks:
+        start = 0
+        while (end := block.find(b"\n", start)) != -1:
+            line += block[start:end]
+            start = end + 1
+            if (event := _take_line(bytes(line), data)) is not None:
+                yield event
+            line.clear()
+        line += block[start:]
+        if len(line) > MAX_EVENT_BYTES:
+            raise bad_response("event_too_large")
+    if line and (event := _take_line(bytes(line), data)) is not None:
+        yield event
+    if data:
+        yield b"\n".join(data)
+
+
+def _take_line(line: bytes, data: list[bytes]) -> bytes | None:
+    """Add one line to the event being read; the event's data when the line ends it."""
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if not line:
+        event = b"\n".join(data) if data else None
+        data.clear()
+        return event
+    field, _, value = line.partition(b":")
+    if field == b"data":
+        data.append(value[1:] if value.startswith(b" ") else value)
+        if sum(len(part) for part in data) > MAX_EVENT_BYTES:
+            raise bad_response("event_too_large")
+    return None
+
+
+def decode(data: bytes) -> Any:
+    """The event's JSON. orjson first (fast); it refuses lone surrogate escapes, which the
+    standard decoder keeps and the turn later replaces and counts, so it gets a second look."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise bad_response("data_not_json") from exc
+
+
+def parse_chunk(obj: Any) -> UpstreamChunk:
+    """One chat.completion.chunk as the gateway uses it. Raises UpstreamError: the server's
+    own error object as `upstream_error`, anything else malformed as `upstream_bad_response`."""
+    if not isinstance(obj, dict):
+        raise bad_response("chunk_not_object")
+    if obj.get("error") is not None:
+        raise upstream_failure("upstream_error", reason="error_event",
+                               detail=_error_detail(obj["error"]))
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        raise bad_response("choices_not_list")
+    text, finish = "", None
+    for choice in choices:
+        piece, reason = _choice(choice)
+        text += piece
+        finish = reason or finish
+    model = obj.get("model")
+    return UpstreamChunk(text=text, usage=usage_of(obj.get("usage")),
+                         model=model_name(model if isinstance(model, str) else None),
+                         finish_reason=finish)
+
+
+def _choice(choice: Any) -> tuple[str, str | None]:
+    """A choice's content delta and finish reason, both checked."""
+    if not isinstance(choice, dict):
+        raise bad_response("choice_not_object")
+    delta = choice.get("delta")
+    if delta is None:
+        delta = {}
+    if not isinstance(delta, dict):
+        raise bad_response("delta_not_object")
+    content = delta.get("content")
+    if content is not None and not isinstance(content, str):
+        raise bad_response("content_not_string")
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise bad_response("finish_reason_not_string")
+    return content or "", finish or None
+
+
+def _error_detail(error: Any) -> str:
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return json.dumps(error, default=str)[:1000]
+
+
+def usage_of(raw: object) -> ProviderUsage | None:
+    """The provider's counts; counts no call can have (negative, absurdly large, not whole
+    numbers) are no usage at all, so the turn falls back to an estimate instead of storing
+    nonsense or failing."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise bad_response("usage_not_object")
+    prompt, completion = _count(raw.get("prompt_tokens")), _count(raw.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    total = _count(raw.get("total_tokens")) or prompt + completion
+    if not all(0 <= n <= MAX_REPORTED_TOKENS for n in (prompt, completion, total)):
+        return None
+    return ProviderUsage(prompt, completion, total)
+
+
+def _count(value: Any) -> int | None:
+    """A token count: an integer, or absent (0); anything else is no count."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def model_name(raw: str | None) -> str | None:
+    """The model the server says answered, made fit for a row and a rollup key: a server's
+    odd name (control characters, NUL, 300 characters) must not cost the answer its finish."""
+    if not raw:
+        return None
+    printable = "".join(ch for ch in clean_text(raw) if ch.isprintable())
+    return printable[:MODEL_NAME_MAX_CHARS].strip() or None
