@@ -12,6 +12,8 @@ import openai
 from app.events.bus import MessageBus
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
+from app.services.checkpoints import Checkpointer
+from app.services.processes import ProcessRegistry
 from app.services.turn import TurnDeps
 from app.settings import Settings
 from app.store.db import Database
@@ -63,5 +65,7 @@ class Runtime:
     upstream: UpstreamClient
     turn_deps: TurnDeps
     bus: MessageBus
+    processes: ProcessRegistry
+    checkpoints: Checkpointer
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
