@@ -16,6 +16,7 @@ from starlette.middleware import Middleware
 from app.api.errors import (
     ApiError,
     api_error_handler,
+    database_unavailable_handler,
     http_exception_handler,
     unhandled_error_handler,
 )
@@ -44,6 +45,7 @@ from app.settings import Settings, get_settings
 from app.store import integrity
 from app.store import messages as message_store
 from app.store.db import Database
+from app.store.errors import DatabaseUnavailable
 from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
 from app.usage.pricing import PriceTable, load_price_table
 from app.web import web_routes
@@ -117,7 +119,7 @@ def _warn_unknown_model_price(model: str) -> None:
 
 def build_runtime(settings: Settings) -> Runtime:
     prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
-    db = Database(settings.database_url)
+    db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s)
     config = upstream_config(settings)
     http = make_http_client(config)
     client = make_openai_client(config, http)
@@ -217,6 +219,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         middleware=[Middleware(RequestContextMiddleware)],
         exception_handlers={
             ApiError: api_error_handler,
+            DatabaseUnavailable: database_unavailable_handler,
             HTTPException: http_exception_handler,
             Exception: unhandled_error_handler,
         },
