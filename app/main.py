@@ -34,6 +34,7 @@ from app.services.message_announcer import MessageAnnouncer
 from app.services.metrics_observer import MetricsObserver
 from app.services.observers import TurnObserver
 from app.services.processes import ProcessRegistry
+from app.services.revocation import RevocationWatcher
 from app.services.runtime import Runtime
 from app.services.shield import drain_shielded
 from app.services.side_call import SideCaller
@@ -134,6 +135,7 @@ def build_runtime(settings: Settings) -> Runtime:
                     checkpoints=checkpoints)
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                    turn_deps=deps, bus=bus, processes=processes, checkpoints=checkpoints,
+                   revocations=RevocationWatcher(db, settings.revocation_check_s, metrics),
                    metrics=metrics)
 
 
@@ -197,6 +199,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             await integrity.check_synthetic_roundtrip(rt.db)
             await start_crash_recovery(rt)
+            rt.background.start("revocations", rt.revocations.run_forever)
             app.state.runtime = rt
             app.state.autonomy = await start_autonomy(rt)  # the message bus, follow-ups
             log.info("gateway_started", upstream=settings.upstream_base_url,

@@ -7,6 +7,7 @@ opens a session or touches a key row.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from app.store import api_keys
@@ -19,6 +20,9 @@ class Principal:
 
     user_id: str
     is_admin: bool
+    #: The key the request authenticated with (None with auth mode `off`): open streams are
+    #: ended when it is revoked.
+    key_id: uuid.UUID | None = None
 
 
 async def authenticate_key(db: Database, token: str) -> Principal | None:
@@ -26,4 +30,4 @@ async def authenticate_key(db: Database, token: str) -> Principal | None:
     revoked key (the caller answers all three alike: the answer must not help guessing)."""
     async with db.transaction() as session:
         key = await api_keys.authenticate(session, token)
-        return None if key is None else Principal(key.user_id, key.is_admin)
+        return None if key is None else Principal(key.user_id, key.is_admin, key.id)

@@ -14,6 +14,7 @@ from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.services.checkpoints import Checkpointer
 from app.services.processes import ProcessRegistry
+from app.services.revocation import RevocationWatcher
 from app.services.turn import TurnDeps
 from app.settings import Settings
 from app.store.db import Database
@@ -67,5 +68,6 @@ class Runtime:
     bus: MessageBus
     processes: ProcessRegistry
     checkpoints: Checkpointer
+    revocations: RevocationWatcher
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)

@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import secrets
 import uuid
+from collections.abc import Collection
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -77,3 +78,12 @@ async def list_keys(s: AsyncSession, user_id: str | None = None) -> list[ApiKey]
         query = query.where(ApiKey.user_id == user_id)
     result = await s.execute(query)
     return list(result.scalars())
+
+
+async def revoked_among(s: AsyncSession, key_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of these keys are revoked (or gone): one query however many streams are open."""
+    if not key_ids:
+        return set()
+    live = await s.execute(
+        select(ApiKey.id).where(ApiKey.id.in_(list(key_ids)), ApiKey.revoked_at.is_(None)))
+    return set(key_ids) - set(live.scalars())

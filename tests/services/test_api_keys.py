@@ -13,9 +13,9 @@ from app.store.models import ApiKey
 async def test_a_live_key_is_its_holder_and_nothing_else_is_anyone(db: Database) -> None:
     async with db.transaction() as s:
         alice, alice_key = await api_keys.create_key(s, "alice", "laptop")
-        _, admin_key = await api_keys.create_key(s, "root", "ops", is_admin=True)
-    assert await authenticate_key(db, alice_key) == Principal("alice", is_admin=False)
-    assert await authenticate_key(db, admin_key) == Principal("root", is_admin=True)
+        admin, admin_key = await api_keys.create_key(s, "root", "ops", is_admin=True)
+    assert await authenticate_key(db, alice_key) == Principal("alice", False, alice.id)
+    assert await authenticate_key(db, admin_key) == Principal("root", True, admin.id)
     for wrong in (alice_key + "x", "", "Bearer " + alice_key, "not-a-key"):
         assert await authenticate_key(db, wrong) is None
     async with db.transaction() as s:
