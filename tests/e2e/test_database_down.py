@@ -19,7 +19,7 @@ from tests.support.outages import outage_for
 
 RETRY_AFTER = "7"
 ENV = {"CHATGATE_SQLITE_BUSY_TIMEOUT_S": "0.3", "CHATGATE_DATABASE_RETRY_AFTER_S": RETRY_AFTER,
-       "CHATGATE_TITLE_CALLS": "false"}
+       "CHATGATE_TITLE_CALLS": "false", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10"}
 
 
 @pytest.fixture
