@@ -31,9 +31,15 @@ def upgrade() -> None:
     )
     # A plain ADD COLUMN (nullable, no default) on both backends: no table rewrite.
     op.add_column("messages", sa.Column("stream_process", sa.String(64), nullable=True))
+    op.create_index(
+        "ix_messages_streaming_process", "messages", ["stream_process"], unique=False,
+        postgresql_where=sa.text("status = 'streaming'"),
+        sqlite_where=sa.text("status = 'streaming'"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_messages_streaming_process", table_name="messages")
     # Plain DROP COLUMN (SQLite 3.35+): a batch copy of `messages` would fail on its
     # generated `tokens` column.
     op.drop_column("messages", "stream_process")

@@ -120,6 +120,14 @@ class Message(Base):
             postgresql_where=text("status = 'streaming'"),
             sqlite_where=text("status = 'streaming'"),
         ),
+        # The dead-process sweep runs every heartbeat on every process: it must read the
+        # few streaming rows, never scan the table.
+        Index(
+            "ix_messages_streaming_process",
+            "stream_process",
+            postgresql_where=text("status = 'streaming'"),
+            sqlite_where=text("status = 'streaming'"),
+        ),
     )
     # fetch `tokens` on every write: an expired attribute would need a lazy load later
     __mapper_args__ = {"eager_defaults": True}  # noqa: RUF012
