@@ -14,6 +14,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
+from app.api.errors import error_response
 from app.logging import get_logger
 from app.services.shield import run_shielded
 from app.services.turn import Turn
@@ -105,6 +106,9 @@ class StreamResponse(EventSourceResponse):
             if started:
                 await send({"type": "http.response.body", "more_body": False,
                             "body": KEY_REVOKED.encode()})
+            else:  # revoked between authentication and the first byte: as if refused then
+                await error_response(401, "unauthorized", "invalid or revoked API key")(
+                    scope, receive, send)
 
 
 async def _sse_events(turn: Turn) -> AsyncIterator[ServerSentEvent]:
