@@ -9,7 +9,8 @@ import typer
 from rich.console import Console
 
 from app.settings import get_settings
-from app.store.migrations import DatabaseUnreachable, NotMigrated
+from app.store.errors import DatabaseUnavailable
+from app.store.migrations import NotMigrated
 
 
 def resolve_database_url(given: str | None) -> str:
@@ -24,6 +25,6 @@ def run_cli(cli: typer.Typer, args: list[str] | None = None, prog_name: str | No
     """Run a script's typer app (its `if __name__ == "__main__"` line)."""
     try:
         cli(args, prog_name=prog_name)
-    except (NotMigrated, DatabaseUnreachable) as error:
+    except (NotMigrated, DatabaseUnavailable) as error:
         Console(stderr=True).print(f"[red]error:[/red] {error}", highlight=False)
         raise SystemExit(2) from None

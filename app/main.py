@@ -16,6 +16,7 @@ from starlette.middleware import Middleware
 from app.api.errors import (
     ApiError,
     api_error_handler,
+    database_unavailable_handler,
     http_exception_handler,
     unhandled_error_handler,
 )
@@ -28,10 +29,13 @@ from app.followups.thread_settings import default_autonomy
 from app.followups.wiring import start_autonomy, stop_autonomy
 from app.logging import configure_logging, get_logger
 from app.metrics import GatewayMetrics
+from app.services.checkpoints import Checkpointer
 from app.services.limits import TurnGate
 from app.services.message_announcer import MessageAnnouncer
 from app.services.metrics_observer import MetricsObserver
 from app.services.observers import TurnObserver
+from app.services.processes import ProcessRegistry
+from app.services.revocation import RevocationWatcher
 from app.services.runtime import Runtime
 from app.services.shield import drain_shielded
 from app.services.side_call import SideCaller
@@ -44,6 +48,7 @@ from app.settings import Settings, get_settings
 from app.store import integrity
 from app.store import messages as message_store
 from app.store.db import Database
+from app.store.errors import DatabaseUnavailable
 from app.store.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
 from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
 from app.usage.pricing import PriceTable, load_price_table
@@ -55,14 +60,18 @@ log = get_logger("main")
 SHUTDOWN_DRAIN_S = 10.0
 
 
-async def sweep_stale_streaming(db: Database, older_than_s: float) -> int:
-    """Rows left `streaming` by a dead process become `interrupted`."""
+async def sweep_stale_streaming(db: Database, older_than_s: float,
+                                metrics: GatewayMetrics | None = None) -> int:
+    """Rows left `streaming` too long become `interrupted`: the fallback for rows no process
+    claims (written before processes had ids) and for finishes that could never be stored."""
     async with db.transaction() as session:
         count = await message_store.interrupt_stale_streaming(
             session, datetime.timedelta(seconds=older_than_s)
         )
     if count:
         log.warning("stale_streaming_interrupted", count=count, older_than_s=older_than_s)
+        if metrics is not None:
+            metrics.streams_swept.labels("stale_streaming").inc(count)
     return count
 
 
@@ -73,14 +82,38 @@ def sweep_interval_s(older_than_s: float) -> float:
     return min(60.0, max(5.0, older_than_s / 4))
 
 
-async def sweep_stale_streaming_forever(db: Database, older_than_s: float) -> None:
+async def sweep_stale_streaming_forever(db: Database, older_than_s: float,
+                                        metrics: GatewayMetrics | None = None) -> None:
     """The start-up sweep, repeated while the process runs."""
     while True:
         await asyncio.sleep(sweep_interval_s(older_than_s))
         try:
-            await sweep_stale_streaming(db, older_than_s)
+            await sweep_stale_streaming(db, older_than_s, metrics)
         except Exception as exc:  # the database may be down; the next round tries again
             log.warning("stale_sweep_failed", error=type(exc).__name__)
+            if metrics is not None:
+                metrics.background_failures.labels("stale_sweep").inc()
+
+
+async def start_crash_recovery(rt: Runtime) -> None:
+    """Register this process, sweep what dead processes left `streaming`, then keep beating,
+    sweeping and checkpointing in the background (docs/production.md: crash recovery)."""
+    settings = rt.settings
+    await rt.processes.register()
+    await rt.processes.sweep()
+    await sweep_stale_streaming(rt.db, settings.stale_streaming_after_s, rt.metrics)
+    rt.background.start("heartbeat", rt.processes.run_forever)
+    rt.background.start("checkpoints", rt.checkpoints.run_forever)
+    rt.background.start("stale_sweep", lambda: sweep_stale_streaming_forever(
+        rt.db, settings.stale_streaming_after_s, rt.metrics))
+
+
+async def leave_process_table(rt: Runtime) -> None:
+    """After the drain: a process that stopped cleanly is not waited for by the others."""
+    try:
+        await rt.processes.unregister()
+    except Exception as exc:  # its heartbeat then simply ages out
+        log.warning("process_unregister_failed", error=type(exc).__name__)
 
 
 def _warn_unknown_model_price(model: str) -> None:
@@ -90,7 +123,7 @@ def _warn_unknown_model_price(model: str) -> None:
 
 def build_runtime(settings: Settings) -> Runtime:
     prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
-    db = Database(settings.database_url)
+    db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s)
     config = upstream_config(settings)
     http = make_http_client(config)
     client = make_openai_client(config, http)
@@ -98,11 +131,18 @@ def build_runtime(settings: Settings) -> Runtime:
     metrics, bus = GatewayMetrics(), make_message_bus(db)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
     slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)
+    processes = ProcessRegistry(db, heartbeat_s=settings.heartbeat_s,
+                                dead_after_s=settings.process_dead_after_s, metrics=metrics)
+    checkpoints = Checkpointer(db, settings.checkpoint_interval_s, metrics)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
-                    observers=observers, slots=slots)
+                    observers=observers, slots=slots, process_id=processes.process_id,
+                    checkpoints=checkpoints)
     gate = TurnGate(deps, metrics, rate_windows(settings, db))
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
-                   turn_deps=deps, bus=bus, gate=gate, metrics=metrics)
+                   turn_deps=deps, bus=bus, gate=gate, processes=processes,
+                   checkpoints=checkpoints,
+                   revocations=RevocationWatcher(db, settings.revocation_check_s, metrics),
+                   metrics=metrics)
 
 
 def rate_windows(settings: Settings, db: Database) -> RateWindows:
@@ -172,9 +212,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         rt = build_runtime(settings)
         try:
             await integrity.check_synthetic_roundtrip(rt.db)
-            await sweep_stale_streaming(rt.db, settings.stale_streaming_after_s)
-            rt.background.start("stale_sweep", lambda: sweep_stale_streaming_forever(
-                rt.db, settings.stale_streaming_after_s))
+            await start_crash_recovery(rt)
+            rt.background.start("revocations", rt.revocations.run_forever)
             app.state.runtime = rt
             app.state.autonomy = await start_autonomy(rt)  # the message bus, follow-ups
             log.info("gateway_started", upstream=settings.upstream_base_url,
@@ -184,6 +223,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             await rt.background.stop()
             await drain_shielded(SHUTDOWN_DRAIN_S)
+            await leave_process_table(rt)
             if getattr(app.state, "autonomy", None) is not None:
                 await stop_autonomy(app.state.autonomy)
             await rt.http.aclose()
@@ -197,6 +237,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         middleware=[Middleware(RequestContextMiddleware)],
         exception_handlers={
             ApiError: api_error_handler,
+            DatabaseUnavailable: database_unavailable_handler,
             HTTPException: http_exception_handler,
             Exception: unhandled_error_handler,
         },

@@ -12,6 +12,13 @@ library's global one, so two apps in one process do not share or clash).
     chatgate_filter_warnings_total{kind}         MarkerFilter warnings (context_echo, ...)
     chatgate_tokens_total{model,kind}            kind = prompt | completion, every upstream call
                                                  of the turn (as stored in llm_calls)
+    chatgate_streams_swept_total{reason}         `streaming` rows a sweep made `interrupted`:
+                                                 process_died | stale_streaming
+    chatgate_background_failures_total{task}     heartbeat | checkpoint | revocation_check |
+                                                 stale_sweep rounds that failed (database down)
+    chatgate_checkpoint_writes_total             stream checkpoints written (rows)
+    chatgate_database_unavailable_total          requests answered 503 database_unavailable
+    chatgate_streams_revoked_total               open SSE streams ended: their key was revoked
     chatgate_upstream_errors_total{code,http_status}  upstream_unavailable | upstream_timeout |
                                                  upstream_error | upstream_truncated |
                                                  upstream_bad_response, one per failed turn; the
@@ -81,6 +88,20 @@ class GatewayMetrics:
         self.refusals = Counter(
             "chatgate_refusals", "Turn requests refused by the limits, by reason.",
             ["reason"], registry=r)
+        self.streams_swept = Counter(
+            "chatgate_streams_swept", "Streaming rows swept to interrupted, by reason.",
+            ["reason"], registry=r)
+        self.background_failures = Counter(
+            "chatgate_background_failures", "Failed rounds of a background task.", ["task"],
+            registry=r)
+        self.checkpoint_writes = Counter(
+            "chatgate_checkpoint_writes", "Partial stream texts written.", registry=r)
+        self.database_unavailable = Counter(
+            "chatgate_database_unavailable",
+            "Requests answered 503 because the database could not be reached.", registry=r)
+        self.streams_revoked = Counter(
+            "chatgate_streams_revoked", "Open SSE streams ended because their key was revoked.",
+            registry=r)
 
     def exposition(self) -> bytes:
         """The Prometheus text format: this process's registry, or every process's values

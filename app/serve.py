@@ -27,7 +27,7 @@ from app.logging import configure_logging, get_logger
 from app.main import create_app
 from app.settings import Settings, get_settings
 from app.store.migrations import upgrade_to_head
-from app.store.reachability import is_unreachable, unreachable_sentence
+from app.store.unavailable import is_unavailable, unavailable_sentence
 
 log = get_logger("serve")
 
@@ -135,9 +135,9 @@ def migrate(database_url: str) -> None:
     try:
         asyncio.run(upgrade_to_head(database_url))
     except Exception as error:
-        if not is_unreachable(error):
+        if not is_unavailable(error):
             raise
-        sys.stderr.write(f"error: {unreachable_sentence(database_url, error)}\n")
+        sys.stderr.write(f"error: {unavailable_sentence(database_url, error)}\n")
         raise SystemExit(2) from None
     log.info("database_migrated", database_url=_redacted(database_url))
 

@@ -61,6 +61,19 @@ class Settings(BaseSettings):
     #: blocked on one send, so its turn is stored (`interrupted`) and the upstream closed.
     sse_send_timeout_s: float = 30.0
     stale_streaming_after_s: float = 600.0
+    #: Each process writes a heartbeat this often, and sweeps the streams of processes whose
+    #: heartbeat is older than `process_dead_after_s` (docs/production.md: crash recovery).
+    heartbeat_s: float = 2.0
+    process_dead_after_s: float = 10.0
+    #: The partial text of running streams is written this often (one transaction for all
+    #: of a process's streams): a crash loses at most this much of what clients saw.
+    checkpoint_interval_s: float = 1.0
+    #: How often open SSE streams are checked for a revoked API key (one query).
+    revocation_check_s: float = 2.0
+    #: `Retry-After` of a 503 `database_unavailable` answer.
+    database_retry_after_s: int = 5
+    #: SQLite only: how long a transaction waits for another writer before it fails.
+    sqlite_busy_timeout_s: float = 30.0
 
     log_level: str = "INFO"
     #: `auto`: readable lines at a terminal, JSON lines otherwise (a container, a file).

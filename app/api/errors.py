@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.logging import get_logger
+from app.store.errors import DatabaseUnavailable
 
 log = get_logger("api.errors")
 
@@ -22,6 +23,10 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.headers = headers or {}
+
+
+#: Retry-After of a 503 when the lifespan's settings are not there (start-up, tests).
+DEFAULT_RETRY_AFTER_S = 5
 
 
 def error_response(status: int, code: str, message: str,
@@ -51,6 +56,22 @@ async def http_exception_handler(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     return error_response(exc.status_code, code, str(exc.detail))
+
+
+async def database_unavailable_handler(request: Request, exc: Exception) -> Response:
+    """The database is down or unreachable: not a bug, so one warning line without a
+    traceback, and a normal JSON 503 with Retry-After (the keep-alive connection stays
+    open; the next request after the database is back simply works)."""
+    assert isinstance(exc, DatabaseUnavailable)
+    runtime = getattr(request.app.state, "runtime", None)
+    retry_after = DEFAULT_RETRY_AFTER_S
+    if runtime is not None:
+        retry_after = runtime.settings.database_retry_after_s
+        runtime.metrics.database_unavailable.inc()
+    log.warning("database_unavailable", path=request.url.path, error=str(exc))
+    return error_response(503, "database_unavailable",
+                          "the database is unavailable; retry shortly",
+                          {"Retry-After": str(retry_after)})
 
 
 async def unhandled_error_handler(request: Request, exc: Exception) -> Response:

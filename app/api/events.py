@@ -48,4 +48,5 @@ async def thread_events_stream(request: Request) -> Response:
     events = thread_events(message_bus(request), rt.db, principal.user_id, thread_id)
     return StreamResponse(_encoded(events), ping=rt.settings.keepalive_s, sep="\n",
                           send_timeout=rt.settings.sse_send_timeout_s,
-                          log_ids={"user_id": principal.user_id, "thread_id": str(thread_id)})
+                          log_ids={"user_id": principal.user_id, "thread_id": str(thread_id)},
+                          revocation=lambda: rt.revocations.stream(principal.key_id))

@@ -34,5 +34,5 @@ async def post_message(request: Request) -> Response:
     except ContentTooLong as exc:
         raise ApiError(413, "content_too_long", str(exc)) from exc
     return TurnStreamResponse(
-        turn, ping_s=rt.settings.keepalive_s, send_timeout_s=rt.settings.sse_send_timeout_s
-    )
+        turn, ping_s=rt.settings.keepalive_s, send_timeout_s=rt.settings.sse_send_timeout_s,
+        revocation=lambda: rt.revocations.stream(principal.key_id))

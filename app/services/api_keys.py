@@ -21,6 +21,8 @@ class Principal:
 
     user_id: str
     is_admin: bool
+    #: The key the request authenticated with (None with auth mode `off`): open streams are
+    #: ended when it is revoked.
     key_id: uuid.UUID | None = None
     daily_token_budget: int | None = None
     daily_cost_budget_usd: float | None = None

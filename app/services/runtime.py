@@ -12,7 +12,10 @@ import openai
 from app.events.bus import MessageBus
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
+from app.services.checkpoints import Checkpointer
 from app.services.limits import TurnGate
+from app.services.processes import ProcessRegistry
+from app.services.revocation import RevocationWatcher
 from app.services.turn import TurnDeps
 from app.settings import Settings
 from app.store.db import Database
@@ -65,5 +68,8 @@ class Runtime:
     turn_deps: TurnDeps
     bus: MessageBus
     gate: TurnGate
+    processes: ProcessRegistry
+    checkpoints: Checkpointer
+    revocations: RevocationWatcher
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)

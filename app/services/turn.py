@@ -25,6 +25,7 @@ from app.clock import utcnow
 from app.context import build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.records import FinalStatus, FinishedMessage
+from app.services.checkpoints import Checkpointer
 from app.services.observers import ContextDraft, TurnHandler, TurnObserver, TurnView
 from app.services.shield import run_detached, run_shielded
 from app.services.upstream_slots import Slot, UpstreamSlots
@@ -69,6 +70,10 @@ class TurnDeps:
     observers: list[TurnObserver] = field(default_factory=list)
     #: None: no bound of this process's own (tests of the shell alone).
     slots: UpstreamSlots | None = None
+    #: This process's id on the rows it streams (swept when its heartbeat stops).
+    process_id: str | None = None
+    #: Writes the partial text of running turns on its own schedule.
+    checkpoints: Checkpointer | None = None
 
 
 async def open_turn(
@@ -109,7 +114,8 @@ async def _open_rows(
         user = await message_store.append_user_message(
             session, thread, content, synthetic=synthetic, trigger_type=trigger_type,
             trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars)
-        assistant = await message_store.open_assistant_message(session, thread)
+        assistant = await message_store.open_assistant_message(
+            session, thread, process_id=deps.process_id)
     return TurnView.of(thread, user, assistant, history)
 
 
@@ -144,6 +150,8 @@ class Turn:
         """The turn's events in order. Closing or cancelling this iterator interrupts the
         turn; it is stored either way."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
+        if self.deps.checkpoints is not None:
+            self.deps.checkpoints.track(self.message_id, lambda: self.answer.content)
         try:
             yield Started(self.view.thread_id, self.view.user_message_id, self.message_id)
             self._handlers = [h for o in self.deps.observers if (h := o.open(self.view))]
@@ -209,6 +217,8 @@ class Turn:
         if self._finishing:
             return
         self._finishing = True
+        if self.deps.checkpoints is not None:
+            self.deps.checkpoints.untrack(self.message_id)
         with structlog.contextvars.bound_contextvars(**self.log_ids):
             try:
                 if self._stream is not None:

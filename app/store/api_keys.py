@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import secrets
 import uuid
+from collections.abc import Collection
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -86,3 +87,12 @@ async def set_budget(
     result = await s.execute(update(ApiKey).where(ApiKey.id == key_id).values(
         daily_token_budget=tokens, daily_cost_budget_usd=cost_usd))
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def revoked_among(s: AsyncSession, key_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of these keys are revoked (or gone): one query however many streams are open."""
+    if not key_ids:
+        return set()
+    live = await s.execute(
+        select(ApiKey.id).where(ApiKey.id.in_(list(key_ids)), ApiKey.revoked_at.is_(None)))
+    return set(key_ids) - set(live.scalars())

@@ -27,6 +27,9 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from app.store.errors import DatabaseUnavailable, StoreError
+from app.store.unavailable import is_unavailable, unavailable_sentence
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
@@ -50,12 +53,13 @@ def _prepare_sqlite_file(url: URL) -> None:
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool) -> None:
+def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool, busy_timeout_ms: int
+                          ) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves (see module doc)
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
@@ -67,7 +71,8 @@ def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool) -> None:
 
 
 def create_engine_for(
-    url: str | URL, *, sqlite_foreign_keys: bool = True, **engine_kwargs: Any
+    url: str | URL, *, sqlite_foreign_keys: bool = True,
+    sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS, **engine_kwargs: Any
 ) -> AsyncEngine:
     """An AsyncEngine with the per-backend settings the store relies on.
 
@@ -82,7 +87,8 @@ def create_engine_for(
             engine_kwargs.setdefault("pool_size", 5)
             engine_kwargs.setdefault("max_overflow", 5)
         engine = create_async_engine(parsed, **engine_kwargs)
-        _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys)
+        _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys,
+                              busy_timeout_ms=sqlite_busy_timeout_ms)
         return engine
     # PostgreSQL: connections are shared by short transactions, never held while streaming.
     # pre_ping survives a server restart; several gateway processes each keep their own pool.
@@ -100,9 +106,13 @@ class Database:
     The URL is always given: the store does not read the gateway's settings, so whoever starts
     the process (app.main, app.cli for the scripts, the tests) decides which database it is."""
 
-    def __init__(self, url: str | URL, **engine_kwargs: Any) -> None:
+    def __init__(self, url: str | URL, *, sqlite_busy_timeout_s: float | None = None,
+                 **engine_kwargs: Any) -> None:
         self.url: URL = async_url(url)
-        self.engine: AsyncEngine = create_engine_for(self.url, **engine_kwargs)
+        self._busy_timeout_ms = (SQLITE_BUSY_TIMEOUT_MS if sqlite_busy_timeout_s is None
+                                 else round(sqlite_busy_timeout_s * 1000))
+        self.engine: AsyncEngine = create_engine_for(
+            self.url, sqlite_busy_timeout_ms=self._busy_timeout_ms, **engine_kwargs)
         self.sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
             self.engine, expire_on_commit=False
         )
@@ -116,13 +126,27 @@ class Database:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on any error.
-        Do not nest transactions of one Database: on SQLite the inner one would wait for the
-        outer one and fail after the busy timeout."""
+        An error meaning the database cannot be reached or used is raised as
+        DatabaseUnavailable (app.store.unavailable says which), whether it came from the
+        connection, a statement or the commit. Do not nest transactions of one Database: on
+        SQLite the inner one would wait for the outer one and fail after the busy timeout."""
+        try:
+            async with self._transaction() as session:
+                yield session
+        except StoreError:
+            raise
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise DatabaseUnavailable(unavailable_sentence(self.url, exc)) from exc
+            raise
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncSession]:
         if self._sqlite_writer is None:
             async with self.sessionmaker() as session, session.begin():
                 yield session
             return
-        async with asyncio.timeout(SQLITE_BUSY_TIMEOUT_MS / 1000):
+        async with asyncio.timeout(self._busy_timeout_ms / 1000):
             await self._sqlite_writer.acquire()
         try:
             async with self.sessionmaker() as session, session.begin():

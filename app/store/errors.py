@@ -30,3 +30,11 @@ class MessageAlreadyFinished(StoreError):
 
 class IntegrityCheckFailed(StoreError):
     """The start-up round trip of synthetic metadata lost or altered something."""
+
+
+class DatabaseUnavailable(StoreError):
+    """The database cannot be reached or used right now (refused, lost or timed-out
+    connection, server starting or stopping, SQLite locked past its busy timeout). Raised by
+    `Database.transaction()` in place of the driver's error, which is its `__cause__`; the
+    API answers 503 `database_unavailable` with Retry-After. Transient by nature: the next
+    transaction tries a fresh connection."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
-from sqlalchemy import and_, exists, func, not_, select, update
+from sqlalchemy import Table, and_, bindparam, exists, func, not_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -86,14 +86,17 @@ def _is_streaming_conflict(error: IntegrityError) -> bool:
     return STREAMING_INDEX in text or "UNIQUE constraint failed: messages.thread_id" in text
 
 
-async def open_assistant_message(s: AsyncSession, thread: Thread) -> Message:
+async def open_assistant_message(s: AsyncSession, thread: Thread, *,
+                                 process_id: str | None = None) -> Message:
     """The assistant message of a turn, `streaming` and empty, ordered after the user message.
-    Raises ThreadBusy when the thread already streams (the session stays usable: savepoint)."""
+    `process_id`: the gateway process streaming it, so the row is swept soon after that
+    process dies. Raises ThreadBusy when the thread already streams (the session stays
+    usable: savepoint)."""
     now = await _next_created_at(s, thread.id)
     message = Message(
         id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="assistant",
         content="", meta={}, status="streaming", synthetic=False,
-        created_at=now, updated_at=now,
+        created_at=now, updated_at=now, stream_process=process_id,
     )
     try:
         async with s.begin_nested():
@@ -218,6 +221,23 @@ async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -
         .with_for_update(skip_locked=True)
     )
     return await mark_interrupted(s, stale.scalars(), reason="stale_streaming", now=utcnow())
+
+
+async def checkpoint_contents(
+    s: AsyncSession, contents: Mapping[uuid.UUID, str], *, now: dt.datetime
+) -> None:
+    """The partial text of streams still running, one executemany for all of them. Only
+    rows still `streaming` are written: a finished (or swept) row is never overwritten by a
+    checkpoint that lost the race. (No count: asyncpg's executemany reports none.)"""
+    if not contents:
+        return
+    table = cast(Table, Message.__table__)
+    statement = (
+        update(table)
+        .where(table.c.id == bindparam("mid"), table.c.status == "streaming")
+        .values(content=bindparam("text"), updated_at=now)
+    )
+    await s.execute(statement, [{"mid": mid, "text": text} for mid, text in contents.items()])
 
 
 async def mark_interrupted(

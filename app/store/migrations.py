@@ -21,9 +21,9 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import NullPool
 
 from app.store.db import Database, create_engine_for
-from app.store.errors import StoreError
+from app.store.errors import DatabaseUnavailable, StoreError
 from app.store.memory import is_search_schema_object
-from app.store.reachability import is_unreachable, unreachable_sentence
+from app.store.unavailable import is_unavailable, unavailable_sentence
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
@@ -119,10 +119,6 @@ class NotMigrated(StoreError):
     """The database is not at the newest revision (new, wrong, or from an older release)."""
 
 
-class DatabaseUnreachable(StoreError):
-    """The database cannot be reached at all; the message is the one sentence to show."""
-
-
 @asynccontextmanager
 async def migrated_database(url: str | URL) -> AsyncIterator[Database]:
     """A Database for a script, checked to be at head first and disposed at the end: an
@@ -133,9 +129,9 @@ async def migrated_database(url: str | URL) -> AsyncIterator[Database]:
         try:
             at_head = await is_at_head(db)
         except Exception as error:
-            if not is_unreachable(error):
+            if not is_unavailable(error):
                 raise
-            raise DatabaseUnreachable(unreachable_sentence(url, error)) from error
+            raise DatabaseUnavailable(unavailable_sentence(url, error)) from error
         if not at_head:
             where = db.url.render_as_string(hide_password=True)
             raise NotMigrated(f"the database {where} is not migrated to the newest revision: "

@@ -127,6 +127,14 @@ class Message(Base):
             postgresql_where=text("status = 'streaming'"),
             sqlite_where=text("status = 'streaming'"),
         ),
+        # The dead-process sweep runs every heartbeat on every process: it must read the
+        # few streaming rows, never scan the table.
+        Index(
+            "ix_messages_streaming_process",
+            "stream_process",
+            postgresql_where=text("status = 'streaming'"),
+            sqlite_where=text("status = 'streaming'"),
+        ),
     )
     # fetch `tokens` on every write: an expired attribute would need a lazy load later
     __mapper_args__ = {"eager_defaults": True}  # noqa: RUF012
@@ -146,6 +154,22 @@ class Message(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
     completed_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    #: The gateway process streaming this row (`gateway_processes.id`) while it is
+    #: `streaming`: when that process's heartbeat stops, any live process sweeps the row.
+    stream_process: Mapped[str | None] = mapped_column(String(64))
+
+
+class GatewayProcess(Base):
+    """A running gateway process and its last heartbeat; a row whose heartbeat is older than
+    the dead-after setting belongs to a process that died (SIGKILL, lost host)."""
+
+    __tablename__ = "gateway_processes"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    heartbeat_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 class LlmCall(Base):

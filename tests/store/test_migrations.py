@@ -22,7 +22,7 @@ from app.store.models import Base
 from tests.support.databases import drop_database, make_fresh_database_url
 
 TABLES = {"threads", "messages", "llm_calls", "user_token_usage", "api_keys", "followups",
-          "message_repairs", "stream_traces", "rate_limit_windows"}
+          "message_repairs", "stream_traces", "rate_limit_windows", "gateway_processes"}
 
 
 @pytest.fixture

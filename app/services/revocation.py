@@ -1,0 +1,77 @@
+"""Open SSE streams end soon after their API key is revoked.
+
+A key is checked once, when a request authenticates; a stream opened before the revocation
+would otherwise keep receiving (a thread's events for hours). One watcher per process asks
+the database every `interval_s`, in one query, which of the keys holding open streams are
+revoked, and sets those streams' events: the response then ends them (a turn so ended is
+stored `interrupted`, as when its client leaves). No query runs while no stream is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from app.logging import get_logger
+from app.metrics import GatewayMetrics
+from app.store import api_keys
+from app.store.db import Database
+
+log = get_logger("services.revocation")
+
+
+class RevocationWatcher:
+    """Streams register their key while open; `run_forever` ends those of revoked keys."""
+
+    def __init__(self, db: Database, interval_s: float,
+                 metrics: GatewayMetrics | None = None) -> None:
+        self.db, self.interval_s, self.metrics = db, interval_s, metrics
+        self._open: dict[uuid.UUID, set[asyncio.Event]] = {}
+
+    @contextmanager
+    def stream(self, key_id: uuid.UUID | None) -> Iterator[asyncio.Event]:
+        """An event set when `key_id` is revoked, for as long as the stream is open
+        (`None`, auth mode off: never set)."""
+        revoked = asyncio.Event()
+        if key_id is None:
+            yield revoked
+            return
+        self._open.setdefault(key_id, set()).add(revoked)
+        try:
+            yield revoked
+        finally:
+            streams = self._open.get(key_id)
+            if streams is not None:
+                streams.discard(revoked)
+                if not streams:
+                    del self._open[key_id]
+
+    async def check_once(self) -> int:
+        """End the streams of revoked keys; returns how many were ended."""
+        if not self._open:
+            return 0
+        async with self.db.transaction() as session:
+            revoked = await api_keys.revoked_among(session, set(self._open))
+        ended = 0
+        for key_id in revoked:
+            streams = self._open.pop(key_id, set())
+            for event in streams:
+                event.set()
+            ended += len(streams)
+            log.info("revoked_key_streams_ended", key_id=str(key_id), streams=len(streams))
+        if ended and self.metrics is not None:
+            self.metrics.streams_revoked.inc(ended)
+        return ended
+
+    async def run_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.check_once()
+            except Exception as exc:  # the database may be down; the next round retries
+                log.warning("revocation_check_failed", error=type(exc).__name__,
+                            keys=len(self._open))
+                if self.metrics is not None:
+                    self.metrics.background_failures.labels("revocation_check").inc()

@@ -1,0 +1,76 @@
+"""Gateway processes, heartbeats, stream checkpoints and the sweep of a dead process's rows,
+on both backends."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from app.clock import utcnow
+from app.records import FinishedMessage
+from app.store import messages as messages_store
+from app.store import processes
+from app.store.db import Database
+from app.store.models import GatewayProcess, Message
+from tests.store.factories import new_thread
+
+DEAD_AFTER = dt.timedelta(seconds=10)
+
+
+async def _register(db: Database, process_id: str, at: dt.datetime) -> None:
+    async with db.transaction() as s:
+        await processes.register_process(s, process_id, hostname="h", pid=1, now=at)
+
+
+async def _open(db: Database, process_id: str | None) -> Message:
+    thread = await new_thread(db)
+    async with db.transaction() as s:
+        return await messages_store.open_assistant_message(s, thread, process_id=process_id)
+
+
+async def test_rows_of_a_process_whose_heartbeat_stopped_are_swept(db: Database) -> None:
+    now = utcnow()
+    await _register(db, "alive", now)
+    await _register(db, "dead", now - dt.timedelta(seconds=11))
+    alive, dead = await _open(db, "alive"), await _open(db, "dead")
+    gone, legacy = await _open(db, "never-registered"), await _open(db, None)
+    async with db.transaction() as s:
+        await messages_store.checkpoint_contents(s, {dead.id: "seen so far"}, now=now)
+        assert await processes.sweep_dead_processes(s, now=now, dead_after=DEAD_AFTER) == 2
+    async with db.transaction() as s:
+        rows = {m.id: m for m in [await s.get(Message, r.id)
+                                  for r in (alive, dead, gone, legacy)] if m}
+        left = {p.id for p in (await s.execute(
+            GatewayProcess.__table__.select())).all()}  # type: ignore[attr-defined]
+    assert rows[dead.id].status == rows[gone.id].status == "interrupted"
+    assert rows[dead.id].meta["interrupted_reason"] == "process_died"
+    assert rows[dead.id].content == "seen so far"
+    # the live process's row and a row without a process (the age sweep's) are untouched
+    assert rows[alive.id].status == rows[legacy.id].status == "streaming"
+    assert left == {"alive"}
+
+
+async def test_a_beat_keeps_a_process_alive_and_re_registers_a_swept_one(db: Database) -> None:
+    old = utcnow() - dt.timedelta(seconds=30)
+    await _register(db, "slow", old)
+    row = await _open(db, "slow")
+    async with db.transaction() as s:
+        await processes.beat(s, "slow", hostname="h", pid=1, now=utcnow())
+        assert await processes.sweep_dead_processes(s, now=utcnow(), dead_after=DEAD_AFTER) == 0
+        await processes.unregister_process(s, "slow")
+        await processes.beat(s, "slow", hostname="h", pid=1, now=utcnow())
+        assert await s.get(GatewayProcess, "slow") is not None
+        assert (await s.get(Message, row.id)).status == "streaming"  # type: ignore[union-attr]
+
+
+async def test_a_checkpoint_never_overwrites_a_finished_row(db: Database) -> None:
+    running, finished = await _open(db, None), await _open(db, None)
+    async with db.transaction() as s:
+        await messages_store.finish_assistant_message(
+            s, FinishedMessage(finished.id, "the whole answer", {}, "complete"))
+    async with db.transaction() as s:
+        await messages_store.checkpoint_contents(
+            s, {running.id: "partial", finished.id: "part"}, now=utcnow())
+    async with db.transaction() as s:
+        first, second = await s.get(Message, running.id), await s.get(Message, finished.id)
+    assert first is not None and (first.content, first.status) == ("partial", "streaming")
+    assert second is not None and second.content == "the whole answer"
