@@ -17,3 +17,9 @@ def test_words_out_of_order_are_reported() -> None:
 
 def test_list_markers_are_dropped() -> None:
     assert without_list_markers("a\n\n- b\n- c") == "a\n\nb\nc"
+
+
+def test_a_fence_language_is_not_a_shown_word() -> None:
+    stored = "Code:\n\n```html\n<!DOCTYPE html>\n```"
+    assert missing_tokens(stored, "Code:\n\n<!DOCTYPE html>") == []
+    assert missing_tokens(stored, "Code:\n\n<html>") == ["DOCTYPE"]

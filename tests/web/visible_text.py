@@ -7,6 +7,8 @@ import re
 #: Letters and digits (any script); underscores are markdown's emphasis marks, not words.
 _TOKEN = re.compile(r"[^\W_]+")
 _LIST_MARKER = re.compile(r"^(\s*)[-*+] ", re.MULTILINE)
+#: A code fence's info string (```python) names the language; it is not shown.
+_FENCE_INFO = re.compile(r"^( {0,3}(?:`{3,}|~{3,}))[^`\n]*$", re.MULTILINE)
 
 
 def alnum_tokens(text: str) -> list[str]:
@@ -16,6 +18,7 @@ def alnum_tokens(text: str) -> list[str]:
 def missing_tokens(stored: str, shown: str) -> list[str]:
     """The stored text's tokens that `shown` does not have in the same order (empty: none
     lost). Markdown only removes formatting characters, so every word must survive."""
+    stored = _FENCE_INFO.sub(r"\1", stored)
     shown_tokens = alnum_tokens(shown)
     position = 0
     missing: list[str] = []

@@ -148,14 +148,22 @@ function showEmptyState() {
   updateScrollButton();
 }
 
-async function loadHistory(id) {
+/** Show the thread's stored messages. A refresh (new messages pushed while reading) keeps
+ *  the reader where they are unless they were at the end already. */
+async function loadHistory(id, { refresh = false } = {}) {
   try {
     const body = await callApi("GET", threadPath(id, "/messages"));
     if (state.currentId !== id) return;
+    const stick = !refresh || nearBottom();
+    const top = ui.messages.scrollTop;
     const messages = body.messages || [];
     if (messages.length === 0) showEmptyState();
     else ui.messages.replaceChildren(...messages.map(messageNode));
-    scrollToEnd();
+    if (stick) scrollToEnd();
+    else {
+      ui.messages.scrollTop = top;
+      updateScrollButton();
+    }
   } catch (error) {
     fail(error);
   }
@@ -390,7 +398,8 @@ async function followThreadEvents(id, signal) {
 }
 
 function onThreadEvent(id, event) {
-  if (state.currentId !== id || !event.data) return;
+  // `ready` only says the subscription is live: nothing changed in the thread.
+  if (state.currentId !== id || !event.data || event.event === "ready") return;
   let data;
   try {
     data = JSON.parse(event.data);
@@ -412,7 +421,9 @@ function onThreadEvent(id, event) {
 function scheduleHistoryRefresh(id) {
   clearTimeout(state.refreshTimer);
   state.refreshTimer = setTimeout(() => {
-    if (state.currentId === id && !(state.turn && state.turn.threadId === id)) loadHistory(id);
+    if (state.currentId === id && !(state.turn && state.turn.threadId === id)) {
+      loadHistory(id, { refresh: true });
+    }
     refreshThreads();
   }, 300);
 }
