@@ -107,6 +107,7 @@ function renderHeader() {
   const current = state.threads.find((t) => t.id === state.currentId);
   ui.title.textContent = state.currentId ? (current && current.title) || "Untitled thread"
     : "No thread open";
+  ui.title.title = ui.title.textContent; // the whole title, when the header cuts it short
   ui.rename.hidden = !state.currentId;
   ui.remove.hidden = !state.currentId;
 }

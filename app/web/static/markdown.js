@@ -30,7 +30,24 @@ const PURIFY_OPTIONS = {
 export function renderMarkdown(text) {
   const fragment = DOMPurify.sanitize(md.render(text || ""), PURIFY_OPTIONS);
   for (const pre of fragment.querySelectorAll("pre")) wrapCodeBlock(pre);
+  for (const img of fragment.querySelectorAll("img")) imageAsLink(img);
   return fragment;
+}
+
+/** An image in an answer becomes a link to it: the page loads nothing a model names (the CSP
+ *  would block it anyway and leave a broken icon), and the user still sees what it was. */
+function imageAsLink(img) {
+  const src = img.getAttribute("src") || "";
+  const web = /^https?:\/\//i.test(src); // a data: URL is not worth a link
+  const link = document.createElement(web ? "a" : "span");
+  link.className = "image-link";
+  if (web) {
+    link.href = src;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+  }
+  link.textContent = img.getAttribute("alt") || (web ? src : "image");
+  img.replaceWith(link);
 }
 
 /** Put a code block in a frame with a copy button. The button's label is CSS-generated
