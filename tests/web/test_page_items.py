@@ -457,3 +457,36 @@ async def test_the_api_shapes_the_page_relies_on(web_gateway: LiveGateway) -> No
         rows = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
     assert rows[1]["id"] == ids[0]
     assert rows[1]["created_at"] and rows[1]["metadata"]["tokens"] == 5
+
+
+async def test_when_the_stored_row_cannot_be_read_the_streamed_answer_stays(
+    page: Page, web_gateway: LiveGateway, tmp_path: Path
+) -> None:
+    """The page asks for the stored row after each stream; if the gateway cannot answer, the
+    bubble keeps what streamed and says how the stream ended."""
+    await page.goto(web_gateway.url + "/")
+    await page.click("#new-thread")
+    sent = {"post": False}
+
+    async def history(route: Route) -> None:
+        if route.request.method == "POST":
+            sent["post"] = True
+            await route.continue_()
+        elif sent["post"]:
+            await route.fulfill(status=500, body="{}", content_type="application/json")
+        else:
+            await route.continue_()
+
+    await page.route("**/api/threads/*/messages", history)
+    await send(page, "[error-before] Fail")
+    await expect(page.locator(".message.assistant .status")).to_have_text(
+        "failed: the model server returned an error")
+    await send(page, "[long] Go")
+    await expect(page.locator(".message.assistant .usage").nth(1)).to_contain_text("tokens")
+    await expect(page.locator(".message.assistant .status")).to_have_count(1)  # complete
+    assert "Line 40" in await page.locator(".message.assistant .content").nth(1).inner_text()
+    async with web_gateway.client() as client:
+        threads = (await client.get("/api/threads")).json()["threads"]
+        stored = (await client.get(f"/api/threads/{threads[0]['id']}/messages")).json()
+    assert [m["status"] for m in stored["messages"]][1::2] == ["failed", "complete"]
+    await shot(page, tmp_path, "stored-row-unreadable")

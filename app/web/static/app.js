@@ -287,7 +287,7 @@ function newTurn(threadId, text) {
   const userNode = appendMessage({ role: "user", content: text, status: "complete" });
   const reply = appendMessage({ role: "assistant", content: "", status: "streaming" });
   return { threadId, text: "", controller: new AbortController(), userNode, reply,
-           usage: null, started: false, renderTimer: null };
+           usage: null, error: null, endStatus: null, started: false, renderTimer: null };
 }
 
 async function followTurn(turn, response) {
@@ -313,8 +313,12 @@ function applyTurnEvent(turn, event) {
   } else if (event.event === "usage") {
     turn.usage = data;
     scheduleRender(turn);
+  } else if (event.event === "error") {
+    turn.error = data; // these two are only used if the stored row cannot be read
+  } else if (event.event === "message_end") {
+    turn.endStatus = data.status || "complete";
   }
-  // metadata, message_end, error: the stored row, fetched at the end, says it all.
+  // metadata: the stored row, fetched at the end, says it all.
 }
 
 function scheduleRender(turn) {
@@ -342,9 +346,10 @@ async function settleTurn(turn) {
   if (stored.answer) {
     updateMessage(turn.reply, stored.answer);
   } else {
-    // The gateway could not be asked: keep what arrived, marked as cut.
-    updateMessage(turn.reply, { role: "assistant", content: turn.text, status: "interrupted",
-                                usage: turn.usage });
+    // The stored row cannot be read (yet): keep what arrived, and how the stream ended.
+    const status = turn.endStatus || (turn.error ? "failed" : "interrupted");
+    updateMessage(turn.reply, { role: "assistant", content: turn.text, usage: turn.usage,
+                                status, metadata: turn.error ? { error: turn.error } : {} });
   }
   if (nearBottom()) scrollToEnd();
 }
