@@ -260,7 +260,7 @@ async def test_rename_and_delete_a_thread(
         await page.click("[data-testid=rename-thread]")
         await page.fill("[data-testid=rename-input]", "   ")
         await page.click("[data-testid=rename-save]")
-        await expect(page.locator("#notice")).to_have_text("'title' must not be empty")
+        await expect(page.locator("#notice")).to_have_text("A title needs 1 to 200 characters.")
         await expect(page.locator("[data-testid=rename-form]")).to_be_visible()
         await shot(page, tmp_path, f"rename-refused-{viewport.name}")
 

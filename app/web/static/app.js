@@ -191,6 +191,7 @@ function openRename() {
   ui.renameForm.hidden = false;
   ui.title.hidden = true;
   ui.rename.hidden = true;
+  ui.remove.hidden = true; // one thing at a time, and room for the field on a phone
   ui.renameInput.focus();
   ui.renameInput.select();
 }
@@ -199,6 +200,7 @@ function closeRename() {
   ui.renameForm.hidden = true;
   ui.title.hidden = false;
   ui.rename.hidden = !state.currentId;
+  ui.remove.hidden = !state.currentId;
 }
 
 async function saveRename(event) {
