@@ -11,6 +11,8 @@ from starlette.requests import ClientDisconnect, Request
 from app.api.errors import ApiError, not_found
 from app.api.state import runtime
 
+MAX_TITLE_CHARS = 200
+
 
 def max_body_bytes(max_content_chars: int) -> int:
     """The largest body worth reading: the longest allowed content with every character
@@ -89,9 +91,23 @@ def optional_title(body: dict[str, Any]) -> str | None:
     title = body.get("title")
     if title is None:
         return None
-    if not isinstance(title, str) or len(title) > 200:
+    if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
         raise ApiError(422, "invalid_title", "'title' must be a string of at most 200 characters")
     return title.strip() or None
+
+
+def required_title(body: dict[str, Any]) -> str:
+    """A new `title`: a string with some text, at most 200 characters once trimmed (422)."""
+    title = body.get("title")
+    if not isinstance(title, str):
+        raise ApiError(422, "invalid_title", "'title' must be a string")
+    title = title.strip()
+    if not title:
+        raise ApiError(422, "invalid_title", "'title' must not be empty")
+    if len(title) > MAX_TITLE_CHARS:
+        raise ApiError(422, "invalid_title",
+                       f"'title' is {len(title)} characters; the limit is {MAX_TITLE_CHARS}")
+    return title
 
 
 def thread_id(request: Request) -> uuid.UUID:

@@ -1,5 +1,6 @@
-"""PATCH a thread's autonomy: store what the user set, answer the effective settings; turning
-autonomy off cancels the pending follow-up in the same transaction."""
+"""PATCH a thread: its title and its autonomy, in one transaction. Store what the user set,
+answer the thread with its effective autonomy; turning autonomy off cancels the pending
+follow-up in the same transaction."""
 
 from __future__ import annotations
 
@@ -20,16 +21,24 @@ def default_autonomy(settings: Settings) -> Autonomy:
                     max_followups=settings.autonomy_max_followups)
 
 
-async def update_autonomy(
-    db: Database, user_id: str, thread_id: uuid.UUID, patch: dict[str, Any],
-    defaults: Autonomy,
+async def update_thread(
+    db: Database, user_id: str, thread_id: uuid.UUID, *, defaults: Autonomy,
+    title: str | None = None, autonomy: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """The thread with its effective autonomy, or None when it is not the user's."""
+    """Apply the validated changes (None: leave that field alone); the thread with its
+    effective autonomy, or None when it is not the user's."""
     async with db.transaction() as session:
-        thread = await thread_store.set_autonomy(session, user_id, thread_id, patch)
+        thread = await thread_store.get_thread(session, user_id, thread_id)
         if thread is None:
             return None
+        if title is not None:
+            await thread_store.set_title(session, thread.id, title)
+            await session.refresh(thread)
+        if autonomy is not None:
+            thread = await thread_store.set_autonomy(session, user_id, thread_id, autonomy)
+            if thread is None:
+                return None
         result = effective(thread.autonomy, defaults)
-        if not result.enabled:
+        if autonomy is not None and not result.enabled:
             await followup_store.cancel_pending_for_thread(session, thread.id)
     return {"id": str(thread.id), "title": thread.title, "autonomy": result.as_json()}

@@ -223,7 +223,7 @@ async def test_foreign_and_bad_requests(fast_gateway: LiveGateway) -> None:
         bad_bodies: list[Any] = [
             {}, {"autonomy": {"enabled": "true"}}, {"autonomy": {"idle_seconds": 0}},
             {"autonomy": {"max_followups": -1}}, {"autonomy": {"sneaky": 1}},
-            {"autonomy": {}}, {"autonomy": True}, {"autonomy": {"enabled": True}, "title": "x"},
+            {"autonomy": {}}, {"autonomy": True}, {"autonomy": {"enabled": True}, "title": ""},
         ]
         for body in bad_bodies:
             response = await owner.patch(f"/api/threads/{thread_id}", json=body)

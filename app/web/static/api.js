@@ -17,11 +17,21 @@ export function authHeaders() {
 }
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, retryAfter = null) {
     super(message);
     this.status = status;
     this.code = code;
+    this.retryAfter = retryAfter; // seconds, from a Retry-After header
   }
+}
+
+/** Retry-After in whole seconds (it may be a delay or an HTTP date), or null. */
+function retryAfterSeconds(response) {
+  const value = response.headers.get("Retry-After");
+  if (!value) return null;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim());
+  const when = Date.parse(value);
+  return Number.isNaN(when) ? null : Math.max(0, Math.ceil((when - Date.now()) / 1000));
 }
 
 /** Turn a non-2xx response into an ApiError using the {"error": {code, message}} body. */
@@ -37,7 +47,7 @@ export async function errorFrom(response) {
   } catch {
     // not JSON: keep the status line
   }
-  return new ApiError(response.status, code, message);
+  return new ApiError(response.status, code, message, retryAfterSeconds(response));
 }
 
 /** A JSON API call; resolves to the parsed body (null for 204). */

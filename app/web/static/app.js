@@ -1,35 +1,44 @@
-// Chatgate page: thread list, history, composer, live streaming. Model output is only ever
-// written with textContent / Text nodes (never innerHTML), so markup in it shows as text.
+// Chatgate page: thread list, history, composer, live streaming. Model output reaches the DOM
+// only as text nodes or as markdown sanitized by DOMPurify (see markdown.js).
 
-import { ApiError, callApi, errorFrom, getApiKey, openStream, setApiKey } from "./api.js";
+import { callApi, errorFrom, getApiKey, openStream, setApiKey } from "./api.js";
+import { copyText, flash } from "./markdown.js";
+import { el, messageNode, messageText, updateMessage } from "./messages.js";
 import { readEvents } from "./sse.js";
+import { explain } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   threadList: $("thread-list"), newThread: $("new-thread"), apiKey: $("api-key"),
+  settings: $("settings"), toggleThreads: $("toggle-threads"),
   title: $("thread-title"), notice: $("notice"), messages: $("messages"),
+  rename: $("rename-thread"), remove: $("delete-thread"), renameForm: $("rename-form"),
+  renameInput: $("rename-input"), renameCancel: $("rename-cancel"),
   composer: $("composer"), input: $("message-input"), send: $("send"), stop: $("stop"),
+  toBottom: $("scroll-bottom"),
 };
 const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null };
 
-// ---------- small helpers ----------
+/** Live answers are redrawn as markdown at most this often: smooth, and cheap on long text. */
+const RENDER_EVERY_MS = 80;
+/** After a stream ends, how long to wait for the stored row to leave `streaming`. */
+const SETTLE_TRIES = 12;
+const SETTLE_PAUSE_MS = 250;
+const NEAR_BOTTOM_PX = 80;
 
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
+// ---------- small helpers ----------
 
 function notify(message) {
   ui.notice.textContent = message || "";
 }
 
-function explain(error) {
-  if (error instanceof ApiError && error.status === 401) {
-    return "Not authorised: set a valid API key (bottom left).";
+function fail(error) {
+  notify(explain(error));
+  if (error && error.status === 401) {
+    // Lead the user straight to the field that fixes it.
+    ui.settings.open = true;
+    setThreadsOpen(true);
   }
-  return error instanceof Error ? error.message : String(error);
 }
 
 function setBusy(busy) {
@@ -38,8 +47,27 @@ function setBusy(busy) {
   ui.stop.hidden = !busy;
 }
 
+function nearBottom() {
+  const box = ui.messages;
+  return box.scrollHeight - box.scrollTop - box.clientHeight < NEAR_BOTTOM_PX;
+}
+
 function scrollToEnd() {
   ui.messages.scrollTop = ui.messages.scrollHeight;
+  updateScrollButton();
+}
+
+function updateScrollButton() {
+  ui.toBottom.hidden = nearBottom();
+}
+
+function setThreadsOpen(open) {
+  document.body.classList.toggle("threads-open", open);
+  ui.toggleThreads.setAttribute("aria-expanded", String(open));
+}
+
+function threadPath(id, rest = "") {
+  return `/api/threads/${encodeURIComponent(id)}${rest}`;
 }
 
 // ---------- threads ----------
@@ -50,25 +78,38 @@ async function refreshThreads() {
     state.threads = body.threads || [];
     renderThreadList();
   } catch (error) {
-    notify(explain(error));
+    fail(error);
   }
 }
 
 function renderThreadList() {
-  ui.threadList.replaceChildren();
-  for (const thread of state.threads) {
-    const item = el("button", "thread-item");
-    item.type = "button";
-    item.dataset.threadId = thread.id;
-    item.dataset.testid = "thread-item";
-    if (thread.id === state.currentId) item.classList.add("active");
-    item.append(el("span", "title", thread.title || "Untitled thread"));
-    item.append(el("span", "preview", thread.preview || `${thread.message_count || 0} messages`));
-    item.addEventListener("click", () => openThread(thread.id));
-    ui.threadList.append(item);
-  }
+  ui.threadList.replaceChildren(...state.threads.map(threadItem));
+  if (state.threads.length === 0) ui.threadList.append(el("p", "list-empty", "No threads yet."));
+  renderHeader();
+}
+
+function threadItem(thread) {
+  const item = el("button", "thread-item");
+  item.type = "button";
+  item.dataset.threadId = thread.id;
+  item.dataset.testid = "thread-item";
+  if (thread.id === state.currentId) item.classList.add("active");
+  item.append(el("span", "title", thread.title || "Untitled thread"));
+  item.append(el("span", "preview", thread.preview || `${thread.message_count || 0} messages`));
+  item.addEventListener("click", () => {
+    setThreadsOpen(false);
+    openThread(thread.id);
+  });
+  return item;
+}
+
+function renderHeader() {
   const current = state.threads.find((t) => t.id === state.currentId);
-  if (current) ui.title.textContent = current.title || "Untitled thread";
+  ui.title.textContent = state.currentId ? (current && current.title) || "Untitled thread"
+    : "No thread open";
+  ui.title.title = ui.title.textContent; // the whole title, when the header cuts it short
+  ui.rename.hidden = !state.currentId;
+  ui.remove.hidden = !state.currentId;
 }
 
 async function createThread() {
@@ -81,6 +122,7 @@ async function createThread() {
 async function openThread(id) {
   state.currentId = id;
   history.replaceState(null, "", `#thread=${id}`);
+  closeRename();
   renderThreadList();
   ui.messages.replaceChildren();
   notify("");
@@ -89,107 +131,153 @@ async function openThread(id) {
   ui.input.focus();
 }
 
-async function loadHistory(id) {
+function closeThread() {
+  state.currentId = null;
+  if (state.watch) state.watch.abort();
+  history.replaceState(null, "", location.pathname);
+  closeRename();
+  renderThreadList();
+  showEmptyState();
+}
+
+function showEmptyState() {
+  const text = state.currentId ? "No messages yet. Write one below to start."
+    : "No thread open. Write a message below to start one, or pick a thread from the list.";
+  const note = el("p", "empty-state", text);
+  note.dataset.testid = "empty-state";
+  ui.messages.replaceChildren(note);
+  updateScrollButton();
+}
+
+/** Show the thread's stored messages. A refresh (new messages pushed while reading) keeps
+ *  the reader where they are unless they were at the end already. */
+async function loadHistory(id, { refresh = false } = {}) {
   try {
-    const body = await callApi("GET", `/api/threads/${encodeURIComponent(id)}/messages`);
+    const body = await callApi("GET", threadPath(id, "/messages"));
     if (state.currentId !== id) return;
-    ui.messages.replaceChildren(...(body.messages || []).map(renderMessage));
-    scrollToEnd();
+    const stick = !refresh || nearBottom();
+    const top = ui.messages.scrollTop;
+    const messages = body.messages || [];
+    if (messages.length === 0) showEmptyState();
+    else ui.messages.replaceChildren(...messages.map(messageNode));
+    if (stick) scrollToEnd();
+    else {
+      ui.messages.scrollTop = top;
+      updateScrollButton();
+    }
   } catch (error) {
-    notify(explain(error));
+    fail(error);
+  }
+}
+
+async function deleteCurrentThread() {
+  const id = state.currentId;
+  const thread = state.threads.find((t) => t.id === id);
+  const name = (thread && thread.title) || "this thread";
+  if (!id || !window.confirm(`Delete “${name}” and all its messages?`)) return;
+  if (state.turn && state.turn.threadId === id) state.turn.controller.abort();
+  try {
+    await callApi("DELETE", threadPath(id));
+  } catch (error) {
+    if (error.status !== 404) return fail(error); // 404: already gone, which is the goal
+  }
+  state.threads = state.threads.filter((t) => t.id !== id);
+  closeThread();
+  notify("Thread deleted.");
+}
+
+function openRename() {
+  ui.renameInput.value = ui.title.textContent === "Untitled thread" ? "" : ui.title.textContent;
+  ui.renameForm.hidden = false;
+  ui.title.hidden = true;
+  ui.rename.hidden = true;
+  ui.remove.hidden = true; // one thing at a time, and room for the field on a phone
+  ui.renameInput.focus();
+  ui.renameInput.select();
+}
+
+function closeRename() {
+  ui.renameForm.hidden = true;
+  ui.title.hidden = false;
+  ui.rename.hidden = !state.currentId;
+  ui.remove.hidden = !state.currentId;
+}
+
+async function saveRename(event) {
+  event.preventDefault();
+  const id = state.currentId;
+  try {
+    const updated = await callApi("PATCH", threadPath(id), { title: ui.renameInput.value });
+    const thread = state.threads.find((t) => t.id === id);
+    if (thread) thread.title = updated.title;
+    closeRename();
+    notify("");
+    renderThreadList();
+  } catch (error) {
+    fail(error); // the form stays open with what was typed
   }
 }
 
 // ---------- messages ----------
 
-function renderMessage(message) {
-  const node = el("article", `message ${message.role}`);
-  node.dataset.testid = `message-${message.role}`;
-  if (message.id) node.dataset.messageId = message.id;
-  if (message.metadata && message.metadata.synthetic) node.classList.add("synthetic");
-  const content = el("div", "content");
-  content.dataset.testid = "message-content";
-  content.append(document.createTextNode(message.content || ""));
-  node.append(content, el("div", "footer"));
-  setStatus(node, message.status, statusDetail(message));
-  return node;
-}
-
-function statusDetail(message) {
-  const error = message.metadata && message.metadata.error;
-  if (!error) return "";
-  return typeof error === "string" ? error : error.message || error.code || "";
-}
-
-function setStatus(node, status, detail) {
-  node.classList.toggle("streaming", status === "streaming");
-  const footer = node.querySelector(".footer");
-  let badge = footer.querySelector(".status");
-  if (!status || status === "complete") {
-    if (badge) badge.remove();
-    return;
-  }
-  if (!badge) {
-    badge = el("span", "status");
-    badge.dataset.testid = "message-status";
-    footer.prepend(badge);
-  }
-  badge.className = `status ${status}`;
-  badge.textContent = detail ? `${status}: ${detail}` : status;
-}
-
-function showUsage(node, usage) {
-  const footer = node.querySelector(".footer");
-  let span = footer.querySelector(".usage");
-  if (!span) {
-    span = el("span", "usage");
-    footer.append(span);
-  }
-  const parts = [`${usage.total_tokens ?? "?"} tokens`];
-  if (typeof usage.cost_usd === "number" && usage.cost_usd > 0) parts.push(`$${usage.cost_usd.toFixed(4)}`);
-  // "provider" is the normal case; an estimate or a partial count says so.
-  if (usage.usage_source && usage.usage_source !== "provider") parts.push(usage.usage_source);
-  span.textContent = parts.join(" · ");
-  span.title = `prompt ${usage.prompt_tokens}, completion ${usage.completion_tokens}`;
-}
-
 function appendMessage(message) {
-  const node = renderMessage(message);
+  const stick = nearBottom();
+  const empty = ui.messages.querySelector(".empty-state");
+  if (empty) empty.remove();
+  const node = messageNode(message);
   ui.messages.append(node);
-  scrollToEnd();
+  if (stick || message.role === "user") scrollToEnd();
+  else updateScrollButton();
   return node;
+}
+
+function onMessageAction(event) {
+  const button = event.target.closest("button[data-action]");
+  if (!button) return;
+  const node = button.closest(".message");
+  if (button.dataset.action === "copy") {
+    copyText(messageText(node)).then((ok) => flash(button, ok ? "copied" : "copy-failed"));
+  } else if (button.dataset.action === "retry") {
+    retry(node);
+  }
+}
+
+/** Retry sends the user's text of the exchange again as a new turn: the failed answer stays
+ *  in the history as it was stored, and the new one follows it. */
+function retry(answerNode) {
+  let node = answerNode.previousElementSibling;
+  while (node && !node.classList.contains("user")) node = node.previousElementSibling;
+  if (!node || state.turn) return;
+  sendMessage(messageText(node), { fromComposer: false }).catch(fail);
 }
 
 // ---------- one turn ----------
 
-async function sendMessage(text) {
+async function sendMessage(text, { fromComposer }) {
   const threadId = state.currentId || (await createThread());
-  const userNode = appendMessage({ role: "user", content: text, status: "complete" });
-  const reply = appendMessage({ role: "assistant", content: "", status: "streaming" });
-  const textNode = reply.querySelector(".content").firstChild;
-  const controller = new AbortController();
-  state.turn = { threadId, controller };
+  const turn = newTurn(threadId, text);
+  state.turn = turn;
   setBusy(true);
-  let ended = false;
   try {
-    const response = await openStream(`/api/threads/${encodeURIComponent(threadId)}/messages`,
-      { body: { content: text }, signal: controller.signal });
+    const response = await openStream(threadPath(threadId, "/messages"),
+      { body: { content: text }, signal: turn.controller.signal });
     if (!response.ok) {
-      // Nothing was stored: take the bubbles back and give the text back to edit.
-      userNode.remove();
-      reply.remove();
-      if (!ui.input.value) ui.input.value = text;
-      notify(explain(await errorFrom(response)));
+      // Nothing was stored: take the bubbles back; the composer still holds the text.
+      turn.userNode.remove();
+      turn.reply.remove();
+      if (!ui.messages.children.length) showEmptyState();
+      fail(await errorFrom(response));
       return;
     }
-    for await (const event of readEvents(response)) {
-      ended = applyTurnEvent(event, userNode, reply, textNode) || ended;
-      scrollToEnd();
-    }
-    if (!ended) setStatus(reply, "interrupted", "connection lost");
+    if (fromComposer && ui.input.value === text) ui.input.value = "";
+    await followTurn(turn, response);
   } catch (error) {
-    const stopped = error && error.name === "AbortError";
-    setStatus(reply, "interrupted", stopped ? "stopped" : "connection lost");
+    if (!(error && error.name === "AbortError")) notify(explain(error));
+    if (turn.started) await settleTurn(turn);
+    else {
+      turn.userNode.remove();
+      turn.reply.remove();
+    }
   } finally {
     state.turn = null;
     setBusy(false);
@@ -197,35 +285,97 @@ async function sendMessage(text) {
   }
 }
 
-/** Apply one event of a turn's stream; returns true when the turn is over. */
-function applyTurnEvent(event, userNode, reply, textNode) {
+function newTurn(threadId, text) {
+  const userNode = appendMessage({ role: "user", content: text, status: "complete" });
+  const reply = appendMessage({ role: "assistant", content: "", status: "streaming" });
+  return { threadId, text: "", controller: new AbortController(), userNode, reply,
+           usage: null, error: null, endStatus: null, started: false, renderTimer: null };
+}
+
+async function followTurn(turn, response) {
+  turn.started = true;
+  for await (const event of readEvents(response)) applyTurnEvent(turn, event);
+  await settleTurn(turn);
+}
+
+/** Apply one event of a turn's stream. */
+function applyTurnEvent(turn, event) {
   let data = {};
   try {
     data = event.data ? JSON.parse(event.data) : {};
   } catch {
-    return false;
+    return;
   }
-  switch (event.event) {
-    case "message_start":
-      if (data.user_message_id) userNode.dataset.messageId = data.user_message_id;
-      if (data.assistant_message_id) reply.dataset.messageId = data.assistant_message_id;
-      return false;
-    case "delta":
-      if (typeof data.text === "string") textNode.appendData(data.text);
-      return false;
-    case "usage":
-      showUsage(reply, data);
-      return false;
-    case "message_end":
-      if (data.message_id) reply.dataset.messageId = data.message_id;
-      setStatus(reply, data.status || "complete");
-      return true;
-    case "error":
-      setStatus(reply, "failed", data.message || data.code || "error");
-      return true;
-    default:
-      return false; // metadata and anything newer: nothing to show
+  if (event.event === "message_start") {
+    if (data.user_message_id) turn.userNode.dataset.messageId = data.user_message_id;
+    if (data.assistant_message_id) turn.reply.dataset.messageId = data.assistant_message_id;
+  } else if (event.event === "delta" && typeof data.text === "string") {
+    turn.text += data.text;
+    scheduleRender(turn);
+  } else if (event.event === "usage") {
+    turn.usage = data;
+    scheduleRender(turn);
+  } else if (event.event === "error") {
+    turn.error = data; // these two are only used if the stored row cannot be read
+  } else if (event.event === "message_end") {
+    turn.endStatus = data.status || "complete";
   }
+  // metadata: the stored row, fetched at the end, says it all.
+}
+
+function scheduleRender(turn) {
+  if (turn.renderTimer) return;
+  turn.renderTimer = setTimeout(() => {
+    turn.renderTimer = null;
+    renderLive(turn);
+  }, RENDER_EVERY_MS);
+}
+
+function renderLive(turn) {
+  const stick = nearBottom();
+  updateMessage(turn.reply, { role: "assistant", content: turn.text, status: "streaming",
+                              usage: turn.usage });
+  if (stick) scrollToEnd();
+}
+
+/** The stream is over (ended, failed, stopped or cut): show what the gateway stored, so the
+ *  bubble is exactly what a reload will show. */
+async function settleTurn(turn) {
+  clearTimeout(turn.renderTimer);
+  turn.renderTimer = null;
+  const stored = await storedTurn(turn);
+  if (stored.user) updateMessage(turn.userNode, stored.user);
+  if (stored.answer) {
+    updateMessage(turn.reply, stored.answer);
+  } else {
+    // The stored row cannot be read (yet): keep what arrived, and how the stream ended.
+    const status = turn.endStatus || (turn.error ? "failed" : "interrupted");
+    updateMessage(turn.reply, { role: "assistant", content: turn.text, usage: turn.usage,
+                                status, metadata: turn.error ? { error: turn.error } : {} });
+  }
+  if (nearBottom()) scrollToEnd();
+}
+
+/** The turn's two stored rows; waits while the answer is still `streaming` (after a Stop the
+ *  gateway stores the partial answer a moment after the connection closes). */
+async function storedTurn(turn) {
+  const userId = turn.userNode.dataset.messageId;
+  const answerId = turn.reply.dataset.messageId;
+  if (!answerId) return {};
+  for (let attempt = 0; attempt < SETTLE_TRIES; attempt += 1) {
+    try {
+      const body = await callApi("GET", threadPath(turn.threadId, "/messages"));
+      const rows = body.messages || [];
+      const answer = rows.find((m) => m.id === answerId);
+      if (answer && answer.status !== "streaming") {
+        return { user: rows.find((m) => m.id === userId), answer };
+      }
+    } catch (error) {
+      if (error.status === 404) return {}; // the thread was deleted meanwhile
+    }
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_PAUSE_MS));
+  }
+  return {};
 }
 
 // ---------- thread events (autonomous follow-ups) ----------
@@ -241,7 +391,7 @@ async function followThreadEvents(id, signal) {
   let delayMs = 2000;
   while (!signal.aborted && state.currentId === id) {
     try {
-      const response = await openStream(`/api/threads/${encodeURIComponent(id)}/events`, { signal });
+      const response = await openStream(threadPath(id, "/events"), { signal });
       if ([401, 403, 404, 405].includes(response.status)) return; // not offered (yet): fine
       if (response.ok) {
         delayMs = 2000;
@@ -256,7 +406,8 @@ async function followThreadEvents(id, signal) {
 }
 
 function onThreadEvent(id, event) {
-  if (state.currentId !== id || !event.data) return;
+  // `ready` only says the subscription is live: nothing changed in the thread.
+  if (state.currentId !== id || !event.data || event.event === "ready") return;
   let data;
   try {
     data = JSON.parse(event.data);
@@ -266,7 +417,7 @@ function onThreadEvent(id, event) {
   const message = data && (data.message || data);
   const known = message && message.id && ui.messages.querySelector(`[data-message-id="${CSS.escape(message.id)}"]`);
   if (known) return; // already on the page (this tab's own turn)
-  if (message && message.id && message.role && typeof message.content === "string" && !known
+  if (message && message.id && message.role && typeof message.content === "string"
       && message.status && message.status !== "streaming") {
     appendMessage(message);
     refreshThreads();
@@ -278,7 +429,9 @@ function onThreadEvent(id, event) {
 function scheduleHistoryRefresh(id) {
   clearTimeout(state.refreshTimer);
   state.refreshTimer = setTimeout(() => {
-    if (state.currentId === id && !(state.turn && state.turn.threadId === id)) loadHistory(id);
+    if (state.currentId === id && !(state.turn && state.turn.threadId === id)) {
+      loadHistory(id, { refresh: true });
+    }
     refreshThreads();
   }, 300);
 }
@@ -289,12 +442,12 @@ function submit(event) {
   event.preventDefault();
   const text = ui.input.value;
   if (!text.trim() || state.turn) return;
-  ui.input.value = "";
   notify("");
-  sendMessage(text).catch((error) => notify(explain(error)));
+  // The composer keeps the text until the gateway has accepted it: a refused send loses nothing.
+  sendMessage(text, { fromComposer: true }).catch(fail);
 }
 
-function init() {
+function wireKey() {
   ui.apiKey.value = getApiKey();
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -302,15 +455,46 @@ function init() {
   });
   ui.apiKey.addEventListener("change", () => {
     setApiKey(ui.apiKey.value.trim());
+    notify("");
     refreshThreads();
   });
-  ui.newThread.addEventListener("click", () => createThread().catch((error) => notify(explain(error))));
+}
+
+function wireThreads() {
+  ui.newThread.addEventListener("click", () => {
+    setThreadsOpen(false);
+    createThread().catch(fail);
+  });
+  ui.toggleThreads.addEventListener("click",
+    () => setThreadsOpen(!document.body.classList.contains("threads-open")));
+  ui.rename.addEventListener("click", openRename);
+  ui.renameForm.addEventListener("submit", saveRename);
+  ui.renameCancel.addEventListener("click", closeRename);
+  ui.renameInput.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeRename();
+  });
+  ui.remove.addEventListener("click", () => deleteCurrentThread());
+}
+
+function wireComposer() {
   ui.composer.addEventListener("submit", submit);
   ui.input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) submit(event);
   });
   ui.stop.addEventListener("click", () => state.turn && state.turn.controller.abort());
+  ui.messages.addEventListener("click", onMessageAction);
+  ui.messages.addEventListener("scroll", updateScrollButton, { passive: true });
+  ui.toBottom.addEventListener("click", scrollToEnd);
+}
+
+function init() {
+  wireKey();
+  wireThreads();
+  wireComposer();
   setBusy(false);
+  setThreadsOpen(false);
+  showEmptyState();
+  renderHeader();
   const wanted = new URLSearchParams(location.hash.slice(1)).get("thread");
   refreshThreads().then(() => {
     if (wanted && state.threads.some((t) => t.id === wanted)) openThread(wanted);

@@ -1,0 +1,103 @@
+// One message bubble: its content (markdown for answers, plain text for what the user wrote),
+// and a footer with status, time, usage and the actions (copy, retry). A bubble is always
+// drawn from a message object, live or stored, so both look the same.
+
+import { renderMarkdown } from "./markdown.js";
+import { statusWords, timeWords, usageWords } from "./words.js";
+
+export const EMPTY_ANSWER = "The model returned no text.";
+
+/** The text each bubble stands for (what Copy copies and Retry re-sends). */
+const textOf = new WeakMap();
+
+export function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+export function messageText(node) {
+  return textOf.get(node) ?? "";
+}
+
+/** A new bubble for a message. */
+export function messageNode(message) {
+  const node = el("article", `message ${message.role}`);
+  node.dataset.testid = `message-${message.role}`;
+  const content = el("div", "content");
+  content.dataset.testid = "message-content";
+  node.append(content, el("div", "footer"));
+  updateMessage(node, message);
+  return node;
+}
+
+/** Redraw a bubble from a message (live: partial content and status "streaming"). */
+export function updateMessage(node, message) {
+  if (message.id) node.dataset.messageId = message.id;
+  node.dataset.status = message.status || "complete";
+  node.classList.toggle("streaming", message.status === "streaming");
+  node.classList.toggle("synthetic", Boolean(message.metadata && message.metadata.synthetic));
+  textOf.set(node, message.content || "");
+  renderContent(node.querySelector(".content"), message);
+  renderFooter(node.querySelector(".footer"), message);
+}
+
+function renderContent(content, message) {
+  const text = message.content || "";
+  if (message.role !== "assistant") {
+    content.replaceChildren(document.createTextNode(text));
+    return;
+  }
+  if (!text && message.status === "complete") {
+    content.replaceChildren(el("p", "empty-answer", EMPTY_ANSWER));
+    return;
+  }
+  content.replaceChildren(renderMarkdown(text));
+}
+
+function renderFooter(footer, message) {
+  const parts = [];
+  const status = statusWords(message);
+  if (status.text) {
+    const badge = el("span", `status ${message.status}`, status.text);
+    badge.dataset.testid = "message-status";
+    if (status.detail) badge.title = status.detail;
+    parts.push(badge);
+  }
+  if (message.created_at) parts.push(timeNode(message.created_at));
+  const usage = message.usage || (message.role === "assistant" ? message.metadata : null);
+  const usageText = usage ? usageWords(usage) : "";
+  if (usageText) {
+    const span = el("span", "usage", usageText);
+    span.title = `prompt ${usage.prompt_tokens ?? "?"}, completion ${usage.completion_tokens ?? "?"}`;
+    parts.push(span);
+  }
+  if (message.status !== "streaming") parts.push(...actionButtons(message));
+  footer.replaceChildren(...parts);
+}
+
+function timeNode(iso) {
+  const time = el("time", "time", timeWords(iso));
+  time.dateTime = iso;
+  time.title = new Date(iso).toLocaleString();
+  return time;
+}
+
+function actionButtons(message) {
+  const buttons = [];
+  if (message.content) buttons.push(actionButton("copy", "Copy", "Copy this message"));
+  if (message.role === "assistant" && ["failed", "interrupted"].includes(message.status)) {
+    buttons.push(actionButton("retry", "Retry", "Send the question of this exchange again"));
+  }
+  return buttons;
+}
+
+function actionButton(action, label, title) {
+  const button = el("button", `action ${action}`, label);
+  button.type = "button";
+  button.title = title;
+  button.dataset.action = action;
+  button.dataset.testid = `message-${action}`;
+  return button;
+}

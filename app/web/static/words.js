@@ -1,0 +1,79 @@
+// What the page says, in plain words: errors, a message's status, its usage, its time.
+// The gateway's own wording (error codes, upstream messages) stays in tooltips for whoever
+// needs the detail.
+
+import { ApiError } from "./api.js";
+
+/** A failed request or stream, as a sentence a user can act on. */
+export function explain(error) {
+  if (error instanceof ApiError) return explainStatus(error);
+  if (error instanceof TypeError) {
+    // fetch() rejects with a TypeError when the gateway cannot be reached at all.
+    return "Cannot reach the gateway: check the connection and try again.";
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+function explainStatus(error) {
+  if (error.status === 401) return "This gateway needs an API key: set it under API key.";
+  if (error.status === 429 || error.status === 503) {
+    const wait = error.retryAfter ? ` in ${error.retryAfter} s` : " in a moment";
+    return error.status === 429 ? `Too many requests; try again${wait}.`
+      : `The gateway is busy; try again${wait}.`;
+  }
+  if (error.status === 404) return "This thread no longer exists.";
+  if (error.code === "thread_busy") return "This thread is still answering; wait for it to finish.";
+  if (error.code === "invalid_title") return "A title needs 1 to 200 characters.";
+  if (error.status >= 500) return "The gateway had a problem; try again.";
+  return error.message; // 4xx: the gateway's message names the field and the limit
+}
+
+const FAILURES = {
+  upstream_unavailable: "the model server could not be reached",
+  upstream_timeout: "the model server took too long to answer",
+  upstream_error: "the model server returned an error",
+  internal_error: "the gateway had a problem",
+  storage_error: "the answer could not be saved yet; reload in a minute",
+  thread_deleted: "the thread was deleted while the answer streamed",
+};
+
+const INTERRUPTIONS = {
+  stale_streaming: "the gateway restarted",
+  followup_worker_died: "the gateway restarted",
+};
+
+/** {text, detail} for a message's status badge; text is empty for a complete message. */
+export function statusWords(message) {
+  const meta = message.metadata || {};
+  if (message.status === "failed") {
+    const error = meta.error || {};
+    const code = typeof error === "string" ? "" : error.code;
+    const detail = typeof error === "string" ? error : error.message || code || "";
+    return { text: `failed: ${FAILURES[code] || "the answer could not be finished"}`, detail };
+  }
+  if (message.status === "interrupted") {
+    const reason = INTERRUPTIONS[meta.interrupted_reason];
+    return { text: reason ? `interrupted: ${reason}` : "interrupted", detail: "" };
+  }
+  return { text: "", detail: "" };
+}
+
+/** "201 tokens · $0.0012 · estimated" from a usage event or the stored metadata. */
+export function usageWords(usage) {
+  const total = usage.total_tokens ?? usage.tokens;
+  if (total === undefined || total === null) return "";
+  const parts = [`${total} tokens`];
+  if (typeof usage.cost_usd === "number" && usage.cost_usd > 0) parts.push(`$${usage.cost_usd.toFixed(4)}`);
+  // "provider" is the normal case; an estimate or a partial count says so.
+  if (usage.usage_source && usage.usage_source !== "provider") parts.push(usage.usage_source);
+  return parts.join(" · ");
+}
+
+/** A message's time: the clock for today, the date and clock otherwise. */
+export function timeWords(iso) {
+  const when = new Date(iso);
+  if (Number.isNaN(when.getTime())) return "";
+  const clock = when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  if (when.toDateString() === new Date().toDateString()) return clock;
+  return `${when.toLocaleDateString([], { day: "numeric", month: "short", year: "numeric" })} ${clock}`;
+}
