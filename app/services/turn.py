@@ -7,12 +7,12 @@ open: ONE transaction reads the history and stores the user message and the `str
 assistant message; no session is open while the answer streams. stream: the observers'
 stages before the main call, then each upstream chunk through the core's AnswerStream.
 finish: whatever ended the stream, ONE transaction stores what was sent with an honest
-status, its metadata and llm_calls, exactly once; retried inline, then in the background,
-then left to the stale-streaming sweep (docs/architecture.md draws the flow)."""
+status, its metadata and llm_calls, exactly once (app/services/turn_store.py: retried inline,
+then in the background). A turn holds an upstream slot and a checkpoint place from open to
+finish (app/services/turn_lease.py). docs/architecture.md draws the cancellation flow."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
@@ -28,12 +28,13 @@ from app.records import FinalStatus, FinishedMessage
 from app.services.checkpoints import Checkpointer
 from app.services.observers import ContextDraft, TurnHandler, TurnObserver, TurnView
 from app.services.shield import run_detached, run_shielded
-from app.services.upstream_slots import Slot, UpstreamSlots
+from app.services.turn_lease import TurnLease
+from app.services.turn_store import TurnStore
+from app.services.upstream_slots import UpstreamSlots
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
-from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.models import Thread
 from app.turns.answer import AnswerStream
 from app.turns.events import Delta, Started, TurnEvent, TurnFailure
@@ -46,10 +47,6 @@ log = get_logger("services.turn")
 
 #: Messages read for the context; the character budget then keeps the newest that fit.
 CONTEXT_HISTORY_LIMIT = 200
-#: The finishing transaction: 8 attempts from a 50 ms pause, doubling to 2 s (about 5 s, a
-#: database restart); then once every 5 s in the background for 5 minutes (a failover).
-STORE_ATTEMPTS, STORE_RETRY_PAUSE_S, STORE_RETRY_PAUSE_MAX_S = 8, 0.05, 2.0
-LATE_STORE_PAUSE_S, LATE_STORE_WINDOW_S = 5.0, 300.0
 
 #: A check inside open_turn's transaction, before anything is stored (see open_turn).
 TurnGuard = Callable[[AsyncSession, Thread], Awaitable[None]]
@@ -86,16 +83,15 @@ async def open_turn(
     follow-up worker checks there, atomically, that the user has not replied meanwhile; the
     turn limits count the user's streams there). The slot is taken before the transaction,
     so no transaction (on SQLite: the write lock) is held while waiting for one."""
-    slot = await deps.slots.acquire() if deps.slots is not None else None
+    lease = await TurnLease.take(deps.slots, deps.checkpoints)
     try:
         view = await _open_rows(deps, user_id, thread_id, content, synthetic=synthetic,
                                 trigger_type=trigger_type, trigger_reason=trigger_reason,
                                 guard=guard)
     except BaseException:
-        if slot is not None:
-            slot.release()
+        lease.give_back()
         raise
-    return Turn(deps, view, slot)
+    return Turn(deps, view, lease)
 
 
 async def _open_rows(
@@ -122,9 +118,9 @@ async def _open_rows(
 class Turn:
     """One turn between open and finish; its answer's state is the core's AnswerStream."""
 
-    def __init__(self, deps: TurnDeps, view: TurnView, slot: Slot | None = None) -> None:
+    def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
-        self._slot = slot
+        self._lease = lease or TurnLease(None, None)
         self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off")
         self.draft = ContextDraft(summary=view.thread_summary)
         self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
@@ -150,8 +146,7 @@ class Turn:
         """The turn's events in order. Closing or cancelling this iterator interrupts the
         turn; it is stored either way."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
-        if self.deps.checkpoints is not None:
-            self.deps.checkpoints.track(self.message_id, lambda: self.answer.content)
+        self._lease.checkpoint(self.message_id, lambda: self.answer.content)
         try:
             yield Started(self.view.thread_id, self.view.user_message_id, self.message_id)
             self._handlers = [h for o in self.deps.observers if (h := o.open(self.view))]
@@ -217,8 +212,6 @@ class Turn:
         if self._finishing:
             return
         self._finishing = True
-        if self.deps.checkpoints is not None:
-            self.deps.checkpoints.untrack(self.message_id)
         with structlog.contextvars.bound_contextvars(**self.log_ids):
             try:
                 if self._stream is not None:
@@ -226,76 +219,25 @@ class Turn:
             except Exception as exc:
                 log.warning("upstream_close_failed", error=type(exc).__name__)
             finally:  # the connection is back in the pool: the next turn may have it
-                if self._slot is not None:
-                    self._slot.release()
+                self._lease.give_back()
             upstream = self.deps.upstream
             ctx = CallContext(upstream.model, upstream.request_params(), self.deps.prices)
             finished, outcome = close_turn(
                 self.message_id, self.answer, self.draft.recorder, ctx,
                 prompt=self._prompt, started_at=self._call_started)
-            self.store_result = await self._store(finished, outcome, STORE_ATTEMPTS)
+            store = TurnStore(self.deps.db, self.view.user_id, self._handlers)
+            self.store_result = await store.store(finished, outcome)
             self._closing = closing_events(finished, self.answer, self.store_result)
             if self.store_result == "failed":
-                run_detached(self._store_late(finished, outcome))
+                run_detached(self._finish_late(store, finished, outcome))
             else:
                 await self._settle(finished, outcome)
 
-    async def _store(self, finished: FinishedMessage, outcome: TurnOutcome, attempts: int
-                     ) -> StoreResult:
-        """The one finishing transaction, retried on transient errors (deadlock, lost
-        connection): a row must not stay `streaming` because of one bad moment. Each
-        handler writes in a savepoint of its own: a failing hook never costs the answer."""
-        for attempt in range(1, attempts + 1):
-            try:
-                async with self.deps.db.transaction() as session:
-                    await message_store.finish_assistant_message(session, finished)
-                    for handler in self._handlers:
-                        try:
-                            async with session.begin_nested():
-                                await handler.in_finish_transaction(session, finished, outcome)
-                        except Exception as exc:
-                            log.exception("turn_observer_failed", hook="in_finish_transaction",
-                                          observer=type(handler).__name__,
-                                          error=type(exc).__name__)
-                return "stored"
-            except MessageAlreadyFinished as exc:
-                log.warning("turn_store_skipped", reason=type(exc).__name__)
-                return "already_finished"
-            except MessageNotFound as exc:  # the thread was deleted: its calls are billed
-                log.warning("turn_store_skipped", reason=type(exc).__name__)
-                await self._bill_lost_message(finished)
-                return "thread_gone"
-            except Exception as exc:
-                log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
-                if attempt < attempts:
-                    await asyncio.sleep(
-                        min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1)))
-        return "failed"
-
-    async def _store_late(self, finished: FinishedMessage, outcome: TurnOutcome) -> None:
-        """The row stays `streaming` meanwhile; should the stale sweep mark it `interrupted`
-        first, this still completes it (a swept row keeps completed_at NULL)."""
+    async def _finish_late(self, store: TurnStore, finished: FinishedMessage,
+                           outcome: TurnOutcome) -> None:
         with structlog.contextvars.bound_contextvars(**self.log_ids):
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + LATE_STORE_WINDOW_S
-            while loop.time() < deadline and self.store_result == "failed":
-                await asyncio.sleep(LATE_STORE_PAUSE_S)
-                self.store_result = await self._store(finished, outcome, 1)
-            if self.store_result == "stored":
-                log.info("turn_store_recovered")
-            elif self.store_result == "failed":
-                log.error("turn_store_abandoned", window_s=LATE_STORE_WINDOW_S)
+            self.store_result = await store.store_late(finished, outcome)
             await self._settle(finished, outcome)
-
-    async def _bill_lost_message(self, finished: FinishedMessage) -> None:
-        """One attempt; a failure is logged like any lost usage."""
-        try:
-            async with self.deps.db.transaction() as session:
-                await message_store.record_calls_of_a_lost_message(
-                    session, self.view.user_id, finished.llm_calls)
-        except Exception as exc:
-            log.exception("turn_usage_lost", error=type(exc).__name__,
-                          calls=len(finished.llm_calls))
 
     async def _settle(self, finished: FinishedMessage, outcome: TurnOutcome) -> None:
         """The hooks after the store, then the turn's one summary line (`stored=false`: the

@@ -18,8 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.main import build_runtime
 from app.records import FinishedMessage
-from app.services import turn as turn_module
-from app.services import usage_rollups
+from app.services import turn_store, usage_rollups
 from app.services.observers import ContextDraft, TurnHandler, TurnView
 from app.services.runtime import Runtime
 from app.services.turn import ThreadNotFound, open_turn
@@ -333,7 +332,7 @@ async def test_an_answer_finished_during_a_database_outage_is_stored_later(
     """The database goes away while the answer streams and stays away through the inline
     attempts: the client is told `storage_error`, and once the database is back the answer
     is stored, complete, with the very text that was sent."""
-    monkeypatch.setattr(turn_module, "LATE_STORE_PAUSE_S", 0.2)
+    monkeypatch.setattr(turn_store, "LATE_STORE_PAUSE_S", 0.2)
     rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
                                 upstream_max_retries=0, title_calls=False))
     try:

@@ -1,0 +1,39 @@
+"""What a running turn holds of its process, taken when it opens and given back once when
+it finishes: an upstream slot (a bound on the connections to the model server, so a flood
+is refused as `gateway_busy` instead of queueing in the HTTP pool) and a place among the
+streams the checkpointer writes (so a crash loses at most one checkpoint interval)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from app.services.checkpoints import Checkpointer, ContentReader
+from app.services.upstream_slots import Slot, UpstreamSlots
+
+
+@dataclass
+class TurnLease:
+    slot: Slot | None
+    checkpoints: Checkpointer | None
+    message_id: uuid.UUID | None = None
+
+    @classmethod
+    async def take(cls, slots: UpstreamSlots | None, checkpoints: Checkpointer | None
+                   ) -> TurnLease:
+        """Raises GatewayBusy when no slot frees up in time."""
+        return cls(await slots.acquire() if slots is not None else None, checkpoints)
+
+    def checkpoint(self, message_id: uuid.UUID, content: ContentReader) -> None:
+        """From now on, the checkpointer writes this stream's text on its schedule."""
+        self.message_id = message_id
+        if self.checkpoints is not None:
+            self.checkpoints.track(message_id, content)
+
+    def give_back(self) -> None:
+        """Idempotent: a turn may be finished from two places."""
+        if self.checkpoints is not None and self.message_id is not None:
+            self.checkpoints.untrack(self.message_id)
+        if self.slot is not None:
+            self.slot.release()
+        self.slot, self.message_id = None, None

@@ -1,0 +1,90 @@
+"""The finishing transaction of a turn: the message, its calls and the rollup, and each
+observer's writes in a savepoint of its own, in ONE transaction.
+
+A row must not stay `streaming` because of one bad moment: the transaction is retried inline
+(8 attempts from a 50 ms pause, doubling to 2 s: about 5 s, a database restart), then once
+every 5 s in the background for 5 minutes (a failover); past that the row is left to the
+dead-process and stale-streaming sweeps. A thread deleted while its answer streamed has no
+row to finish, but its calls were made: they are billed without a message."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.logging import get_logger
+from app.records import FinishedMessage
+from app.services.observers import TurnHandler
+from app.store import messages as message_store
+from app.store.db import Database
+from app.store.errors import MessageAlreadyFinished, MessageNotFound
+from app.turns.finish import StoreResult, TurnOutcome
+
+log = get_logger("services.turn_store")
+
+STORE_ATTEMPTS, STORE_RETRY_PAUSE_S, STORE_RETRY_PAUSE_MAX_S = 8, 0.05, 2.0
+LATE_STORE_PAUSE_S, LATE_STORE_WINDOW_S = 5.0, 300.0
+
+
+@dataclass(frozen=True)
+class TurnStore:
+    db: Database
+    user_id: str
+    handlers: Sequence[TurnHandler]
+
+    async def store(self, finished: FinishedMessage, outcome: TurnOutcome,
+                    attempts: int = STORE_ATTEMPTS) -> StoreResult:
+        """The transaction, retried on transient errors (deadlock, lost connection)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                async with self.db.transaction() as session:
+                    await message_store.finish_assistant_message(session, finished)
+                    for handler in self.handlers:
+                        try:
+                            async with session.begin_nested():
+                                await handler.in_finish_transaction(session, finished, outcome)
+                        except Exception as exc:  # a failing hook never costs the answer
+                            log.exception("turn_observer_failed", hook="in_finish_transaction",
+                                          observer=type(handler).__name__,
+                                          error=type(exc).__name__)
+                return "stored"
+            except MessageAlreadyFinished as exc:
+                log.warning("turn_store_skipped", reason=type(exc).__name__)
+                return "already_finished"
+            except MessageNotFound as exc:
+                log.warning("turn_store_skipped", reason=type(exc).__name__)
+                await self._bill_lost_message(finished)
+                return "thread_gone"
+            except Exception as exc:
+                log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
+                if attempt < attempts:
+                    await asyncio.sleep(
+                        min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1)))
+        return "failed"
+
+    async def store_late(self, finished: FinishedMessage, outcome: TurnOutcome) -> StoreResult:
+        """The background retries. The row stays `streaming` meanwhile; should a sweep mark
+        it `interrupted` first, this still completes it (a swept row keeps completed_at
+        NULL)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LATE_STORE_WINDOW_S
+        result: StoreResult = "failed"
+        while loop.time() < deadline and result == "failed":
+            await asyncio.sleep(LATE_STORE_PAUSE_S)
+            result = await self.store(finished, outcome, 1)
+        if result == "stored":
+            log.info("turn_store_recovered")
+        elif result == "failed":
+            log.error("turn_store_abandoned", window_s=LATE_STORE_WINDOW_S)
+        return result
+
+    async def _bill_lost_message(self, finished: FinishedMessage) -> None:
+        """One attempt; a failure is logged like any lost usage."""
+        try:
+            async with self.db.transaction() as session:
+                await message_store.record_calls_of_a_lost_message(
+                    session, self.user_id, finished.llm_calls)
+        except Exception as exc:
+            log.exception("turn_usage_lost", error=type(exc).__name__,
+                          calls=len(finished.llm_calls))
