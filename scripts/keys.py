@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.cli import resolve_database_url, run_cli
 from app.store import api_keys
 from app.store.migrations import migrated_database
+from app.users import user_id_problem
 
 cli = typer.Typer(help="Manage Chatgate API keys.", no_args_is_help=True)
 console = Console()
@@ -83,6 +84,10 @@ def create(
     database_url: str | None = DbOption,
 ) -> None:
     """Create a key and print it once (only its hash is stored)."""
+    problem = user_id_problem(user)
+    if problem is not None:  # the API's own rule: no key for a user no request could name
+        console.print(f"error: --user {user!r}: {problem}", style="red", highlight=False)
+        raise typer.Exit(2)
     key_id, plaintext = asyncio.run(create_key(database_url, user, name, admin))
     console.print(f"key id: {key_id}  user: {user}  admin: {admin}", highlight=False)
     console.print("API key (shown once, store it now):", style="bold")
@@ -95,16 +100,30 @@ def list_(
     database_url: str | None = DbOption,
 ) -> None:
     """List keys (never the keys themselves: id, user, prefix, dates)."""
-    # The id and prefix are what an operator copies into `revoke`: never shorten them, even
-    # on a narrow terminal or in a pipe (rich assumes 80 columns there); other columns fold.
-    table = Table(
-        Column("id", no_wrap=True, min_width=36), "user", "name",
-        Column("prefix", no_wrap=True), "admin", "created", "last used", "revoked",
-        "budget",
-    )
-    for row in asyncio.run(key_rows(database_url, user)):
+    rows = asyncio.run(key_rows(database_url, user))
+    if console.width < WIDE_LISTING:
+        print_records(rows)
+        return
+    # The id and prefix are what an operator copies into `revoke`: never shortened.
+    table = Table(Column("id", no_wrap=True, min_width=36), *LIST_HEADERS[1:3],
+                  Column("prefix", no_wrap=True), *LIST_HEADERS[4:])
+    for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+LIST_HEADERS = ("id", "user", "name", "prefix", "admin", "created", "last used", "revoked",
+                "budget")
+#: Nine columns fit from here on; below it (80 columns, a pipe) a table would cut every
+#: value to "…", so each key is a block of `name value` lines instead.
+WIDE_LISTING = 150
+
+
+def print_records(rows: list[list[str]]) -> None:
+    for row in rows:
+        for header, value in zip(LIST_HEADERS, row, strict=True):
+            console.print(f"{header:<10} {value or '-'}", highlight=False, soft_wrap=True)
+        console.print()
 
 
 def parse_key_id(key_id: str) -> uuid.UUID:

@@ -12,7 +12,6 @@ messages created in the range). docs/usage.md says what each figure means.
 from __future__ import annotations
 
 import datetime as dt
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,12 +21,12 @@ from app.store import usage_reports
 from app.store.db import Database
 from app.store.usage_reports import MessageUsage
 from app.usage.figures import RollupKey, UsageFigures
+from app.users import user_id_problem
 
 GroupBy = Literal["day", "model"]
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
-MAX_USER_ID_CHARS = 255
 
 
 class InvalidUsageQuery(ValueError):
@@ -72,12 +71,9 @@ def check_user_id(value: str | None) -> str:
     reaching the database and failing there as a 500."""
     if value is None or not value.strip():
         raise InvalidUsageQuery("invalid_query", "'user_id' is required")
-    if len(value) > MAX_USER_ID_CHARS:
-        raise InvalidUsageQuery("invalid_user_id",
-                                f"'user_id' may have at most {MAX_USER_ID_CHARS} characters")
-    if any(unicodedata.category(char) in ("Cc", "Cs") for char in value):
-        raise InvalidUsageQuery("invalid_user_id",
-                                "'user_id' must not contain control characters")
+    problem = user_id_problem(value)
+    if problem is not None:
+        raise InvalidUsageQuery("invalid_user_id", f"'user_id' is not valid: {problem}")
     return value
 
 

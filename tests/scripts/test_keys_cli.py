@@ -126,8 +126,23 @@ async def test_admin_key_reads_another_users_usage(gateway: LiveGateway) -> None
     assert report["totals"] == own["totals"]
 
 
-def test_list_shows_the_whole_key_id_on_an_80_column_terminal(sqlite_url: str) -> None:
-    key_id, _ = create_key(sqlite_url, "carol")
+def test_list_shows_every_value_whole_on_an_80_column_terminal(sqlite_url: str) -> None:
+    key_id, plaintext = create_key(sqlite_url, "carol-from-the-night-shift", "--name",
+                                   "a laptop with a long name")
     listing = keys_cli(sqlite_url, "list", env={"COLUMNS": "80"})
     assert listing.returncode == 0, listing.stdout + listing.stderr
-    assert key_id in listing.stdout
+    for value in (key_id, "carol-from-the-night-shift", "a laptop with a long name"):
+        assert value in listing.stdout, listing.stdout
+    prefix = re.search(r"^prefix\s+(cg_\S+)…$", listing.stdout, re.MULTILINE)
+    assert prefix is not None and plaintext.startswith(prefix.group(1)), listing.stdout
+    assert plaintext not in listing.stdout
+
+
+@pytest.mark.parametrize("user", ["", " ", "a\tb", "x" * 300, "nul\x00"])
+def test_create_refuses_a_user_id_the_api_would_refuse(sqlite_url: str, user: str) -> None:
+    done = keys_cli(sqlite_url, "create", "--user", user.replace("\x00", "\x01"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "a user id" in done.stdout + done.stderr and "Traceback" not in done.stderr
+    assert not KEY_LINE.search(done.stdout)
+    listing = keys_cli(sqlite_url, "list")
+    assert listing.stdout.count("cg_") == 0, listing.stdout
