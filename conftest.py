@@ -1,3 +1,18 @@
-"""Root conftest: registers the shared fixture modules so every test directory can use them."""
+"""Root conftest: registers the shared fixture modules so every test directory can use them,
+and keeps one test's logging configuration from leaking into the next."""
+
+from collections.abc import Iterator
+
+import pytest
+import structlog
 
 pytest_plugins = ["tests.support.databases", "tests.support.live"]
+
+
+@pytest.fixture(autouse=True)
+def _structlog_config_restored() -> Iterator[None]:
+    """An app built with log_level=WARNING configures structlog process-wide; a later test
+    capturing an INFO line would silently see nothing."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
