@@ -190,7 +190,13 @@ class Bench:
         """n fresh threads' message URLs (one turn each, so no history grows)."""
         urls = []
         for _ in range(n):
-            created = await self.client.post(f"{self.gateway}/api/threads", json={})
+            for attempt in range(3):  # a keep-alive connection the server just closed
+                try:
+                    created = await self.client.post(f"{self.gateway}/api/threads", json={})
+                    break
+                except httpx.TransportError:
+                    if attempt == 2:
+                        raise
             created.raise_for_status()
             urls.append(f"{self.gateway}/api/threads/{created.json()['id']}/messages")
         return urls
@@ -249,12 +255,14 @@ class Bench:
         return (busy - idle) / max(1, started_count), started_count
 
 
-def report(upstream_ms: float, gateway_ms: float, levels: list[tuple[int, Batch, Batch]],
-           rss: tuple[float, int], tokens: int) -> None:
+def report_cpu(upstream_ms: float, gateway_ms: float, tokens: int) -> None:
     # /proc counts CPU in clock ticks (10 ms): a short run may see none for the upstream.
     ratio = f"{gateway_ms / upstream_ms:.1f}x" if upstream_ms > 0 else "n/a (too short)"
     console.print(f"CPU per {tokens}-token turn (10 concurrent): upstream {upstream_ms:.1f} ms, "
                   f"gateway {gateway_ms:.1f} ms, ratio {ratio}", highlight=False)
+
+
+def report_first_delta(levels: list[tuple[int, Batch, Batch]]) -> None:
     table = Table(title="time to the first delta (ms)")
     for column in ("concurrency", "direct p50", "direct p99", "gateway p50", "gateway p99",
                    "added p50", "added p99", "errors"):
@@ -266,20 +274,21 @@ def report(upstream_ms: float, gateway_ms: float, levels: list[tuple[int, Batch,
                       f"{g50 - d50:.1f}", f"{g99 - d99:.1f}",
                       str(direct.errors + through.errors))
     console.print(table)
-    console.print(f"RSS per open stream: {rss[0]:.0f} KB ({rss[1]} slow streams open)",
-                  highlight=False)
 
 
 async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int,
                   tokens: int) -> None:
+    """Each figure printed as soon as it is measured."""
     async with bench.client:
-        upstream_ms, gateway_ms = await bench.cpu_per_turn(turns)
+        report_cpu(*await bench.cpu_per_turn(turns), tokens)
         results = []
         for concurrency in levels:
             direct, through = await bench.first_delta(concurrency, turns)
             results.append((concurrency, direct, through))
-        rss = await bench.rss_per_stream(open_streams)
-    report(upstream_ms, gateway_ms, results, rss, tokens)
+        report_first_delta(results)
+        per_stream, opened = await bench.rss_per_stream(open_streams)
+    console.print(f"RSS per open stream: {per_stream:.0f} KB ({opened} slow streams open)",
+                  highlight=False)
 
 
 async def compare(url: str, pid: int | None, upstream: str, turns: int, levels: list[int],
