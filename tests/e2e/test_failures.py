@@ -16,7 +16,14 @@ from tests.e2e.helpers import (
     read_then_leave,
     wait_for_status,
 )
-from tests.support.live import DemoLlm, StartGateway, free_port, iter_sse, post_turn
+from tests.support.live import (
+    DemoLlm,
+    StartGateway,
+    StartGatewayProcess,
+    free_port,
+    iter_sse,
+    post_turn,
+)
 
 LONG = "[long] please write a lot"
 
@@ -35,7 +42,7 @@ async def test_client_disconnect_interrupts_and_cancels_upstream(
 ) -> None:
     gateway = start_gateway(live_backend, upstream=slow_demo_llm)
     before = slow_demo_llm.stats()["streams_cancelled"]
-    async with await keyed_client(gateway, "leaver") as client:
+    async with await keyed_client(gateway, "leaver", over_http=True) as client:
         thread_id = await new_thread(client, "leaving")  # titled: the main call is the only one
         received = await read_then_leave(client, thread_id, LONG)
         stored = await wait_for_status(client, thread_id, "interrupted")
@@ -122,7 +129,7 @@ async def test_second_stream_on_a_busy_thread_is_409(
     live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
 ) -> None:
     gateway = start_gateway(live_backend, upstream=slow_demo_llm)
-    async with await keyed_client(gateway, "eager") as client:
+    async with await keyed_client(gateway, "eager", over_http=True) as client:
         thread_id = await new_thread(client)
         async with client.stream("POST", f"/api/threads/{thread_id}/messages",
                                  json={"content": LONG}) as response:
@@ -144,9 +151,11 @@ async def test_second_stream_on_a_busy_thread_is_409(
 
 
 async def test_crash_mid_stream_then_restart_marks_the_row_interrupted(
-    live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
+    live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway,
+    start_gateway_process: StartGatewayProcess,
 ) -> None:
-    first = start_gateway(live_backend, upstream=slow_demo_llm)
+    # A real process to SIGKILL; the one started after it only has to sweep at start-up.
+    first = start_gateway_process(live_backend, upstream=slow_demo_llm)
     key = await first.api_key("crash")
     async with first.client(key) as client:
         thread_id = await new_thread(client)

@@ -1,4 +1,4 @@
-"""Autonomous follow-ups end to end: a real gateway subprocess on SQLite and on PostgreSQL,
+"""Autonomous follow-ups end to end: an in-process gateway on SQLite and on PostgreSQL,
 the demo model server as upstream, fast settings (idle 1 s, poll 0.1 s)."""
 
 from __future__ import annotations
@@ -193,7 +193,8 @@ async def test_a_user_typing_the_legacy_prefix_sees_their_own_message(
 async def test_events_stream_delivers_the_followup_to_a_connected_client(
     fast_gateway: LiveGateway, rows: Rows
 ) -> None:
-    async with await keyed_client(fast_gateway, "watcher") as client:
+    # over HTTP: the subscriber reads the endless event stream as it arrives
+    async with await keyed_client(fast_gateway, "watcher", over_http=True) as client:
         thread_id = await new_thread(client)
         await set_autonomy(client, thread_id, enabled=True, idle_seconds=1, max_followups=1)
         received = await pushed_messages_after_turn(
