@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from app import main as app_main
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
@@ -207,10 +210,14 @@ async def test_startup_sweep_respects_the_configured_age(
 
 
 async def test_periodic_sweep_frees_a_row_stuck_while_the_gateway_runs(
-    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway
+    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A row left `streaming` after start-up (a peer process died, or its finish could not be
     stored) must not keep its thread busy (409) until the next restart."""
+    # The sweep repeats every sweep_interval_s(age) (5 s at this age: tests/test_main.py);
+    # here every 0.1 s, so the test waits for the row to turn stale, not for the period.
+    monkeypatch.setattr(app_main, "sweep_interval_s", lambda older_than_s: 0.1)
     gateway = start_gateway(live_backend, upstream=demo_llm,
                             env={"CHATGATE_STALE_STREAMING_AFTER_S": "1"})
     db = Database(gateway.database_url)
@@ -226,7 +233,7 @@ async def test_periodic_sweep_frees_a_row_stuck_while_the_gateway_runs(
         assert [r["status"] for r in await messages(client, str(thread.id))] == [
             "complete", "streaming"]
         statuses: list[str] = []
-        for _ in range(100):  # the sweep runs every 5 s at this age
+        for _ in range(100):  # the row is stale after 1 s
             await asyncio.sleep(0.1)
             statuses = [r["status"] for r in await messages(client, str(thread.id))]
             if statuses[-1] != "streaming":

@@ -26,6 +26,7 @@ from tests.support.live import (
     DemoLlm,
     StartGateway,
     StartGatewayProcess,
+    StartGatewayProcesses,
     post_turn,
     start_demo_llm,
 )
@@ -42,12 +43,11 @@ def sluggish_demo_llm() -> Iterator[DemoLlm]:
 
 
 async def test_two_processes_fire_every_due_followup_exactly_once(
-    demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+    demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses
 ) -> None:
     require_postgres()
-    first = start_gateway_process("postgresql", upstream=demo_llm, env=CONTENDED_ENV)
-    second = start_gateway_process("postgresql", upstream=demo_llm, env=CONTENDED_ENV,
-                                   database_url=first.database_url)
+    first, second = start_gateway_processes("postgresql", 2, upstream=demo_llm,
+                                            env=CONTENDED_ENV)
     rows = Rows(first.database_url)
     try:
         key = await first.api_key("crowd")
@@ -128,14 +128,13 @@ async def test_a_process_killed_mid_followup_leaves_no_duplicate(
 
 
 async def test_events_reach_a_client_of_another_process(
-    demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+    demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses
 ) -> None:
     """PostgreSQL LISTEN/NOTIFY: the client watches process B, the user writes through
     process A, and the follow-up runs wherever it is claimed; B's client gets all of it."""
     require_postgres()
-    writer = start_gateway_process("postgresql", upstream=demo_llm, env=FAST_ENV)
-    watcher = start_gateway_process("postgresql", upstream=demo_llm, env=FAST_ENV,
-                                    database_url=writer.database_url)
+    writer, watcher = start_gateway_processes("postgresql", 2, upstream=demo_llm,
+                                              env=FAST_ENV)
     key = await writer.api_key("far")
     async with writer.client(key) as a, watcher.client(key) as b:
         thread_id = await new_thread(a)

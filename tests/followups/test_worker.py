@@ -28,7 +28,18 @@ from tests.support.live import DemoLlm
 
 @pytest.fixture
 async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """On the slow demo model: a reply streams long enough to be cut mid-way."""
     rt = build_runtime(Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
+                                upstream_max_retries=0, title_calls=False))
+    yield rt
+    await rt.http.aclose()
+    await rt.db.dispose()
+
+
+@pytest.fixture
+async def quick_runtime(database_url: str, demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """On the fast demo model: for tests that let every follow-up run to its end."""
+    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
                                 upstream_max_retries=0, title_calls=False))
     yield rt
     await rt.http.aclose()
@@ -62,7 +73,10 @@ async def cancel(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_shutdown_before_the_turn_starts_gives_the_followup_back(runtime: Runtime) -> None:
+async def test_shutdown_before_the_turn_starts_gives_the_followup_back(
+    quick_runtime: Runtime,
+) -> None:
+    runtime = quick_runtime
     worker = FollowupWorker(runtime.turns)
     thread, claim = await claimed(runtime, worker)
     task = asyncio.create_task(worker._run_claim(claim))
@@ -94,9 +108,12 @@ async def test_shutdown_mid_turn_settles_it_failed_never_to_run_again(runtime: R
     assert rows == ["user:complete", "assistant:interrupted"]
 
 
-async def test_due_times_and_leases_are_read_on_the_workers_clock(runtime: Runtime) -> None:
+async def test_due_times_and_leases_are_read_on_the_workers_clock(
+    quick_runtime: Runtime,
+) -> None:
     """Nothing is due by the real clock; a minute and a lease later by the worker's clock, the
     due follow-up runs and the one whose claim ran out of attempts fails, in the same poll."""
+    runtime = quick_runtime
     clock = HandClock()
     worker = FollowupWorker(runtime.turns, clock=clock)
     stuck, _ = await claimed(runtime, FollowupWorker(runtime.turns, worker_id="dead"))

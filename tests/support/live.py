@@ -3,7 +3,7 @@ HTTP, in process by default (tests/support/inprocess.py), as subprocesses where 
 itself is under test.
 
 Fixtures (registered for every test directory by the root conftest.py)
-    demo_llm        session-wide DemoLlm, fast pace (1 ms a delta, [slow-first] waits 2 s)
+    demo_llm        session-wide DemoLlm, no pause between deltas ([slow-first] waits 1.5 s)
     slow_demo_llm   session-wide DemoLlm, 10 ms a delta ([long] then streams for ~10 s):
                     for disconnect and crash tests
     start_gateway   factory: start_gateway(backend, *, upstream=..., env=..., database_url=...)
@@ -13,6 +13,8 @@ Fixtures (registered for every test directory by the root conftest.py)
     start_gateway_process
                     the same factory for a gateway SUBPROCESS (GatewayProcess, kill9()): for
                     what only a process shows (a crash, two processes on one database)
+    start_gateway_processes
+                    start_gateway_processes(backend, count, ...): several at once, one database
     live_backend    "sqlite" | "postgresql", parametrised per MODULE (PostgreSQL skips loudly
                     when unreachable, fails with CHATGATE_REQUIRE_POSTGRES=1)
     gateway         module-wide InProcessGateway on live_backend against demo_llm,
@@ -295,7 +297,8 @@ def _start_in_process(database_url: str, env: Mapping[str, str]) -> InProcessGat
     return InProcessGateway(InProcessServer(app, LogSink()), app, database_url, full_env)
 
 
-def _launch_gateway(database_url: str, env: Mapping[str, str], log_dir: Path) -> GatewayProcess:
+def _spawn_gateway(database_url: str, env: Mapping[str, str], log_dir: Path) -> GatewayProcess:
+    """A gateway subprocess, started but not yet answering."""
     port = free_port()
     log_path = log_dir / f"gateway_{port}.log"
     full_env = _gateway_env(database_url, env)
@@ -306,18 +309,24 @@ def _launch_gateway(database_url: str, env: Mapping[str, str], log_dir: Path) ->
              "--timeout-graceful-shutdown", "5"],
             cwd=ROOT, env=_clean_env(full_env), stdout=log_file, stderr=subprocess.STDOUT,
         )
-    gateway = GatewayProcess(f"http://127.0.0.1:{port}", database_url, full_env, log_path,
-                             process)
+    return GatewayProcess(f"http://127.0.0.1:{port}", database_url, full_env, log_path,
+                          process)
+
+
+def _wait_until_up(gateways: list[GatewayProcess]) -> None:
+    """Return once every gateway answers /healthz; stop them all if one does not."""
     try:
-        wait_for_http(gateway.url + "/healthz", process, log_path)
+        for gateway in gateways:
+            wait_for_http(gateway.url + "/healthz", gateway.process, gateway.log_path)
     except Exception:
-        gateway.stop()
+        for gateway in gateways:
+            gateway.stop()
         raise
-    return gateway
 
 
 StartGateway = Callable[..., InProcessGateway]
 StartGatewayProcess = Callable[..., GatewayProcess]
+StartGatewayProcesses = Callable[..., list[GatewayProcess]]
 
 
 class _GatewayPool:
@@ -364,10 +373,25 @@ class _GatewayPool:
         database_url: str | None = None,
     ) -> GatewayProcess:
         """A gateway subprocess."""
+        return self.start_processes(backend, 1, upstream=upstream, env=env,
+                                    database_url=database_url)[0]
+
+    def start_processes(
+        self,
+        backend: str,
+        count: int,
+        *,
+        upstream: DemoLlm | str | None = None,
+        env: Mapping[str, str] | None = None,
+        database_url: str | None = None,
+    ) -> list[GatewayProcess]:
+        """`count` gateway subprocesses on one database, started side by side (each takes
+        seconds to import and start; they need not wait for each other)."""
         url, extra = self._prepare(backend, upstream, env, database_url)
-        gateway = _launch_gateway(url, extra, self.log_dir)
-        self.gateways.append(gateway)
-        return gateway
+        gateways = [_spawn_gateway(url, extra, self.log_dir) for _ in range(count)]
+        self.gateways.extend(gateways)
+        _wait_until_up(gateways)
+        return gateways
 
     def close(self) -> None:
         for gateway in self.gateways:
@@ -386,13 +410,19 @@ def live_log_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def demo_llm() -> Iterator[DemoLlm]:
-    demo = start_demo_llm(delay_ms=1, slow_first_s=2.0)
+    """The demo model at full speed: each delta is still its own frame (the server yields
+    between them), but a 1 ms pause per delta cost the suite tens of seconds. Tests that need
+    an answer to take time (to leave mid-stream, to crash during it) use slow_demo_llm.
+    [slow-first] holds the first token back 1.5 s: past the 1 s and 0.5 s first-token
+    timeouts tests set, with room for pings every 0.3 s before it."""
+    demo = start_demo_llm(delay_ms=0, slow_first_s=1.5)
     yield demo
     demo.stop()
 
 
 @pytest.fixture(scope="session")
 def slow_demo_llm() -> Iterator[DemoLlm]:
+    """10 ms a delta: a [long] answer streams for seconds."""
     demo = start_demo_llm(delay_ms=10, slow_first_s=2.0)
     yield demo
     demo.stop()
@@ -409,6 +439,15 @@ def start_gateway(live_log_dir: Path) -> Iterator[StartGateway]:
 def start_gateway_process(live_log_dir: Path) -> Iterator[StartGatewayProcess]:
     pool = _GatewayPool(live_log_dir)
     yield pool.start_process
+    pool.close()
+
+
+@pytest.fixture
+def start_gateway_processes(live_log_dir: Path) -> Iterator[StartGatewayProcesses]:
+    """start_gateway_processes(backend, count, *, upstream=..., env=...) -> [GatewayProcess]:
+    several processes on one fresh database."""
+    pool = _GatewayPool(live_log_dir)
+    yield pool.start_processes
     pool.close()
 
 
