@@ -1,11 +1,12 @@
 """The application factory refuses a configuration that would send users' threads somewhere
-nobody chose."""
+nobody chose; how often the stale-row sweep repeats."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+from app.main import sweep_interval_s
 from tests.support.live import ROOT, _clean_env
 
 
@@ -21,3 +22,12 @@ def test_no_upstream_url_refuses_to_start_instead_of_calling_openai() -> None:
     assert done.returncode != 0, output
     assert '"event": "upstream_not_configured"' in output
     assert "CHATGATE_UPSTREAM_BASE_URL is not set" in output
+
+
+def test_the_stale_sweep_repeats_every_quarter_age_within_5_to_60_seconds() -> None:
+    """Often enough that a stale row is freed soon after it turns stale, never more often
+    than every 5 s nor less often than every minute."""
+    assert sweep_interval_s(1.0) == 5.0
+    assert sweep_interval_s(100.0) == 25.0
+    assert sweep_interval_s(600.0) == 60.0  # the default age
+    assert sweep_interval_s(3600.0) == 60.0

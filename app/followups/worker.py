@@ -22,7 +22,7 @@ from typing import Literal
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.clock import Clock, utcnow
 from app.followups.autonomy import Autonomy, effective
 from app.followups.thread_settings import default_autonomy
 from app.followups.triggers import prompt_for
@@ -56,9 +56,11 @@ def make_worker_id() -> str:
 
 class FollowupWorker:
     def __init__(self, deps: TurnDeps, *, worker_id: str | None = None,
-                 concurrency: int = DEFAULT_CONCURRENCY) -> None:
+                 concurrency: int = DEFAULT_CONCURRENCY, clock: Clock = utcnow) -> None:
         settings = deps.settings
         self.deps = deps
+        #: What "now" is for due times, leases and settling (tests move it by hand).
+        self.clock = clock
         self.worker_id = worker_id or make_worker_id()
         self.concurrency = concurrency
         self.poll_s = settings.followup_poll_s
@@ -86,7 +88,7 @@ class FollowupWorker:
         free = self.concurrency - len(self._running)
         if free <= 0:
             return 0
-        now = utcnow()
+        now = self.clock()
         async with self.deps.db.transaction() as session:
             failed = await followup_queue.fail_exhausted(
                 session, now=now, max_attempts=self.max_attempts)
@@ -189,7 +191,7 @@ class FollowupWorker:
             try:
                 async with self.deps.db.transaction() as session:
                     mine = await followup_queue.renew_lease(
-                        session, claim, utcnow() + self.lease)
+                        session, claim, self.clock() + self.lease)
             except Exception as exc:  # try again next time; the turn goes on regardless
                 log.warning("followup_lease_renew_failed", error=type(exc).__name__)
                 continue
@@ -198,7 +200,7 @@ class FollowupWorker:
                 return
 
     async def _blocked(self, claim: Claim, reason: str) -> None:
-        now = utcnow()
+        now = self.clock()
         if reason == "lost_claim":
             log.warning("followup_claim_lost")
             return
@@ -222,7 +224,7 @@ class FollowupWorker:
             await self._settle(claim, "failed")
             log.warning("followup_failed_thread_busy", attempts=claim.attempts)
             return
-        retry_at = utcnow() + dt.timedelta(seconds=max(self.poll_s, 1.0) * claim.attempts)
+        retry_at = self.clock() + dt.timedelta(seconds=max(self.poll_s, 1.0) * claim.attempts)
         async with self.deps.db.transaction() as session:
             await followup_queue.release_for_retry(session, claim, retry_at)
         log.info("followup_retry_later", retry_at=retry_at.isoformat(), attempts=claim.attempts)
@@ -233,14 +235,14 @@ class FollowupWorker:
         sees `already_started` and never runs it twice."""
         try:
             async with self.deps.db.transaction() as session:
-                await followup_queue.release_for_retry(session, claim, utcnow())
+                await followup_queue.release_for_retry(session, claim, self.clock())
             log.info("followup_released_on_shutdown", attempts=claim.attempts)
         except Exception as exc:
             log.warning("followup_release_failed", error=type(exc).__name__)
 
     async def _settle(self, claim: Claim, status: Literal["done", "failed", "cancelled"]) -> bool:
         async with self.deps.db.transaction() as session:
-            return await followup_queue.finish_claim(session, claim, status, utcnow())
+            return await followup_queue.finish_claim(session, claim, status, self.clock())
 
     async def _settle_quietly(
         self, claim: Claim, status: Literal["done", "failed", "cancelled"]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import subprocess
-import sys
 from typing import Any
 
 import httpx
@@ -19,13 +17,18 @@ from tests.support.databases import (
     make_fresh_database_url,
     metadata_key_dropping_trigger,
 )
+from tests.support.inprocess import (
+    InProcessServer,
+    LogSink,
+    ServerFailed,
+    build_gateway_app,
+    settings_from_env,
+)
 from tests.support.live import (
-    ROOT,
     TEST_GATEWAY_ENV,
     DemoLlm,
     LiveGateway,
     StartGateway,
-    _clean_env,
     post_turn,
 )
 
@@ -52,16 +55,17 @@ async def test_auth_off_makes_everyone_user_local(
 
 
 def start_gateway_until_it_exits(database_url: str, upstream: DemoLlm) -> tuple[int, str]:
-    """Run the gateway under uvicorn on database_url; its exit code and its output."""
-    env = _clean_env({**TEST_GATEWAY_ENV, "CHATGATE_DATABASE_URL": database_url,
-                      "CHATGATE_UPSTREAM_BASE_URL": upstream.base_url})
-    done = subprocess.run(
-        [sys.executable, "-c",
-         "import uvicorn; uvicorn.run('app.main:create_app', factory=True, "
-         "host='127.0.0.1', port=0)"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )
-    return done.returncode, done.stdout + done.stderr
+    """Start the gateway under uvicorn (in process) on database_url, expecting it to refuse:
+    the exit code uvicorn gives a failed start-up, and everything the gateway logged."""
+    env = {**TEST_GATEWAY_ENV, "CHATGATE_DATABASE_URL": database_url,
+           "CHATGATE_UPSTREAM_BASE_URL": upstream.base_url}
+    app = build_gateway_app(settings_from_env(env))
+    try:
+        server = InProcessServer(app, LogSink())
+    except ServerFailed as refused:
+        return (refused.exit_code if refused.exit_code is not None else -1), refused.log
+    server.stop()
+    return 0, server.sink.text()
 
 
 def log_events(output: str) -> list[dict[str, Any]]:

@@ -17,7 +17,8 @@ PING_LINE = re.compile(r"^: ?ping\b.*$", re.MULTILINE)
 async def test_pings_fill_the_silence_before_a_slow_first_token(
     live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway
 ) -> None:
-    # demo_llm holds `[slow-first]`'s first token back 2 s; no title call (it would be slow too)
+    # demo_llm holds `[slow-first]`'s first token back 1.5 s; no title call (it would be slow
+    # too)
     gateway = start_gateway(live_backend, upstream=demo_llm, env={
         "CHATGATE_KEEPALIVE_S": str(KEEPALIVE_S),
         "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
@@ -33,7 +34,7 @@ async def test_pings_fill_the_silence_before_a_slow_first_token(
 
     first_delta = raw.index("event: delta")
     pings_before = PING_LINE.findall(raw[:first_delta])
-    assert len(pings_before) >= 2, f"no keep-alive during the 2 s silence: {raw[:first_delta]!r}"
+    assert len(pings_before) >= 2, f"no keep-alive during the 1.5 s silence: {raw[:first_delta]!r}"
 
     events = parse_sse(raw)
     assert [e.event for e in events][-2:] == ["usage", "message_end"]

@@ -1,4 +1,4 @@
-"""Stream traces end to end, on both backends: a real gateway subprocess with
+"""Stream traces end to end, on both backends: an in-process gateway with
 CHATGATE_TRACE_STREAMS set, the demo model's scenarios, and scripts/replay_stream.py run as
 a subprocess against the gateway's database."""
 
@@ -184,7 +184,7 @@ async def test_tampered_stored_content_makes_the_replay_fail(
 
 
 async def test_an_interrupted_stream_is_traced_and_replays(all_gateway: LiveGateway) -> None:
-    async with await keyed_client(all_gateway, "leaver") as client:
+    async with await keyed_client(all_gateway, "leaver", over_http=True) as client:
         thread_id = await new_thread(client)
         message_id = ""
         async with client.stream("POST", f"/api/threads/{thread_id}/messages",

@@ -35,9 +35,21 @@ def serve_in_thread(app: Starlette) -> tuple[str, uvicorn.Server, threading.Thre
     return f"http://127.0.0.1:{port}", server, thread
 
 
+@pytest.fixture(scope="session")
+def stopping_demo_threads() -> Iterator[list[threading.Thread]]:
+    """Threads of demo servers told to stop; joined once, at the end of the session."""
+    threads: list[threading.Thread] = []
+    yield threads
+    for thread in threads:
+        thread.join(timeout=10)
+
+
 @pytest.fixture
-def start_demo() -> Iterator[Callable[[DemoSettings], str]]:
-    """Start fresh demo servers with given settings; all are stopped after the test."""
+def start_demo(stopping_demo_threads: list[threading.Thread]
+               ) -> Iterator[Callable[[DemoSettings], str]]:
+    """Start fresh demo servers with given settings; all are told to stop after the test.
+    Nobody waits for them to finish stopping (uvicorn notices within 0.1 s, which was most
+    of each test's time): the next test has servers of its own on other ports."""
     running: list[tuple[uvicorn.Server, threading.Thread]] = []
 
     def start(settings: DemoSettings) -> str:
@@ -48,7 +60,7 @@ def start_demo() -> Iterator[Callable[[DemoSettings], str]]:
     yield start
     for server, thread in running:
         server.should_exit = True
-        thread.join(timeout=10)
+        stopping_demo_threads.append(thread)
 
 
 @pytest.fixture

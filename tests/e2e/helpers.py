@@ -58,8 +58,12 @@ async def read_then_leave(
     return received
 
 
-async def keyed_client(gateway: LiveGateway, user: str) -> httpx.AsyncClient:
-    return gateway.client(await gateway.api_key(user))
+async def keyed_client(gateway: LiveGateway, user: str, *,
+                       over_http: bool = False) -> httpx.AsyncClient:
+    """A client with a new key of `user`: in memory for an in-process gateway unless
+    `over_http` (a test that reads a stream as it arrives or hangs up mid-way needs the
+    socket)."""
+    return gateway.client(await gateway.api_key(user), over_http=over_http)
 
 
 def turn_log_lines(

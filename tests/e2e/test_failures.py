@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from app import main as app_main
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
@@ -18,7 +19,14 @@ from tests.e2e.helpers import (
     read_then_leave,
     wait_for_status,
 )
-from tests.support.live import DemoLlm, StartGateway, free_port, iter_sse, post_turn
+from tests.support.live import (
+    DemoLlm,
+    StartGateway,
+    StartGatewayProcess,
+    free_port,
+    iter_sse,
+    post_turn,
+)
 
 LONG = "[long] please write a lot"
 
@@ -37,7 +45,7 @@ async def test_client_disconnect_interrupts_and_cancels_upstream(
 ) -> None:
     gateway = start_gateway(live_backend, upstream=slow_demo_llm)
     before = slow_demo_llm.stats()["streams_cancelled"]
-    async with await keyed_client(gateway, "leaver") as client:
+    async with await keyed_client(gateway, "leaver", over_http=True) as client:
         thread_id = await new_thread(client, "leaving")  # titled: the main call is the only one
         received = await read_then_leave(client, thread_id, LONG)
         stored = await wait_for_status(client, thread_id, "interrupted")
@@ -145,7 +153,7 @@ async def test_second_stream_on_a_busy_thread_is_409(
     live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
 ) -> None:
     gateway = start_gateway(live_backend, upstream=slow_demo_llm)
-    async with await keyed_client(gateway, "eager") as client:
+    async with await keyed_client(gateway, "eager", over_http=True) as client:
         thread_id = await new_thread(client)
         async with client.stream("POST", f"/api/threads/{thread_id}/messages",
                                  json={"content": LONG}) as response:
@@ -167,9 +175,11 @@ async def test_second_stream_on_a_busy_thread_is_409(
 
 
 async def test_crash_mid_stream_then_restart_marks_the_row_interrupted(
-    live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
+    live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway,
+    start_gateway_process: StartGatewayProcess,
 ) -> None:
-    first = start_gateway(live_backend, upstream=slow_demo_llm)
+    # A real process to SIGKILL; the one started after it only has to sweep at start-up.
+    first = start_gateway_process(live_backend, upstream=slow_demo_llm)
     key = await first.api_key("crash")
     async with first.client(key) as client:
         thread_id = await new_thread(client)
@@ -221,10 +231,14 @@ async def test_startup_sweep_respects_the_configured_age(
 
 
 async def test_periodic_sweep_frees_a_row_stuck_while_the_gateway_runs(
-    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway
+    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A row left `streaming` after start-up (a peer process died, or its finish could not be
     stored) must not keep its thread busy (409) until the next restart."""
+    # The sweep repeats every sweep_interval_s(age) (5 s at this age: tests/test_main.py);
+    # here every 0.1 s, so the test waits for the row to turn stale, not for the period.
+    monkeypatch.setattr(app_main, "sweep_interval_s", lambda older_than_s: 0.1)
     gateway = start_gateway(live_backend, upstream=demo_llm,
                             env={"CHATGATE_STALE_STREAMING_AFTER_S": "1"})
     db = Database(gateway.database_url)
@@ -240,7 +254,7 @@ async def test_periodic_sweep_frees_a_row_stuck_while_the_gateway_runs(
         assert [r["status"] for r in await messages(client, str(thread.id))] == [
             "complete", "streaming"]
         statuses: list[str] = []
-        for _ in range(100):  # the sweep runs every 5 s at this age
+        for _ in range(100):  # the row is stale after 1 s
             await asyncio.sleep(0.1)
             statuses = [r["status"] for r in await messages(client, str(thread.id))]
             if statuses[-1] != "streaming":

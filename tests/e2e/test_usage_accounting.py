@@ -183,7 +183,7 @@ async def test_interrupted_stream_without_usage_is_partial_not_zero(
     live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
 ) -> None:
     gateway = start_gateway(live_backend, upstream=slow_demo_llm)
-    async with await keyed_client(gateway, "leaver") as client:
+    async with await keyed_client(gateway, "leaver", over_http=True) as client:
         thread_id = await new_thread(client, "named")
         await read_then_leave(client, thread_id, "[long] a lot please")
         stored = await wait_for_status(client, thread_id, "interrupted")

@@ -1,4 +1,5 @@
-"""A module-wide gateway per backend with fast follow-up settings (tests/followups/helpers)."""
+"""A module-wide in-process gateway per backend with fast follow-up settings
+(tests/followups/helpers), and a hand-moved clock for its follow-up worker."""
 
 from __future__ import annotations
 
@@ -7,15 +8,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.followups.helpers import FAST_ENV
-from tests.support.live import DemoLlm, LiveGateway, _GatewayPool
+from app.clock import utcnow
+from tests.followups.helpers import FAST_ENV, HandClock
+from tests.support.live import DemoLlm, InProcessGateway, _GatewayPool
 
 
 @pytest.fixture(scope="module")
 def fast_gateway(live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
-                 ) -> Iterator[LiveGateway]:
+                 ) -> Iterator[InProcessGateway]:
     pool = _GatewayPool(live_log_dir)
     try:
         yield pool.start(live_backend, upstream=demo_llm, env=FAST_ENV)
     finally:
         pool.close()
+
+
+@pytest.fixture
+def hand_clock(fast_gateway: InProcessGateway) -> Iterator[HandClock]:
+    """The module gateway's worker runs on a HandClock during the test (the real clock
+    again afterwards, so one test's jumps never fire another's follow-ups)."""
+    clock = HandClock()
+    worker = fast_gateway.worker
+    worker.clock = clock
+    yield clock
+    worker.clock = utcnow

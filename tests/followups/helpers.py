@@ -4,7 +4,9 @@ direct reads of the gateway's database (rows produced through the real code path
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import itertools
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -12,6 +14,7 @@ from typing import Any, TypeVar
 import httpx
 from sqlalchemy import select
 
+from app.clock import utcnow
 from app.store.db import Database
 from app.store.models import Followup, Message
 from tests.support.live import iter_sse, post_turn
@@ -29,6 +32,48 @@ FAST_ENV: Mapping[str, str] = {
     # Many turns at once on a loaded 2-core machine: do not fail them for a slow first token.
     "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
 }
+
+
+class HandClock:
+    """A clock for the follow-up worker that runs with the real one plus an offset the test
+    moves by hand: a follow-up due in a second, or a lease running out, is reached by
+    `advance()` instead of by sleeping. Real time still flows underneath, because everything
+    else (the scheduler's due times, message times) reads the real clock: the worker's view
+    of "now" keeps its order with them.
+
+    `reads` counts the worker's calls: every poll reads the clock, so reads going up by n
+    means at least n - 1 polls ran to their end since (a poll's work is done before the
+    next one reads)."""
+
+    def __init__(self) -> None:
+        self.offset = dt.timedelta(0)
+        self.reads = 0
+        self._lock = threading.Lock()  # called on the server loop's thread, read by tests
+
+    def __call__(self) -> dt.datetime:
+        with self._lock:
+            self.reads += 1
+            return utcnow() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        """Move the worker's time on by `seconds`, at once."""
+        with self._lock:
+            self.offset += dt.timedelta(seconds=seconds)
+
+    def set(self, moment: dt.datetime) -> None:
+        """Make it `moment` for the worker now (time flows on from there)."""
+        with self._lock:
+            self.offset = moment - utcnow()
+
+    async def polls(self, count: int = 3, timeout_s: float = 10.0) -> None:
+        """Return once the worker has run at least `count` whole polls from now on: what a
+        test waits for before it asserts that nothing (more) fired."""
+        target = self.reads + count + 1
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.reads < target:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"the worker did not poll {count} times in {timeout_s} s")
+            await asyncio.sleep(0.02)
 
 
 async def set_autonomy(client: httpx.AsyncClient, thread_id: str, **autonomy: Any) -> Any:

@@ -1,5 +1,6 @@
-"""Autonomous follow-ups end to end: a real gateway subprocess on SQLite and on PostgreSQL,
-the demo model server as upstream, fast settings (idle 1 s, poll 0.1 s)."""
+"""Autonomous follow-ups end to end: an in-process gateway on SQLite and on PostgreSQL, the
+demo model server as upstream, fast settings (idle 1 s, poll 0.1 s). The worker's clock is
+moved by hand (HandClock): a test never sleeps for an idle time or a lease to run out."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from app.followups.triggers import TRIGGER_PROMPTS
 from app.store import followup_queue
 from app.store.models import Followup
 from tests.e2e.helpers import keyed_client, messages, new_thread
-from tests.followups.helpers import Rows, pushed_messages_after_turn, set_autonomy, wait_until
+from tests.followups.helpers import (
+    HandClock,
+    Rows,
+    pushed_messages_after_turn,
+    set_autonomy,
+    wait_until,
+)
 from tests.support.live import DemoLlm, LiveGateway, post_turn
 
 TRIGGERS = {
@@ -58,7 +65,7 @@ def msg_context(request: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_each_trigger_type_follows_up_with_its_exact_prompt(
-    fast_gateway: LiveGateway, demo_llm: DemoLlm, rows: Rows
+    fast_gateway: LiveGateway, demo_llm: DemoLlm, rows: Rows, hand_clock: HandClock
 ) -> None:
     async with await keyed_client(fast_gateway, f"trig-{uuid.uuid4().hex[:6]}") as client:
         threads: dict[str, str] = {}
@@ -69,6 +76,7 @@ async def test_each_trigger_type_follows_up_with_its_exact_prompt(
             assert settings["autonomy"] == {"enabled": True, "idle_seconds": 1,
                                             "max_followups": 1}
             threads[text] = thread_id
+        hand_clock.advance(1)  # every reply's idle second has passed when it is stored
         results = await asyncio.gather(*(post_turn(client, t, text)
                                           for text, t in threads.items()))
         assert all(r.one("message_end")["status"] == "complete" for r in results)
@@ -121,15 +129,18 @@ async def test_each_trigger_type_follows_up_with_its_exact_prompt(
 
 
 async def test_cap_limits_consecutive_followups_after_a_long_silence(
-    fast_gateway: LiveGateway, rows: Rows
+    fast_gateway: LiveGateway, rows: Rows, hand_clock: HandClock
 ) -> None:
     async with await keyed_client(fast_gateway, "capped") as client:
         thread_id = await new_thread(client)
         await set_autonomy(client, thread_id, enabled=True, idle_seconds=1, max_followups=2)
+        hand_clock.advance(1)  # each idle second passes as soon as a reply is stored
         await post_turn(client, thread_id, "[awaiting:question] Are you there?")
         await wait_until(lambda: rows.settled_followup_replies(thread_id, 2), what="2 replies")
-        # A long silence compared to idle 1 s: three more idle periods.
-        await asyncio.sleep(3.5)
+        # A long silence compared to idle 1 s: three more idle periods, and the worker polls
+        # after it.
+        hand_clock.advance(3.5)
+        await hand_clock.polls(3)
         synthetic = await rows.synthetic(thread_id)
         followups = await rows.followups(thread_id)
         assert [m.trigger_type for m in synthetic] == ["question_unanswered", "check_in"]
@@ -191,11 +202,13 @@ async def test_a_user_typing_the_legacy_prefix_sees_their_own_message(
 
 
 async def test_events_stream_delivers_the_followup_to_a_connected_client(
-    fast_gateway: LiveGateway, rows: Rows
+    fast_gateway: LiveGateway, rows: Rows, hand_clock: HandClock
 ) -> None:
-    async with await keyed_client(fast_gateway, "watcher") as client:
+    # over HTTP: the subscriber reads the endless event stream as it arrives
+    async with await keyed_client(fast_gateway, "watcher", over_http=True) as client:
         thread_id = await new_thread(client)
         await set_autonomy(client, thread_id, enabled=True, idle_seconds=1, max_followups=1)
+        hand_clock.advance(1)
         received = await pushed_messages_after_turn(
             client, client, thread_id, "[awaiting:decision] tea or coffee?")
     [prompt] = await rows.synthetic(thread_id)
@@ -241,10 +254,11 @@ async def test_foreign_and_bad_requests(fast_gateway: LiveGateway) -> None:
 
 
 async def test_a_user_message_near_the_due_time_leaves_no_followup_after_it(
-    fast_gateway: LiveGateway, rows: Rows
+    fast_gateway: LiveGateway, rows: Rows, hand_clock: HandClock
 ) -> None:
-    """Cancellation race: the user writes within 50 ms of the due time (before, at, after).
-    Whoever wins, no synthetic prompt is ever stored after the user's message."""
+    """Cancellation race: the user writes within 50 ms of the due time (before, at, after) as
+    the worker's clock has it. Whoever wins, no synthetic prompt is ever stored after the
+    user's message."""
 
     async def race(client: Any, offset_s: float) -> None:
         thread_id = await new_thread(client)
@@ -254,8 +268,8 @@ async def test_a_user_message_near_the_due_time_leaves_no_followup_after_it(
         # Later replies schedule an hour away: only the racing follow-up can fire here.
         await set_autonomy(client, thread_id, idle_seconds=3600)
         loop = asyncio.get_running_loop()
-        delay = (followup.due_at - datetime.datetime.now(datetime.UTC)).total_seconds()
-        await asyncio.sleep(max(0.0, delay + offset_s))
+        # The worker's now is the due time + offset (and flows on): the user writes at once.
+        hand_clock.set(followup.due_at + datetime.timedelta(seconds=offset_s))
         deadline = loop.time() + 10
         while True:  # a follow-up that won the race streams: 409, as for any busy thread
             result = await post_turn(client, thread_id, "I was here all along")
@@ -263,7 +277,7 @@ async def test_a_user_message_near_the_due_time_leaves_no_followup_after_it(
                 break
             await asyncio.sleep(0.05)
         assert result.one("message_end")["status"] == "complete"
-        await asyncio.sleep(0.6)  # several polls after the reply
+        await hand_clock.polls(3)  # several polls after the reply
         stored = await rows.messages(thread_id)
         [user_message] = [m for m in stored if m.content == "I was here all along"]
         late = [m for m in stored if m.synthetic and m.created_at > user_message.created_at]
@@ -275,12 +289,12 @@ async def test_a_user_message_near_the_due_time_leaves_no_followup_after_it(
             assert prompt.created_at < user_message.created_at
 
     async with await keyed_client(fast_gateway, "racer") as client:
-        await asyncio.gather(*(race(client, offset) for offset in (-0.05, -0.02, 0.0, 0.02,
-                                                                    0.05)))
+        for offset in (-0.05, -0.02, 0.0, 0.02, 0.05):  # one worker clock: one race at a time
+            await race(client, offset)
 
 
 async def test_memory_retrieval_puts_an_old_relevant_message_in_msg_context(
-    fast_gateway: LiveGateway, demo_llm: DemoLlm, rows: Rows
+    fast_gateway: LiveGateway, demo_llm: DemoLlm, rows: Rows, hand_clock: HandClock
 ) -> None:
     word = f"quokka{uuid.uuid4().hex[:6]}"
     old_question = f"Tell me about the {word} of Rottnest island"
@@ -290,6 +304,7 @@ async def test_memory_retrieval_puts_an_old_relevant_message_in_msg_context(
         for n in range(4):
             await post_turn(client, thread_id, f"[no-metadata] filler message number {n}")
         await set_autonomy(client, thread_id, enabled=True, idle_seconds=1, max_followups=1)
+        hand_clock.advance(1)
         await post_turn(client, thread_id, f"Remind me: what about the {word}?")
         await wait_until(lambda: rows.settled_followup_replies(thread_id, 1), what="follow-up")
 
@@ -332,7 +347,8 @@ async def test_a_dead_workers_claim_is_taken_again_after_its_lease(
         await post_turn(client, thread_id, "[awaiting:task] install it")
         followup_id = await _claimed_by_a_dead_worker(rows, thread_id, attempts=1)
         await wait_until(lambda: rows.settled_followup_replies(thread_id, 1), what="re-run")
-        await asyncio.sleep(0.5)
+        # The claim is settled just after the reply is stored (a separate transaction).
+        await wait_until(lambda: _status(rows, thread_id, followup_id, "done"), what="done")
         [prompt] = await rows.synthetic(thread_id)
         assert prompt.trigger_type == "task_incomplete"
         [followup] = [f for f in await rows.followups(thread_id) if f.id == followup_id]

@@ -1,5 +1,7 @@
 """Several gateway processes on one database: every due follow-up fires exactly once, and a
-process killed mid-follow-up leaves no duplicate (its claim is taken again after the lease)."""
+process killed mid-follow-up leaves no duplicate (its claim is taken again after the lease).
+The processes are real gateway subprocesses; the survivor of a kill runs in process, its worker's
+clock moved past the dead claim's lease instead of waiting for it."""
 
 from __future__ import annotations
 
@@ -7,39 +9,45 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.helpers import keyed_client, new_thread
 from tests.followups.helpers import (
     FAST_ENV,
+    HandClock,
     Rows,
     pushed_messages_after_turn,
     set_autonomy,
     wait_until,
 )
 from tests.support.databases import require_postgres
-from tests.support.live import DemoLlm, StartGateway, post_turn, start_demo_llm
+from tests.support.live import (
+    DemoLlm,
+    StartGateway,
+    StartGatewayProcess,
+    StartGatewayProcesses,
+    post_turn,
+    start_demo_llm,
+)
 
 CONTENDED_ENV = {**FAST_ENV, "CHATGATE_FOLLOWUP_POLL_S": "0.05"}
 
 
 @pytest.fixture(scope="module")
-def sluggish_demo_llm(live_log_dir: Path) -> Iterator[DemoLlm]:
+def sluggish_demo_llm() -> Iterator[DemoLlm]:
     """60 ms a delta: a follow-up reply streams for about 4 s, time to kill its process."""
-    demo = start_demo_llm(delay_ms=60, slow_first_s=0.1, log_dir=live_log_dir)
+    demo = start_demo_llm(delay_ms=60, slow_first_s=0.1)
     yield demo
     demo.stop()
 
 
 async def test_two_processes_fire_every_due_followup_exactly_once(
-    demo_llm: DemoLlm, start_gateway: StartGateway
+    demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses
 ) -> None:
     require_postgres()
-    first = start_gateway("postgresql", upstream=demo_llm, env=CONTENDED_ENV)
-    second = start_gateway("postgresql", upstream=demo_llm, env=CONTENDED_ENV,
-                           database_url=first.database_url)
+    first, second = start_gateway_processes("postgresql", 2, upstream=demo_llm,
+                                            env=CONTENDED_ENV)
     rows = Rows(first.database_url)
     try:
         key = await first.api_key("crowd")
@@ -72,9 +80,9 @@ async def test_two_processes_fire_every_due_followup_exactly_once(
 
 async def test_a_process_killed_mid_followup_leaves_no_duplicate(
     live_backend: str, sluggish_demo_llm: DemoLlm, demo_llm: DemoLlm,
-    start_gateway: StartGateway,
+    start_gateway: StartGateway, start_gateway_process: StartGatewayProcess,
 ) -> None:
-    doomed = start_gateway(live_backend, upstream=sluggish_demo_llm, env=FAST_ENV)
+    doomed = start_gateway_process(live_backend, upstream=sluggish_demo_llm, env=FAST_ENV)
     rows = Rows(doomed.database_url)
     try:
         async with await keyed_client(doomed, "phoenix") as client:
@@ -94,13 +102,16 @@ async def test_a_process_killed_mid_followup_leaves_no_duplicate(
 
         survivor = start_gateway(live_backend, upstream=demo_llm, env=FAST_ENV,
                                  database_url=doomed.database_url)
+        clock = HandClock()
+        survivor.worker.clock = clock
+        clock.advance(float(FAST_ENV["CHATGATE_FOLLOWUP_LEASE_S"]))  # the dead claim's lease
 
         async def settled() -> bool:
             [followup] = await rows.followups(thread_id)
             return followup.status == "failed"
 
         await wait_until(settled, what="the dead process's follow-up to be settled")
-        await asyncio.sleep(0.5)
+        await clock.polls(3)  # it is never claimed again
         stored = await rows.messages(thread_id)
         [followup] = await rows.followups(thread_id)
         assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
@@ -117,14 +128,13 @@ async def test_a_process_killed_mid_followup_leaves_no_duplicate(
 
 
 async def test_events_reach_a_client_of_another_process(
-    demo_llm: DemoLlm, start_gateway: StartGateway
+    demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses
 ) -> None:
     """PostgreSQL LISTEN/NOTIFY: the client watches process B, the user writes through
     process A, and the follow-up runs wherever it is claimed; B's client gets all of it."""
     require_postgres()
-    writer = start_gateway("postgresql", upstream=demo_llm, env=FAST_ENV)
-    watcher = start_gateway("postgresql", upstream=demo_llm, env=FAST_ENV,
-                            database_url=writer.database_url)
+    writer, watcher = start_gateway_processes("postgresql", 2, upstream=demo_llm,
+                                              env=FAST_ENV)
     key = await writer.api_key("far")
     async with writer.client(key) as a, watcher.client(key) as b:
         thread_id = await new_thread(a)

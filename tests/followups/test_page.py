@@ -8,7 +8,7 @@ import pytest
 from playwright.async_api import Page, expect
 
 from app.followups.triggers import TRIGGER_PROMPTS
-from tests.followups.helpers import FAST_ENV
+from tests.followups.helpers import FAST_ENV, HandClock
 from tests.support.live import DemoLlm, StartGateway
 from tests.web.conftest import browser, page  # noqa: F401 - the shared Chromium fixtures
 
@@ -19,9 +19,13 @@ PROMPT = TRIGGER_PROMPTS["question_unanswered"]
 
 
 async def test_the_page_shows_a_followup_as_it_arrives(
-    page: Page, start_gateway: StartGateway, demo_llm: DemoLlm  # noqa: F811
+    start_gateway: StartGateway, demo_llm: DemoLlm, page: Page  # noqa: F811
 ) -> None:
+    # The gateway is set up before the page, so the page (and its open /events stream) is
+    # closed before the gateway stops.
     gateway = start_gateway("sqlite", upstream=demo_llm, env=AUTONOMY_ON)
+    clock = HandClock()
+    gateway.worker.clock = clock
     await page.goto(gateway.url + "/")
     await page.click("#new-thread")
     await expect(page.locator(".thread-item.active")).to_have_count(1)
@@ -30,7 +34,9 @@ async def test_the_page_shows_a_followup_as_it_arrives(
     await expect(page.locator("body[data-turn=idle] .message.assistant:not(.streaming)")
                  ).to_have_count(1, timeout=30_000)
 
-    # Nobody types: the follow-up arrives by itself.
+    # Nobody types: once the idle second has passed (moved on by hand), the follow-up
+    # arrives by itself.
+    clock.advance(1)
     await expect(page.locator(".message.assistant")).to_have_count(2, timeout=15_000)
     await expect(page.locator(".message.user")).to_have_count(1)
     followup = page.locator(".message.assistant .content").nth(1)

@@ -1,6 +1,6 @@
 """The worker in-process, on both backends: what a shutdown (a deploy) does to the follow-ups
-it holds. One that has not started goes back to the queue; one whose prompt is stored is
-settled failed, never run twice."""
+it holds (one that has not started goes back to the queue; one whose prompt is stored is
+settled failed, never run twice), and due times and leases read on the worker's own clock."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.clock import utcnow
 from app.followups.worker import FollowupWorker
@@ -21,13 +21,25 @@ from app.store.followup_queue import Claim
 from app.store.followups import schedule_followup
 from app.store.models import Followup, Message, Thread
 from app.store.threads import set_autonomy
+from tests.followups.helpers import HandClock
 from tests.store.factories import new_thread
 from tests.support.live import DemoLlm
 
 
 @pytest.fixture
 async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """On the slow demo model: a reply streams long enough to be cut mid-way."""
     rt = build_runtime(Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
+                                upstream_max_retries=0, title_calls=False))
+    yield rt
+    await rt.http.aclose()
+    await rt.db.dispose()
+
+
+@pytest.fixture
+async def quick_runtime(database_url: str, demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """On the fast demo model: for tests that let every follow-up run to its end."""
+    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
                                 upstream_max_retries=0, title_calls=False))
     yield rt
     await rt.http.aclose()
@@ -64,7 +76,10 @@ async def cancel(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_shutdown_before_the_turn_starts_gives_the_followup_back(runtime: Runtime) -> None:
+async def test_shutdown_before_the_turn_starts_gives_the_followup_back(
+    quick_runtime: Runtime,
+) -> None:
+    runtime = quick_runtime
     worker = FollowupWorker(runtime.turn_deps)
     thread, claim = await claimed(runtime, worker)
     task = asyncio.create_task(worker._run_claim(claim))
@@ -94,3 +109,43 @@ async def test_shutdown_mid_turn_settles_it_failed_never_to_run_again(runtime: R
     followup, rows = await state(runtime, thread)
     assert followup[0] == "failed"
     assert rows == ["user:complete", "assistant:interrupted"]
+
+
+async def test_due_times_and_leases_are_read_on_the_workers_clock(
+    quick_runtime: Runtime,
+) -> None:
+    """Nothing is due by the real clock; a minute and a lease later by the worker's clock, the
+    due follow-up runs and the one whose claim ran out of attempts fails, in the same poll."""
+    runtime = quick_runtime
+    clock = HandClock()
+    worker = FollowupWorker(runtime.turn_deps, clock=clock)
+    stuck, _ = await claimed(runtime, FollowupWorker(runtime.turn_deps, worker_id="dead"))
+    due_later = await new_thread(runtime.db)
+    async with runtime.db.transaction() as s:
+        await s.execute(update(Followup).values(attempts=worker.max_attempts))  # none left
+        await set_autonomy(s, due_later.user_id, due_later.id,
+                           {"enabled": True, "idle_seconds": 60})
+        await schedule_followup(s, thread_id=due_later.id, user_id=due_later.user_id,
+                                trigger_type="check_in", reason="idle",
+                                due_at=utcnow() + dt.timedelta(seconds=60))
+
+    assert await worker.poll_once() == 0
+    assert [f.status for f in await followups(runtime)] == ["claimed", "pending"]
+
+    clock.advance(worker.lease.total_seconds() + 1)
+    before = utcnow()
+    assert await worker.poll_once() == 1
+    await asyncio.gather(*list(worker._running))
+    exhausted, ran = await followups(runtime)
+    assert (exhausted.thread_id, exhausted.status) == (stuck.id, "failed")
+    assert (ran.thread_id, ran.status, ran.claimed_by) == (due_later.id, "done", worker.worker_id)
+    # settled and claimed at the worker's time, not the real one
+    assert exhausted.finished_at is not None and ran.claimed_at is not None
+    assert exhausted.finished_at - before >= worker.lease
+    assert ran.claimed_at - before >= worker.lease
+
+
+async def followups(rt: Runtime) -> list[Followup]:
+    """Every follow-up, oldest due first."""
+    async with rt.db.transaction() as s:
+        return list((await s.execute(select(Followup).order_by(Followup.due_at))).scalars())

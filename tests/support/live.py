@@ -1,23 +1,30 @@
-"""Live servers for end-to-end tests: the demo model server and the gateway, each a real
-uvicorn SUBPROCESS on a free 127.0.0.1 port, talked to over real HTTP.
+"""Live servers for end-to-end tests: the demo model server and the gateway, talked to over
+HTTP, in process by default (tests/support/inprocess.py), as subprocesses where the process
+itself is under test.
 
 Fixtures (registered for every test directory by the root conftest.py)
-    demo_llm        session-wide DemoLlm, fast pace (1 ms a delta, [slow-first] waits 2 s)
+    demo_llm        session-wide DemoLlm, no pause between deltas ([slow-first] waits 1.5 s)
     slow_demo_llm   session-wide DemoLlm, 10 ms a delta ([long] then streams for ~10 s):
                     for disconnect and crash tests
     start_gateway   factory: start_gateway(backend, *, upstream=..., env=..., database_url=...)
-                    -> LiveGateway; a fresh migrated database per gateway unless database_url
-                    is given (restart on the same database); every gateway is stopped and its
-                    database dropped after the test
+                    -> InProcessGateway; a fresh migrated database per gateway unless
+                    database_url is given (restart on the same database); every gateway is
+                    stopped and its database dropped after the test
+    start_gateway_process
+                    the same factory for a gateway SUBPROCESS (GatewayProcess, kill9()): for
+                    what only a process shows (a crash, two processes on one database)
+    start_gateway_processes
+                    start_gateway_processes(backend, count, ...): several at once, one database
     live_backend    "sqlite" | "postgresql", parametrised per MODULE (PostgreSQL skips loudly
                     when unreachable, fails with CHATGATE_REQUIRE_POSTGRES=1)
-    gateway         module-wide LiveGateway on live_backend against demo_llm, auth_mode=keys,
-                    short timeouts; tests make their own threads and keys (gateway.api_key)
+    gateway         module-wide InProcessGateway on live_backend against demo_llm,
+                    auth_mode=keys, short timeouts; tests make their own threads and keys
+                    (gateway.api_key)
 
 Plain helpers
     free_port(), start_demo_llm(delay_ms, slow_first_s), wait_for_http(url, process)
     parse_sse(text) -> list[SseEvent];  await post_turn(client, thread_id, content) -> TurnResult
-    LiveGateway: url, database_url, log_path, logs(), log_text(), kill9(), stop(),
+    LiveGateway (both kinds): url, database_url, logs(), log_text(), stop(),
                  client(api_key=None) -> httpx.AsyncClient, await api_key(user, admin=False)
 """
 
@@ -34,16 +41,29 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from starlette.applications import Starlette
 
+from app.demo_llm import DemoSettings, create_demo_app
+from app.followups.worker import FollowupWorker
+from app.services.runtime import Runtime
 from app.store import api_keys
 from app.store.db import Database
 from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
+from tests.support.inprocess import (
+    InProcessServer,
+    LogSink,
+    LoopAsgiTransport,
+    build_gateway_app,
+    close_server_loop,
+    settings_from_env,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0
@@ -101,13 +121,31 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=10)
 
 
-@dataclass
-class DemoLlm:
-    """A running demo model server."""
+# -- the demo model server ----------------------------------------------------------------
 
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
+
+class _ExplicitDemoSettings(DemoSettings):
+    """Demo settings made only of the values given (no CHATGATE_DEMO_ variables, no .env)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+class DemoLlm:
+    """A running demo model server (in process, on a real loopback port: gateway
+    subprocesses reach it too)."""
+
+    def __init__(self, server: InProcessServer) -> None:
+        self.server = server
+        self.url = server.url
 
     @property
     def base_url(self) -> str:
@@ -124,39 +162,29 @@ class DemoLlm:
         return requests
 
     def stop(self) -> None:
-        _stop(self.process)
+        self.server.stop()
 
 
-def start_demo_llm(delay_ms: float, slow_first_s: float, log_dir: Path) -> DemoLlm:
-    port = free_port()
-    log_path = log_dir / f"demo_llm_{port}.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.demo_llm", "--host", "127.0.0.1", "--port", str(port),
-             "--delay-ms", str(delay_ms), "--slow-first-s", str(slow_first_s),
-             "--log-level", "warning"],
-            cwd=ROOT, env=_clean_env({}), stdout=log_file, stderr=subprocess.STDOUT,
-        )
-    demo = DemoLlm(f"http://127.0.0.1:{port}", process, log_path)
-    try:
-        wait_for_http(demo.url + "/healthz", process, log_path)
-    except Exception:
-        demo.stop()
-        raise
-    return demo
+def start_demo_llm(delay_ms: float, slow_first_s: float) -> DemoLlm:
+    """The demo model server at this pace, served in process until stop()."""
+    app = create_demo_app(_ExplicitDemoSettings(delay_ms=delay_ms, slow_first_s=slow_first_s))
+    return DemoLlm(InProcessServer(app, LogSink(), lifespan="off"))
 
 
-@dataclass
+# -- gateways -----------------------------------------------------------------------------
+
+
 class LiveGateway:
-    """A running gateway subprocess and the database it owns."""
+    """A running gateway and the database it owns: what every kind offers tests."""
 
-    url: str
-    database_url: str
-    log_path: Path
-    process: subprocess.Popen[bytes]
-    env: dict[str, str] = field(default_factory=dict)
+    def __init__(self, url: str, database_url: str, env: Mapping[str, str]) -> None:
+        self.url = url
+        self.database_url = database_url
+        self.env = dict(env)
 
-    def client(self, api_key: str | None = None, timeout: float = 30.0) -> httpx.AsyncClient:
+    def client(self, api_key: str | None = None, timeout: float = 30.0, *,
+               over_http: bool = True) -> httpx.AsyncClient:
+        """A client over real HTTP (the only way into a process)."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout)
 
@@ -171,7 +199,7 @@ class LiveGateway:
         return plaintext
 
     def log_text(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
+        raise NotImplementedError
 
     def logs(self) -> list[dict[str, Any]]:
         """The gateway's JSON log lines so far (non-JSON lines skipped)."""
@@ -183,6 +211,72 @@ class LiveGateway:
                     lines.append(item)
         return lines
 
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class InProcessGateway(LiveGateway):
+    """`create_app(Settings(...))` served in this process (tests/support/inprocess.py).
+
+    `client()` talks to the app in memory (httpx.ASGITransport: each response arrives whole);
+    `client(over_http=True)`, or any client on `url`, goes through the loopback socket, for a
+    test that reads a stream as it arrives, leaves mid-stream or needs the connection itself."""
+
+    def __init__(self, server: InProcessServer, app: Starlette, database_url: str,
+                 env: Mapping[str, str]) -> None:
+        super().__init__(server.url, database_url, env)
+        self.server = server
+        self.app = app
+
+    @property
+    def runtime(self) -> Runtime:
+        """The running app's database, upstream client and settings."""
+        runtime: Runtime = self.app.state.runtime
+        return runtime
+
+    @property
+    def worker(self) -> FollowupWorker:
+        """The app's follow-up worker; tests give it a clock they move by hand."""
+        worker: FollowupWorker = self.app.state.autonomy.worker
+        return worker
+
+    def client(self, api_key: str | None = None, timeout: float = 30.0, *,
+               over_http: bool = False) -> httpx.AsyncClient:
+        if over_http:
+            return super().client(api_key, timeout)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return httpx.AsyncClient(transport=LoopAsgiTransport(self.app, self.server.sink),
+                                 base_url="http://gateway", headers=headers, timeout=timeout)
+
+    async def api_key(self, user: str, *, admin: bool = False) -> str:
+        """A new API key for `user`, made through the gateway's own connection pool."""
+
+        async def create() -> str:
+            async with self.runtime.db.transaction() as session:
+                _, plaintext = await api_keys.create_key(session, user, "test", is_admin=admin)
+            return plaintext
+
+        return await self.server.loop.arun(create())
+
+    def log_text(self) -> str:
+        return self.server.sink.text()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class GatewayProcess(LiveGateway):
+    """A gateway SUBPROCESS under uvicorn (the way it runs in production)."""
+
+    def __init__(self, url: str, database_url: str, env: Mapping[str, str], log_path: Path,
+                 process: subprocess.Popen[bytes]) -> None:
+        super().__init__(url, database_url, env)
+        self.log_path = log_path
+        self.process = process
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
     def kill9(self) -> None:
         """Crash the gateway: SIGKILL, no shutdown code runs."""
         if self.process.poll() is None:
@@ -193,10 +287,21 @@ class LiveGateway:
         _stop(self.process)
 
 
-def _launch_gateway(database_url: str, env: Mapping[str, str], log_dir: Path) -> LiveGateway:
+def _gateway_env(database_url: str, env: Mapping[str, str]) -> dict[str, str]:
+    return {**TEST_GATEWAY_ENV, **env, "CHATGATE_DATABASE_URL": database_url}
+
+
+def _start_in_process(database_url: str, env: Mapping[str, str]) -> InProcessGateway:
+    full_env = _gateway_env(database_url, env)
+    app = build_gateway_app(settings_from_env(full_env))
+    return InProcessGateway(InProcessServer(app, LogSink()), app, database_url, full_env)
+
+
+def _spawn_gateway(database_url: str, env: Mapping[str, str], log_dir: Path) -> GatewayProcess:
+    """A gateway subprocess, started but not yet answering."""
     port = free_port()
     log_path = log_dir / f"gateway_{port}.log"
-    full_env = {**TEST_GATEWAY_ENV, **env, "CHATGATE_DATABASE_URL": database_url}
+    full_env = _gateway_env(database_url, env)
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
@@ -204,17 +309,24 @@ def _launch_gateway(database_url: str, env: Mapping[str, str], log_dir: Path) ->
              "--timeout-graceful-shutdown", "5"],
             cwd=ROOT, env=_clean_env(full_env), stdout=log_file, stderr=subprocess.STDOUT,
         )
-    gateway = LiveGateway(f"http://127.0.0.1:{port}", database_url, log_path, process,
-                          dict(full_env))
+    return GatewayProcess(f"http://127.0.0.1:{port}", database_url, full_env, log_path,
+                          process)
+
+
+def _wait_until_up(gateways: list[GatewayProcess]) -> None:
+    """Return once every gateway answers /healthz; stop them all if one does not."""
     try:
-        wait_for_http(gateway.url + "/healthz", process, log_path)
+        for gateway in gateways:
+            wait_for_http(gateway.url + "/healthz", gateway.process, gateway.log_path)
     except Exception:
-        gateway.stop()
+        for gateway in gateways:
+            gateway.stop()
         raise
-    return gateway
 
 
-StartGateway = Callable[..., LiveGateway]
+StartGateway = Callable[..., InProcessGateway]
+StartGatewayProcess = Callable[..., GatewayProcess]
+StartGatewayProcesses = Callable[..., list[GatewayProcess]]
 
 
 class _GatewayPool:
@@ -225,14 +337,9 @@ class _GatewayPool:
         self.gateways: list[LiveGateway] = []
         self.databases: list[str] = []
 
-    def start(
-        self,
-        backend: str,
-        *,
-        upstream: DemoLlm | str | None = None,
-        env: Mapping[str, str] | None = None,
-        database_url: str | None = None,
-    ) -> LiveGateway:
+    def _prepare(self, backend: str, upstream: DemoLlm | str | None,
+                 env: Mapping[str, str] | None, database_url: str | None
+                 ) -> tuple[str, dict[str, str]]:
         if database_url is None:
             database_url = make_fresh_database_url(backend)
             self.databases.append(database_url)
@@ -241,9 +348,50 @@ class _GatewayPool:
             extra.setdefault("CHATGATE_UPSTREAM_BASE_URL", upstream.base_url)
         elif isinstance(upstream, str):
             extra.setdefault("CHATGATE_UPSTREAM_BASE_URL", upstream)
-        gateway = _launch_gateway(database_url, extra, self.log_dir)
+        return database_url, extra
+
+    def start(
+        self,
+        backend: str,
+        *,
+        upstream: DemoLlm | str | None = None,
+        env: Mapping[str, str] | None = None,
+        database_url: str | None = None,
+    ) -> InProcessGateway:
+        """An in-process gateway."""
+        url, extra = self._prepare(backend, upstream, env, database_url)
+        gateway = _start_in_process(url, extra)
         self.gateways.append(gateway)
         return gateway
+
+    def start_process(
+        self,
+        backend: str,
+        *,
+        upstream: DemoLlm | str | None = None,
+        env: Mapping[str, str] | None = None,
+        database_url: str | None = None,
+    ) -> GatewayProcess:
+        """A gateway subprocess."""
+        return self.start_processes(backend, 1, upstream=upstream, env=env,
+                                    database_url=database_url)[0]
+
+    def start_processes(
+        self,
+        backend: str,
+        count: int,
+        *,
+        upstream: DemoLlm | str | None = None,
+        env: Mapping[str, str] | None = None,
+        database_url: str | None = None,
+    ) -> list[GatewayProcess]:
+        """`count` gateway subprocesses on one database, started side by side (each takes
+        seconds to import and start; they need not wait for each other)."""
+        url, extra = self._prepare(backend, upstream, env, database_url)
+        gateways = [_spawn_gateway(url, extra, self.log_dir) for _ in range(count)]
+        self.gateways.extend(gateways)
+        _wait_until_up(gateways)
+        return gateways
 
     def close(self) -> None:
         for gateway in self.gateways:
@@ -261,15 +409,21 @@ def live_log_dir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def demo_llm(live_log_dir: Path) -> Iterator[DemoLlm]:
-    demo = start_demo_llm(delay_ms=1, slow_first_s=2.0, log_dir=live_log_dir)
+def demo_llm() -> Iterator[DemoLlm]:
+    """The demo model at full speed: each delta is still its own frame (the server yields
+    between them), but a 1 ms pause per delta cost the suite tens of seconds. Tests that need
+    an answer to take time (to leave mid-stream, to crash during it) use slow_demo_llm.
+    [slow-first] holds the first token back 1.5 s: past the 1 s and 0.5 s first-token
+    timeouts tests set, with room for pings every 0.3 s before it."""
+    demo = start_demo_llm(delay_ms=0, slow_first_s=1.5)
     yield demo
     demo.stop()
 
 
 @pytest.fixture(scope="session")
-def slow_demo_llm(live_log_dir: Path) -> Iterator[DemoLlm]:
-    demo = start_demo_llm(delay_ms=10, slow_first_s=2.0, log_dir=live_log_dir)
+def slow_demo_llm() -> Iterator[DemoLlm]:
+    """10 ms a delta: a [long] answer streams for seconds."""
+    demo = start_demo_llm(delay_ms=10, slow_first_s=2.0)
     yield demo
     demo.stop()
 
@@ -278,6 +432,22 @@ def slow_demo_llm(live_log_dir: Path) -> Iterator[DemoLlm]:
 def start_gateway(live_log_dir: Path) -> Iterator[StartGateway]:
     pool = _GatewayPool(live_log_dir)
     yield pool.start
+    pool.close()
+
+
+@pytest.fixture
+def start_gateway_process(live_log_dir: Path) -> Iterator[StartGatewayProcess]:
+    pool = _GatewayPool(live_log_dir)
+    yield pool.start_process
+    pool.close()
+
+
+@pytest.fixture
+def start_gateway_processes(live_log_dir: Path) -> Iterator[StartGatewayProcesses]:
+    """start_gateway_processes(backend, count, *, upstream=..., env=...) -> [GatewayProcess]:
+    several processes on one fresh database."""
+    pool = _GatewayPool(live_log_dir)
+    yield pool.start_processes
     pool.close()
 
 
@@ -293,12 +463,18 @@ def live_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def gateway(live_backend: str, demo_llm: DemoLlm, live_log_dir: Path) -> Iterator[LiveGateway]:
+def gateway(live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
+            ) -> Iterator[InProcessGateway]:
     pool = _GatewayPool(live_log_dir)
     try:
         yield pool.start(live_backend, upstream=demo_llm)
     finally:
         pool.close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every in-process server is stopped by its fixture by now: stop their loop."""
+    close_server_loop()
 
 
 # -- SSE over real HTTP -------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, Page, async_playwright
 
-from tests.support.live import DemoLlm, StartGateway
+from tests.support.live import DemoLlm, StartGatewayProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -54,14 +54,16 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
 
 
 @pytest.fixture
-def gateway_url(start_gateway: StartGateway, demo_llm: DemoLlm) -> str:
+def gateway_url(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> str:
     """A real gateway subprocess (fresh SQLite database, auth off) on the real demo server."""
-    gateway = start_gateway("sqlite", upstream=demo_llm, env={"CHATGATE_AUTH_MODE": "off"})
+    gateway = start_gateway_process("sqlite", upstream=demo_llm,
+                                    env={"CHATGATE_AUTH_MODE": "off"})
     return gateway.url
 
 
 @pytest.fixture
-def slow_gateway_url(start_gateway: StartGateway, slow_demo_llm: DemoLlm) -> str:
+def slow_gateway_url(start_gateway_process: StartGatewayProcess, slow_demo_llm: DemoLlm) -> str:
     """Like gateway_url, on the 10 ms-a-delta demo server (a [long] answer takes seconds)."""
-    gateway = start_gateway("sqlite", upstream=slow_demo_llm, env={"CHATGATE_AUTH_MODE": "off"})
+    gateway = start_gateway_process("sqlite", upstream=slow_demo_llm,
+                                    env={"CHATGATE_AUTH_MODE": "off"})
     return gateway.url
