@@ -11,7 +11,12 @@ import httpx
 
 from tests.e2e.helpers import messages, new_thread
 from tests.support.crash import SeenDeltas, read_deltas, recovery_env, recovery_setting
-from tests.support.live import DemoLlm, LiveGateway, StartGateway, post_turn
+from tests.support.live import (
+    DemoLlm,
+    GatewayProcess,
+    StartGatewayProcess,
+    post_turn,
+)
 
 LONG = "[long] please write a lot"
 #: ~10 ms a delta on slow_demo_llm: about 2 s of streaming, two checkpoints at least.
@@ -34,7 +39,7 @@ async def _wait_swept(client: httpx.AsyncClient, thread_id: str, timeout_s: floa
     raise AssertionError(f"still streaming after {timeout_s} s")
 
 
-async def _crash_mid_turn(gateway: LiveGateway, key: str) -> tuple[str, SeenDeltas, float]:
+async def _crash_mid_turn(gateway: GatewayProcess, key: str) -> tuple[str, SeenDeltas, float]:
     async with gateway.client(key) as client:
         thread_id = await new_thread(client, "crash")
         seen = await read_deltas(client, thread_id, LONG, DELTAS_BEFORE_KILL)
@@ -44,13 +49,13 @@ async def _crash_mid_turn(gateway: LiveGateway, key: str) -> tuple[str, SeenDelt
 
 
 async def test_sigkill_mid_stream_is_swept_with_the_checkpointed_text(
-    live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
+    live_backend: str, slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
 ) -> None:
     env = recovery_env()
-    first = start_gateway(live_backend, upstream=slow_demo_llm, env=env)
+    first = start_gateway_process(live_backend, upstream=slow_demo_llm, env=env)
     key = await first.api_key("crash")
     thread_id, seen, killed_at = await _crash_mid_turn(first, key)
-    second = start_gateway(live_backend, upstream=slow_demo_llm, env=env,
+    second = start_gateway_process(live_backend, upstream=slow_demo_llm, env=env,
                            database_url=first.database_url)
     interval = recovery_setting(env, "CHATGATE_CHECKPOINT_INTERVAL_S")
     detection_bound = (recovery_setting(env, "CHATGATE_PROCESS_DEAD_AFTER_S")

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import new_thread, wait_for_status
-from tests.support.live import DemoLlm, StartGateway, iter_sse
+from tests.support.live import DemoLlm, StartGatewayProcess, iter_sse
 
 pytestmark = pytest.mark.postgres
 LONG = "[long] tell me everything"
@@ -42,11 +42,11 @@ async def open_stream(client: httpx.AsyncClient, thread_id: str) -> AsyncIterato
 
 
 async def test_two_gateways_share_one_users_stream_cap(
-    slow_demo_llm: DemoLlm, start_gateway: StartGateway
+    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
 ) -> None:
     env = {"CHATGATE_MAX_STREAMS_PER_USER": "2"}
-    first = start_gateway("postgresql", upstream=slow_demo_llm, env=env)
-    second = start_gateway("postgresql", upstream=slow_demo_llm, env=env,
+    first = start_gateway_process("postgresql", upstream=slow_demo_llm, env=env)
+    second = start_gateway_process("postgresql", upstream=slow_demo_llm, env=env,
                            database_url=first.database_url)
     key = await first.api_key("alice")
     async with first.client(key) as a, second.client(key) as b:
