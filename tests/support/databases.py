@@ -5,7 +5,7 @@ Fixtures
     database_url  a fresh, isolated database for that backend, migrated to alembic head
     db            an open app.store.Database on database_url, disposed after the test
 
-Plain functions (for tests that start gateway subprocesses, or need an unmigrated database)
+Plain functions (for tests that start their own gateways, or need an unmigrated database)
     make_fresh_database_url(backend, migrated=True) -> url
     drop_database(url)
 
