@@ -4,7 +4,6 @@ when the store's integrity check fails."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,6 +33,7 @@ from app.services.limits import TurnGate
 from app.services.message_announcer import MessageAnnouncer
 from app.services.metrics_observer import MetricsObserver
 from app.services.observers import TurnObserver
+from app.services.periodic import every
 from app.services.processes import ProcessRegistry
 from app.services.revocation import RevocationWatcher
 from app.services.runtime import Runtime
@@ -85,14 +85,9 @@ def sweep_interval_s(older_than_s: float) -> float:
 async def sweep_stale_streaming_forever(db: Database, older_than_s: float,
                                         metrics: GatewayMetrics | None = None) -> None:
     """The start-up sweep, repeated while the process runs."""
-    while True:
-        await asyncio.sleep(sweep_interval_s(older_than_s))
-        try:
-            await sweep_stale_streaming(db, older_than_s, metrics)
-        except Exception as exc:  # the database may be down; the next round tries again
-            log.warning("stale_sweep_failed", error=type(exc).__name__)
-            if metrics is not None:
-                metrics.background_failures.labels("stale_sweep").inc()
+    await every(sweep_interval_s(older_than_s),
+                lambda: sweep_stale_streaming(db, older_than_s, metrics),
+                task="stale_sweep", metrics=metrics)
 
 
 async def start_crash_recovery(rt: Runtime) -> None:

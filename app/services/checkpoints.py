@@ -9,13 +9,13 @@ while a stream runs: a crash loses at most one interval of text.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 
 from app.clock import Clock, utcnow
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
+from app.services.periodic import every
 from app.store import messages as message_store
 from app.store.db import Database
 
@@ -70,12 +70,5 @@ class Checkpointer:
         return len(changed)
 
     async def run_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.write_once()
-            except Exception as exc:  # the database may be down; the next round retries
-                log.warning("checkpoint_failed", error=type(exc).__name__,
-                            streams=len(self._streams))
-                if self.metrics is not None:
-                    self.metrics.background_failures.labels("checkpoint").inc()
+        await every(self.interval_s, self.write_once, task="checkpoint", metrics=self.metrics,
+                    log_fields=lambda: {"streams": len(self._streams)})

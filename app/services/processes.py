@@ -12,7 +12,6 @@ without a process.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import os
 import socket
@@ -21,6 +20,7 @@ import uuid
 from app.clock import Clock, utcnow
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
+from app.services.periodic import every
 from app.store import processes as process_store
 from app.store.db import Database
 
@@ -72,13 +72,9 @@ class ProcessRegistry:
         return count
 
     async def run_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_s)
-            try:
-                await self.beat()
-                await self.sweep()
-            except Exception as exc:  # the database may be down; the next beat retries
-                log.warning("heartbeat_failed", error=type(exc).__name__,
-                            process_id=self.process_id)
-                if self.metrics is not None:
-                    self.metrics.background_failures.labels("heartbeat").inc()
+        await every(self.heartbeat_s, self._beat_and_sweep, task="heartbeat",
+                    metrics=self.metrics, log_fields=lambda: {"process_id": self.process_id})
+
+    async def _beat_and_sweep(self) -> None:
+        await self.beat()
+        await self.sweep()

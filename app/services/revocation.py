@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
+from app.services.periodic import every
 from app.store import api_keys
 from app.store.db import Database
 
@@ -66,12 +67,5 @@ class RevocationWatcher:
         return ended
 
     async def run_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.check_once()
-            except Exception as exc:  # the database may be down; the next round retries
-                log.warning("revocation_check_failed", error=type(exc).__name__,
-                            keys=len(self._open))
-                if self.metrics is not None:
-                    self.metrics.background_failures.labels("revocation_check").inc()
+        await every(self.interval_s, self.check_once, task="revocation_check",
+                    metrics=self.metrics, log_fields=lambda: {"keys": len(self._open)})
