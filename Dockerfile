@@ -23,8 +23,7 @@ RUN pip install --no-deps . \
     && mkdir -p /srv/chatgate/var && chown chatgate /srv/chatgate/var
 
 USER chatgate
-ENV CHATGATE_WORKERS=2 \
-    CHATGATE_PORT=8000
+ENV CHATGATE_PORT=8000
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
     CMD python -c "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('CHATGATE_PORT', '8000'), timeout=2)"

@@ -35,6 +35,7 @@ from app.services.metrics_observer import MetricsObserver
 from app.services.observers import TurnObserver
 from app.services.periodic import every
 from app.services.processes import ProcessRegistry
+from app.services.resume import TurnResumes
 from app.services.revocation import RevocationWatcher
 from app.services.runtime import Runtime
 from app.services.shield import drain_shielded
@@ -43,6 +44,8 @@ from app.services.summary import SummaryStage
 from app.services.title import TitleStage
 from app.services.tracing import StreamTracer
 from app.services.turn import TurnDeps
+from app.services.turn_runs import TurnRuns
+from app.services.turn_share import SharedTurns
 from app.services.upstream_slots import UpstreamSlots
 from app.settings import Settings, get_settings
 from app.store import integrity
@@ -133,18 +136,32 @@ def build_runtime(settings: Settings) -> Runtime:
                     observers=observers, slots=slots, process_id=processes.process_id,
                     checkpoints=checkpoints)
     gate = TurnGate(deps, metrics, rate_windows(settings, db))
+    runs = turn_runs(settings, metrics)
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                    turn_deps=deps, bus=bus, gate=gate, processes=processes,
                    checkpoints=checkpoints,
                    revocations=RevocationWatcher(db, settings.revocation_check_s, metrics),
-                   metrics=metrics)
+                   runs=runs, resumes=TurnResumes(db, runs, metrics), metrics=metrics)
+
+
+def turn_runs(settings: Settings, metrics: GatewayMetrics) -> TurnRuns:
+    """Turn logs in this process, mirrored in Redis when configured (a client then resumes
+    on any process, and a Stop reaches the turn from any process); without Redis, a resume
+    must reach the process that runs the turn."""
+    shared = None
+    if settings.redis_url:
+        shared = SharedTurns(settings.redis_url, prefix=settings.redis_prefix,
+                             keep_s=settings.resume_log_keep_s,
+                             max_events=settings.resume_log_max_events)
+    return TurnRuns(grace_s=settings.resume_grace_s, keep_s=settings.resume_log_keep_s,
+                    max_events=settings.resume_log_max_events, shared=shared, metrics=metrics)
 
 
 def rate_windows(settings: Settings, db: Database) -> RateWindows:
     """Redis when configured, else the database (the single-process default needs nothing
     but SQLite)."""
     if settings.redis_url:
-        return RedisRateWindows(settings.redis_url)
+        return RedisRateWindows(settings.redis_url, prefix=f"{settings.redis_prefix}:rate")
     return DatabaseRateWindows(db)
 
 
@@ -209,6 +226,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await integrity.check_synthetic_roundtrip(rt.db)
             await start_crash_recovery(rt)
             rt.background.start("revocations", rt.revocations.run_forever)
+            if rt.runs.shared is not None:
+                rt.background.start("turn_stops", rt.runs.listen_for_stops)
             app.state.runtime = rt
             app.state.autonomy = await start_autonomy(rt)  # the message bus, follow-ups
             log.info("gateway_started", upstream=settings.upstream_base_url,
@@ -216,6 +235,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                      database=rt.db.backend)
             yield
         finally:
+            await rt.runs.close()  # running turns are stopped and stored
             await rt.background.stop()
             await drain_shielded(SHUTDOWN_DRAIN_S)
             await leave_process_table(rt)

@@ -102,6 +102,14 @@ class GatewayMetrics:
         self.streams_revoked = Counter(
             "chatgate_streams_revoked", "Open SSE streams ended because their key was revoked.",
             registry=r)
+        self.turns_stopped = Counter(
+            "chatgate_turns_stopped",
+            "Running turns ended before their answer did, by reason (client_left, "
+            "grace_expired, stop_request, key_revoked, shutdown).", ["reason"], registry=r)
+        self.resumes = Counter(
+            "chatgate_stream_resumes",
+            "Resume requests by outcome (local, shared, stored, or the refusal's code).",
+            ["outcome"], registry=r)
 
     def exposition(self) -> bytes:
         """The Prometheus text format: this process's registry, or every process's values

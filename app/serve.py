@@ -1,6 +1,7 @@
 """What `scripts/serve` runs: migrate the database to head, start the demo model server on a
 free loopback port when no upstream is configured (and say so), then run the gateway under
-uvicorn. Auth is off when binding to loopback unless CHATGATE_AUTH_MODE is set explicitly.
+uvicorn (CHATGATE_WORKERS worker processes, PostgreSQL only above 1). Auth is off when
+binding to loopback unless CHATGATE_AUTH_MODE is set explicitly.
 
     python -m app.serve [--host 127.0.0.1] [--port 8000] [--demo-port 8001]
 """
@@ -15,9 +16,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -119,14 +122,51 @@ def run(host: str, port: int, demo_port: int | None = None) -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     base = get_settings()
     configure_logging(base.log_level, base.log_format)
+    check_workers(base.workers, base.database_url)
     migrate(base.database_url)
     with _upstream(base, demo_port) as upstream_url:
         settings = effective_settings(base, host, upstream_url)
         warn_if_open_to_the_network(settings, host)
-        log.info("gateway_listening", url=f"http://{host}:{port}/",
+        log.info("gateway_listening", url=f"http://{host}:{port}/", workers=settings.workers,
                  auth_mode=settings.auth_mode, upstream=settings.upstream_base_url)
-        uvicorn.run(create_app(settings), host=host, port=port, log_config=None,
-                    timeout_graceful_shutdown=5)
+        if settings.workers == 1:
+            uvicorn.run(create_app(settings), host=host, port=port, log_config=None,
+                        timeout_graceful_shutdown=5)
+            return
+        _export_for_workers(settings)
+        uvicorn.run("app.main:create_app", factory=True, workers=settings.workers, host=host,
+                    port=port, log_config=None, timeout_graceful_shutdown=5)
+
+
+def check_workers(workers: int, database_url: str) -> None:
+    """Several workers need PostgreSQL. On SQLite every write of every worker queues on the
+    one file lock, across processes by SQLite's sleeping busy handler (the workers add CPU
+    but no write throughput), and the thread events bus is in-process: a page would miss the
+    messages another worker stored. Exit 2 with that sentence rather than run that way."""
+    if workers > 1 and make_url(database_url).get_backend_name() == "sqlite":
+        sys.stderr.write(
+            f"error: CHATGATE_WORKERS={workers} needs PostgreSQL (CHATGATE_DATABASE_URL="
+            "postgresql+asyncpg://...): on SQLite all workers would queue on one write lock "
+            "and miss each other's thread events; use 1 worker\n")
+        raise SystemExit(2)
+
+
+def _export_for_workers(settings: Settings) -> None:
+    """Worker processes build their app from the environment: what this process decided
+    (the demo upstream's URL, auth off on loopback) goes there, and the workers' metrics are
+    merged (docs/production.md) in a directory emptied now."""
+    os.environ["CHATGATE_AUTH_MODE"] = settings.auth_mode
+    if settings.upstream_base_url:
+        os.environ["CHATGATE_UPSTREAM_BASE_URL"] = settings.upstream_base_url
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics_dir = Path(tempfile.mkdtemp(prefix="chatgate-prometheus-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    else:
+        metrics_dir = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+        metrics_dir.mkdir(parents=True, exist_ok=True)
+        for stale in metrics_dir.iterdir():
+            if stale.is_file():
+                stale.unlink()
 
 
 def migrate(database_url: str) -> None:

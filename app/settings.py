@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant. The user's message may start with an HTML comment "
@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     upstream_base_url: str | None = None
     upstream_api_key: str = "not-needed"
     upstream_model: str = "demo-1"
+    #: The models the OpenAI-compatible endpoint offers (`/v1/models`), comma-separated; each
+    #: is sent upstream by name. Empty: the one `upstream_model`.
+    models: Annotated[list[str], NoDecode] = Field(default_factory=list)
     upstream_temperature: float = 0.7
     upstream_max_tokens: int = 1024
     upstream_connect_timeout_s: float = 5.0
@@ -51,6 +54,17 @@ class Settings(BaseSettings):
     rate_limit_per_minute: int = Field(default=120, ge=0)
     #: Count the rate limit in Redis (`redis://host:6379/0`) instead of the database.
     redis_url: str | None = None
+    #: Prefix of every Redis key and channel of this gateway (several deployments, or tests,
+    #: may share one Redis).
+    redis_prefix: str = "chatgate"
+
+    #: A turn whose client left keeps streaming this long for the client to resume it
+    #: (GET .../messages/{id}/stream); then it is stored `interrupted`. 0: it ends at once.
+    resume_grace_s: float = Field(default=30.0, ge=0)
+    #: A finished turn's events stay resumable this long (with a grace).
+    resume_log_keep_s: float = Field(default=300.0, ge=0)
+    #: Events kept per turn (its deltas and a few more); older ones are dropped past it.
+    resume_log_max_events: int = Field(default=20_000, ge=100)
 
     auth_mode: Literal["keys", "off"] = "keys"
     max_content_chars: int = 32_000
@@ -74,6 +88,9 @@ class Settings(BaseSettings):
     database_retry_after_s: int = 5
     #: SQLite only: how long a transaction waits for another writer before it fails.
     sqlite_busy_timeout_s: float = 30.0
+    #: uvicorn worker processes of scripts/serve and the Docker entry point (PostgreSQL only
+    #: above 1: see app.serve.check_workers).
+    workers: int = Field(default=1, ge=1, le=64)
 
     log_level: str = "INFO"
     #: `auto`: readable lines at a terminal, JSON lines otherwise (a container, a file).
@@ -93,6 +110,18 @@ class Settings(BaseSettings):
     followup_poll_s: float = 1.0
     followup_lease_s: float = 120.0
     followup_max_attempts: int = 3
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @property
+    def offered_models(self) -> list[str]:
+        """What `model` may name on the OpenAI-compatible endpoint."""
+        return self.models or [self.upstream_model]
 
 
 @lru_cache(maxsize=1)

@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100]
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
+        [--long-tokens 1000] [--history 100] [--workers 2]
         [--compare URL [--compare-pid PID]] [--max-seconds 600]
 
 Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens`
@@ -14,7 +15,11 @@ and the gateway in the same run:
 - time to the first delta, p50 and p99, direct and through the gateway, at each concurrency,
   and what the gateway adds;
 - RSS per open stream: the gateway's resident memory with `--open-streams` slow streams open,
-  minus its idle RSS, divided by the streams.
+  minus its idle RSS, divided by the streams;
+- linear cost: CPU per turn of a `--long-tokens` answer against a `--tokens` one, and of a
+  turn on a thread with `--history` prior messages against one on a fresh thread;
+- workers: turns per second of a second gateway with `--workers` uvicorn workers against the
+  one-process gateway, interleaved, with the direct upstream's rate as the ceiling.
 
 `--compare URL` measures another OpenAI-compatible proxy fronting the same upstream the same
 way (`URL` is its base, e.g. http://127.0.0.1:4000/v1; `--compare-pid` to read its CPU).
@@ -26,10 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +50,11 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.api.auth import LOCAL_USER  # noqa: E402
+from app.records import FinishedMessage  # noqa: E402
+from app.store import messages as message_store  # noqa: E402
+from app.store import threads as thread_store  # noqa: E402
+from app.store.db import Database  # noqa: E402
 from app.store.migrations import upgrade_to_head  # noqa: E402
 from scripts.bench_upstream import free_port, serve_upstream  # noqa: E402
 
@@ -49,6 +62,41 @@ app = typer.Typer(add_completion=False)
 console = Console()
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT_S = 30.0
+#: The open-streams step stops waiting for more streams once none started for this long (or
+#: all did), and measures the streams open then.
+OPEN_STALL_S = 15.0
+#: A clean refusal of an overloaded gateway: 503 with one of these codes and a Retry-After.
+REFUSAL_CODES = ("gateway_busy", "database_unavailable")
+
+
+class Failed(Exception):
+    """A turn that did not stream to its end; `kind` says how (a status and code, or the
+    client's exception), `refused` when it was a clean 503 with Retry-After."""
+
+    def __init__(self, kind: str, refused: bool = False) -> None:
+        super().__init__(kind)
+        self.kind, self.refused = kind, refused
+
+
+async def check_status(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    await response.aread()
+    code = ""
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        body = response.json()
+        code = body.get("code") or body.get("error", {}).get("code") or ""
+    refused = (response.status_code == 503 and code in REFUSAL_CODES
+               and "retry-after" in response.headers)
+    raise Failed(f"{response.status_code} {code}".strip(), refused)
+
+
+def raise_fd_limit() -> None:
+    """The open-streams step holds thousands of sockets in this process (and the gateway,
+    which inherits the limit, as many): the soft limit goes up to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -116,7 +164,7 @@ async def direct_turn(client: httpx.AsyncClient, base: str, text: str = "hello")
     began = time.perf_counter()
     first: float | None = None
     async with client.stream("POST", f"{base}/chat/completions", json=body) as response:
-        response.raise_for_status()
+        await check_status(response)
         async for line in response.aiter_lines():
             if first is None and line.startswith("data: {") and '"content":"' in line:
                 first = time.perf_counter() - began
@@ -132,7 +180,7 @@ async def gateway_turn(client: httpx.AsyncClient, thread_url: str, text: str = "
     first: float | None = None
     ended = False
     async with client.stream("POST", thread_url, json={"content": text}) as response:
-        response.raise_for_status()
+        await check_status(response)
         async for line in response.aiter_lines():
             if first is None and line == "event: delta":
                 first = time.perf_counter() - began
@@ -146,6 +194,15 @@ async def gateway_turn(client: httpx.AsyncClient, thread_url: str, text: str = "
 class Batch:
     firsts: list[float] = field(default_factory=list)
     errors: int = 0
+    refused: int = 0
+    #: How each failed turn failed (status and code, or exception), refusals included.
+    kinds: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: Batch) -> None:
+        self.firsts += other.firsts
+        self.errors += other.errors
+        self.refused += other.refused
+        self.kinds.update(other.kinds)
 
 
 async def run_batch(turn: Turn, client: httpx.AsyncClient, targets: list[str],
@@ -161,7 +218,14 @@ async def run_batch(turn: Turn, client: httpx.AsyncClient, targets: list[str],
                 return
             try:
                 batch.firsts.append(await turn(client, target))
-            except (httpx.HTTPError, RuntimeError):
+            except Failed as failed:
+                batch.kinds[failed.kind] += 1
+                if failed.refused:
+                    batch.refused += 1
+                else:
+                    batch.errors += 1
+            except (httpx.HTTPError, RuntimeError) as error:
+                batch.kinds[type(error).__name__] += 1
                 batch.errors += 1
 
     await asyncio.gather(*(one(t) for t in queue))
@@ -201,16 +265,50 @@ class Bench:
             urls.append(f"{self.gateway}/api/threads/{created.json()['id']}/messages")
         return urls
 
+    async def warm_up(self, turns: int) -> None:
+        """Turns whose cost is not counted: the first ones of a process pay for imports,
+        compiled statements and connections that every later turn reuses."""
+        await run_batch(direct_turn, self.client, [self.upstream] * turns, 10, self.deadline)
+        await self.gateway_cpu(await self.threads(turns), "hello")
+
     async def cpu_per_turn(self, turns: int) -> tuple[float, float]:
         """(upstream ms, gateway ms) per turn, 10 concurrent."""
         targets = await self.threads(turns)
         before = cpu_seconds(self.upstream_pid)
         await run_batch(direct_turn, self.client, [self.upstream] * turns, 10, self.deadline)
         upstream_ms = (cpu_seconds(self.upstream_pid) - before) * 1000 / turns
+        return upstream_ms, await self.gateway_cpu(targets, "hello")
+
+    async def gateway_cpu(self, targets: list[str], text: str) -> float:
+        """The gateway's CPU ms per turn for one turn on each target, 10 concurrent."""
+        async def turn(client: httpx.AsyncClient, url: str) -> float:
+            return await gateway_turn(client, url, text)
+
         before = cpu_seconds(self.gateway_pid)
-        await run_batch(gateway_turn, self.client, targets, 10, self.deadline)
-        gateway_ms = (cpu_seconds(self.gateway_pid) - before) * 1000 / turns
-        return upstream_ms, gateway_ms
+        await run_batch(turn, self.client, targets, 10, self.deadline)
+        return (cpu_seconds(self.gateway_pid) - before) * 1000 / len(targets)
+
+    async def long_answer_cost(self, turns: int, tokens: int, long_tokens: int
+                               ) -> tuple[float, float]:
+        """(ms per `tokens` turn, ms per `long_tokens` turn), interleaved in halves."""
+        short, long = [], []
+        for _ in range(2):
+            short.append(await self.gateway_cpu(await self.threads(turns // 2), "hello"))
+            long.append(await self.gateway_cpu(await self.threads(turns // 2),
+                                               f"hello [tokens={long_tokens}]"))
+        return sum(short) / 2, sum(long) / 2
+
+    async def history_cost(self, turns: int, history: int, database_url: str
+                           ) -> tuple[float, float]:
+        """(ms per turn on a fresh thread, ms per turn on a thread with `history` prior
+        messages), interleaved in halves."""
+        fresh, seeded = [], []
+        for _ in range(2):
+            fresh.append(await self.gateway_cpu(await self.threads(turns // 2), "hello"))
+            targets = await self.threads(turns // 2)
+            await seed_history(database_url, targets, history)
+            seeded.append(await self.gateway_cpu(targets, "hello"))
+        return sum(fresh) / 2, sum(seeded) / 2
 
     async def first_delta(self, concurrency: int, turns: int) -> tuple[Batch, Batch]:
         """Direct and gateway batches interleaved in halves, so drift hits both alike."""
@@ -221,38 +319,104 @@ class Bench:
                                 concurrency, self.deadline)
             g = await run_batch(gateway_turn, self.client, await self.threads(half),
                                 concurrency, self.deadline)
-            direct.firsts += d.firsts
-            direct.errors += d.errors
-            through.firsts += g.firsts
-            through.errors += g.errors
+            direct.add(d)
+            through.add(g)
         return direct, through
 
-    async def rss_per_stream(self, streams: int) -> tuple[float, int]:
-        """(KB per open stream, streams that were open when measured)."""
+    async def rss_per_stream(self, streams: int) -> tuple[float, int, int, Counter[str]]:
+        """(KB per open stream, streams open when measured, the gateway's open file
+        descriptors then, how the others failed). Waits until every stream has had its
+        first delta or none started for OPEN_STALL_S, then reads RSS and fds while all that
+        started are still held open (a slow stream lasts over a minute)."""
         targets = await self.threads(streams)
         idle = rss_kb(self.gateway_pid)
-        opened = asyncio.Event()
-        started_count = 0
+        progress = asyncio.Event()
+        open_now = 0
+        failures: Counter[str] = Counter()
 
         async def hold(url: str) -> None:
-            nonlocal started_count
-            with contextlib.suppress(httpx.HTTPError):
+            nonlocal open_now
+            try:
                 async with self.client.stream("POST", url, json={"content": "[slow]"}) as r:
+                    await check_status(r)
                     async for line in r.aiter_lines():
                         if line == "event: delta":
-                            started_count += 1
-                            if started_count == streams:
-                                opened.set()
-                            await asyncio.sleep(3600)  # hold it open; cancelled below
+                            open_now += 1
+                            progress.set()
+                            try:
+                                await asyncio.sleep(3600)  # held open; cancelled below
+                            finally:
+                                open_now -= 1
+            except Failed as failed:
+                failures[failed.kind] += 1
+            except httpx.HTTPError as error:
+                failures[type(error).__name__] += 1
+            finally:
+                progress.set()
 
         tasks = [asyncio.create_task(hold(url)) for url in targets]
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(opened.wait(), max(1.0, self.deadline - time.monotonic()))
+        while open_now < streams and not all(task.done() for task in tasks):
+            progress.clear()
+            wait = min(OPEN_STALL_S, self.deadline - time.monotonic())
+            if wait <= 0:
+                break
+            try:
+                await asyncio.wait_for(progress.wait(), wait)
+            except TimeoutError:
+                break
+        opened = open_now
         busy = rss_kb(self.gateway_pid)
+        fds = len(list(Path(f"/proc/{self.gateway_pid}/fd").iterdir()))
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        return (busy - idle) / max(1, started_count), started_count
+        return (busy - idle) / max(1, opened), opened, fds, failures
+
+
+async def seed_history(database_url: str, thread_urls: list[str], messages: int) -> None:
+    """`messages` prior messages on each thread, through the store: questions and answers
+    of the size the benchmark's turns have (more than the context budget holds, so the
+    window is cut and memory recall runs, as on a long real thread)."""
+    answer = "".join(f"w{i} " for i in range(100))
+    db = Database(database_url)
+    try:
+        for url in thread_urls:
+            thread_id = uuid.UUID(url.rsplit("/", 2)[-2])
+            async with db.transaction() as session:
+                thread = await thread_store.get_thread(session, LOCAL_USER, thread_id)
+                assert thread is not None
+                for n in range(messages // 2):
+                    await message_store.append_user_message(
+                        session, thread, f"question {n} about the benchmark")
+                    opened = await message_store.open_assistant_message(session, thread)
+                    await message_store.finish_assistant_message(session, FinishedMessage(
+                        opened.id, answer, {"tokens": 100}, "complete"))
+    finally:
+        await db.dispose()
+
+
+async def turns_per_second(client: httpx.AsyncClient, turn: Turn, targets: list[str],
+                           concurrency: int, deadline: float) -> float:
+    began = time.perf_counter()
+    batch = await run_batch(turn, client, targets, concurrency, deadline)
+    return len(batch.firsts) / (time.perf_counter() - began)
+
+
+async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: int
+                         ) -> tuple[float, float, float]:
+    """(direct, one process, several workers) turns per second, interleaved in halves."""
+    rates: list[list[float]] = [[], [], []]
+    async with bench.client, other.client:
+        for _ in range(2):
+            rates[0].append(await turns_per_second(
+                bench.client, direct_turn, [bench.upstream] * (turns // 2), concurrency,
+                bench.deadline))
+            for rate, gateway in zip(rates[1:], (bench, other), strict=True):
+                targets = await gateway.threads(turns // 2)
+                rate.append(await turns_per_second(gateway.client, gateway_turn, targets,
+                                                   concurrency, gateway.deadline))
+    direct, one, several = (sum(r) / len(r) for r in rates)
+    return direct, one, several
 
 
 def report_cpu(upstream_ms: float, gateway_ms: float, tokens: int) -> None:
@@ -265,30 +429,57 @@ def report_cpu(upstream_ms: float, gateway_ms: float, tokens: int) -> None:
 def report_first_delta(levels: list[tuple[int, Batch, Batch]]) -> None:
     table = Table(title="time to the first delta (ms)")
     for column in ("concurrency", "direct p50", "direct p99", "gateway p50", "gateway p99",
-                   "added p50", "added p99", "errors"):
+                   "added p50", "added p99", "errors", "refused"):
         table.add_column(column, justify="right")
     for concurrency, direct, through in levels:
         d50, d99 = pct(direct.firsts, 0.5) * 1000, pct(direct.firsts, 0.99) * 1000
         g50, g99 = pct(through.firsts, 0.5) * 1000, pct(through.firsts, 0.99) * 1000
         table.add_row(str(concurrency), f"{d50:.1f}", f"{d99:.1f}", f"{g50:.1f}", f"{g99:.1f}",
                       f"{g50 - d50:.1f}", f"{g99 - d99:.1f}",
-                      str(direct.errors + through.errors))
+                      str(direct.errors + through.errors), str(through.refused))
     console.print(table)
+    for concurrency, direct, through in levels:
+        if direct.kinds or through.kinds:
+            console.print(f"failures at {concurrency}: direct {dict(direct.kinds)}, gateway "
+                          f"{dict(through.kinds)}", highlight=False)
+
+
+@dataclass(frozen=True)
+class Extra:
+    """The linear-cost measurements: 0 skips one."""
+
+    tokens: int
+    long_tokens: int
+    history: int
+    database_url: str
 
 
 async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int,
-                  tokens: int) -> None:
+                  extra: Extra) -> None:
     """Each figure printed as soon as it is measured."""
     async with bench.client:
-        report_cpu(*await bench.cpu_per_turn(turns), tokens)
+        await bench.warm_up(turns)
+        report_cpu(*await bench.cpu_per_turn(turns), extra.tokens)
+        if extra.long_tokens:
+            short, long = await bench.long_answer_cost(turns, extra.tokens, extra.long_tokens)
+            console.print(f"CPU per turn, {extra.tokens} vs {extra.long_tokens} tokens: "
+                          f"{short:.1f} ms vs {long:.1f} ms, ratio {long / short:.1f}x "
+                          f"(tokens ratio {extra.long_tokens / extra.tokens:.0f}x)",
+                          highlight=False)
+        if extra.history:
+            fresh, seeded = await bench.history_cost(turns, extra.history, extra.database_url)
+            console.print(f"CPU per turn, fresh thread vs {extra.history} prior messages: "
+                          f"{fresh:.1f} ms vs {seeded:.1f} ms, added {seeded - fresh:+.1f} ms",
+                          highlight=False)
         results = []
         for concurrency in levels:
             direct, through = await bench.first_delta(concurrency, turns)
             results.append((concurrency, direct, through))
         report_first_delta(results)
-        per_stream, opened = await bench.rss_per_stream(open_streams)
-    console.print(f"RSS per open stream: {per_stream:.0f} KB ({opened} slow streams open)",
-                  highlight=False)
+        per_stream, opened, fds, failures = await bench.rss_per_stream(open_streams)
+    console.print(f"RSS per open stream: {per_stream:.0f} KB ({opened} of {open_streams} slow "
+                  f"streams open when measured, {fds} gateway file descriptors"
+                  f"{', failed: ' + str(dict(failures)) if failures else ''})", highlight=False)
 
 
 async def compare(url: str, pid: int | None, upstream: str, turns: int, levels: list[int],
@@ -323,12 +514,17 @@ def main(
     compare_url: str | None = typer.Option(None, "--compare"),
     compare_pid: int | None = typer.Option(None),
     max_seconds: float = typer.Option(600.0, min=5.0, max=3600.0),
+    long_tokens: int = typer.Option(1000, min=0, max=10000),
+    history: int = typer.Option(100, min=0, max=1000),
+    workers: int = typer.Option(2, min=0, max=16, help="0: no workers measurement"),
+    workers_concurrency: int = typer.Option(20, min=1, max=500),
     serve_upstream_port: int | None = typer.Option(None, "--serve-upstream", hidden=True),
 ) -> None:
     if serve_upstream_port is not None:
         asyncio.run(serve_upstream(serve_upstream_port, tokens))
         return
     levels = [int(c) for c in concurrency.split(",") if c.strip()]
+    raise_fd_limit()
     deadline = time.monotonic() + max_seconds
     with tempfile.TemporaryDirectory(prefix="bench_gateway_") as scratch:
         url = database_url or f"sqlite+aiosqlite:///{scratch}/bench.db"
@@ -338,20 +534,42 @@ def main(
         gateway = f"http://127.0.0.1:{gw_port}"
         up_argv = [sys.executable, str(Path(__file__)), "--serve-upstream", str(up_port),
                    "--tokens", str(tokens)]
-        gw_argv = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
-                   "--host", "127.0.0.1", "--port", str(gw_port), "--log-level", "warning",
-                   "--no-access-log"]
+        gw_argv = gateway_argv(gw_port)
         with (started(up_argv, dict(os.environ), f"http://127.0.0.1:{up_port}/healthz") as up,
               started(gw_argv, gateway_env(upstream, url), f"{gateway}/healthz") as gw):
             console.print(f"{tokens} tokens a turn, {turns} turns a measurement, "
                           f"database {url.split(':', 1)[0]}", highlight=False)
-            limits = httpx.Limits(max_connections=6000, max_keepalive_connections=6000)
-            client = httpx.AsyncClient(timeout=120.0, limits=limits)
-            bench = Bench(upstream, gateway, up, gw, deadline, client)
-            asyncio.run(measure(bench, turns, levels, open_streams, tokens))
+            bench = Bench(upstream, gateway, up, gw, deadline, new_client())
+            asyncio.run(measure(bench, turns, levels, open_streams,
+                                Extra(tokens, long_tokens, history, url)))
+            if workers > 1:
+                several_port = free_port()
+                several = f"http://127.0.0.1:{several_port}"
+                argv = [*gateway_argv(several_port), "--workers", str(workers)]
+                with started(argv, gateway_env(upstream, url), f"{several}/healthz") as pid:
+                    other = Bench(upstream, several, up, pid, deadline, new_client())
+                    bench = Bench(upstream, gateway, up, gw, deadline, new_client())
+                    rates = asyncio.run(worker_scaling(bench, other, turns,
+                                                       workers_concurrency))
+                ratio = f"{rates[2] / rates[1]:.2f}x" if rates[1] else "n/a: out of time"
+                console.print(
+                    f"turns per second at {workers_concurrency} concurrent: direct upstream "
+                    f"{rates[0]:.1f}, gateway 1 process {rates[1]:.1f}, {workers} workers "
+                    f"{rates[2]:.1f} ({ratio})", highlight=False)
             if compare_url:
                 asyncio.run(compare(compare_url, compare_pid, upstream, turns, levels,
                                     deadline))
+
+
+def gateway_argv(port: int) -> list[str]:
+    return [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+            "--no-access-log"]
+
+
+def new_client() -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=6000, max_keepalive_connections=6000)
+    return httpx.AsyncClient(timeout=120.0, limits=limits)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 asyncio, so that what it costs per turn is the floor a gateway is compared with.
 
 `POST .../chat/completions` streams `tokens` one-token chunks (chunked transfer, keep-alive),
-then a finish chunk, a usage chunk and `data: [DONE]`. A request whose body contains `[slow]`
-sends a token a second (the open-streams measurement holds those). `GET /healthz` is 200.
+then a finish chunk, a usage chunk and `data: [DONE]`; `[tokens=N]` in the body asks for N
+tokens instead (the linear-cost measurement). A request whose body contains `[slow]` sends a
+token a second (the open-streams measurement holds those). `GET /healthz` is 200.
 Run by scripts/bench_gateway.py as `--serve-upstream PORT`; loopback only.
 """
 
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 from functools import partial
 
 SLOW_TOKEN_S = 1.0
+TOKENS_ASKED = re.compile(rb"\[tokens=(\d{1,5})\]")
 
 
 def free_port() -> int:
@@ -75,7 +78,8 @@ async def _serve(tokens: int, reader: asyncio.StreamReader, writer: asyncio.Stre
         while (request := await _request(reader)) is not None:
             path, body = request
             if path.endswith("/chat/completions"):
-                await _stream(writer, tokens, b"[slow]" in body)
+                asked = TOKENS_ASKED.search(body)
+                await _stream(writer, int(asked.group(1)) if asked else tokens, b"[slow]" in body)
             else:
                 status = b"200 OK" if path == "/healthz" else b"404 Not Found"
                 writer.write(b"HTTP/1.1 " + status + b"\r\ncontent-length: 2\r\n\r\nok")

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Container entry point: bring the schema to head, then serve with N uvicorn workers.
-#   CHATGATE_WORKERS (2)               uvicorn worker processes
+#   CHATGATE_WORKERS (2 on PostgreSQL, 1 on SQLite)
+#                                      uvicorn worker processes; above 1 on SQLite is refused
+#                                      (app.serve.check_workers says why)
 #   CHATGATE_PORT (8000)               listening port
 #   CHATGATE_MIGRATE (1)               0: skip `alembic upgrade head` (run it once, as a job,
 #                                      when several instances start at the same time)
@@ -9,7 +11,13 @@
 #   PROMETHEUS_MULTIPROC_DIR           metrics of all workers merged (docs/production.md);
 #                                      defaults to /tmp/chatgate-prometheus with > 1 worker
 set -eu
-workers="${CHATGATE_WORKERS:-2}"
+database="${CHATGATE_DATABASE_URL:-${DATABASE_URL:-sqlite://}}"
+case "$database" in
+    postgres*) workers="${CHATGATE_WORKERS:-2}" ;;
+    *) workers="${CHATGATE_WORKERS:-1}" ;;
+esac
+python -c "import sys; from app.serve import check_workers; check_workers(int(sys.argv[1]), sys.argv[2])" \
+    "$workers" "$database" || exit 2
 if [ "$workers" -gt 1 ] && [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
     export PROMETHEUS_MULTIPROC_DIR=/tmp/chatgate-prometheus
 fi

@@ -121,3 +121,25 @@ def thread_id(request: Request) -> uuid.UUID:
 def flag(request: Request, name: str) -> bool:
     """A boolean query flag: `true`/`1`/`yes` switch it on."""
     return request.query_params.get(name, "").lower() in {"true", "1", "yes"}
+
+
+def message_id(request: Request) -> uuid.UUID:
+    """The path's message id; a malformed id is just another unknown message (404)."""
+    try:
+        return uuid.UUID(str(request.path_params["message_id"]))
+    except ValueError as exc:
+        raise not_found("message") from exc
+
+
+def last_event_id(request: Request) -> int | None:
+    """`Last-Event-ID` (what EventSource sends on its own when it reconnects), else the
+    `last_event_id` query parameter; None when neither is given. Anything but a whole
+    number from 0 is a 400 `invalid_last_event_id`."""
+    value = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    if value is None or value.strip() == "":
+        return None
+    value = value.strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 18:
+        raise ApiError(400, "invalid_last_event_id",
+                       "Last-Event-ID must be the id of a delta event (a whole number)")
+    return int(value)

@@ -63,15 +63,22 @@ async def database_unavailable_handler(request: Request, exc: Exception) -> Resp
     traceback, and a normal JSON 503 with Retry-After (the keep-alive connection stays
     open; the next request after the database is back simply works)."""
     assert isinstance(exc, DatabaseUnavailable)
+    return error_response(503, "database_unavailable", DATABASE_UNAVAILABLE,
+                          {"Retry-After": str(note_database_unavailable(request, exc))})
+
+
+DATABASE_UNAVAILABLE = "the database is unavailable; retry shortly"
+
+
+def note_database_unavailable(request: Request, exc: DatabaseUnavailable) -> int:
+    """The warning line and the metric of a 503 `database_unavailable`; its Retry-After."""
     runtime = getattr(request.app.state, "runtime", None)
     retry_after = DEFAULT_RETRY_AFTER_S
     if runtime is not None:
         retry_after = runtime.settings.database_retry_after_s
         runtime.metrics.database_unavailable.inc()
     log.warning("database_unavailable", path=request.url.path, error=str(exc))
-    return error_response(503, "database_unavailable",
-                          "the database is unavailable; retry shortly",
-                          {"Retry-After": str(retry_after)})
+    return int(retry_after)
 
 
 async def unhandled_error_handler(request: Request, exc: Exception) -> Response:

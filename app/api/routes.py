@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from app.api import autonomy, events, health, metrics, threads, turns
+from app.api import autonomy, events, health, metrics, resume, threads, turns
+from app.api.openai_compat import chat as openai_chat
 from app.api.usage import usage_routes
 
 
@@ -17,8 +18,16 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/threads", threads.list_threads, methods=["GET"]),
         Route("/api/threads/{thread_id}/messages", threads.thread_messages, methods=["GET"]),
         Route("/api/threads/{thread_id}/messages", turns.post_message, methods=["POST"]),
+        Route("/api/threads/{thread_id}/messages/{message_id}/stream", resume.resume_stream,
+              methods=["GET"]),
+        Route("/api/threads/{thread_id}/messages/{message_id}/stop", resume.stop_turn,
+              methods=["POST"]),
         Route("/api/threads/{thread_id}", threads.delete_thread, methods=["DELETE"]),
         Route("/api/threads/{thread_id}", autonomy.patch_thread, methods=["PATCH"]),
         Route("/api/threads/{thread_id}/events", events.thread_events_stream, methods=["GET"]),
         *usage_routes(),
+        Route("/v1/chat/completions", openai_chat.chat_completions, methods=["POST"]),
+        Route("/v1/models", openai_chat.list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", openai_chat.get_model, methods=["GET"]),
+        Route("/v1/{rest:path}", openai_chat.unknown_route),
     ]

@@ -1,59 +1,74 @@
-"""The turn as a `text/event-stream`: JSON data per event, `id:` on deltas, keep-alive pings
-(sse-starlette comment lines) during silences."""
+"""Server-sent events in the native dialect: JSON data per event, `id:` on deltas. A turn's
+events are encoded to bytes here and written by app.api.log_stream (app.api.event_stream's
+FrameResponse); the long-lived thread events stream keeps sse-starlette (StreamResponse)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractContextManager, aclosing
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
+import orjson
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
 from app.api.errors import error_response
+from app.api.event_stream import RevocationGuard
 from app.logging import get_logger
-from app.services.shield import run_shielded
-from app.services.turn import Turn
 from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
 
 log = get_logger("api.sse")
 
 
 def sse_event(name: str, data: Any, event_id: str | None = None) -> ServerSentEvent:
-    """One event: compact JSON data, plain `\n` line ends."""
+    """One event for sse-starlette (the thread events stream): the same bytes as `frame`."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return ServerSentEvent(data=text, event=name, id=event_id, sep="\n")
 
 
-def encode(event: TurnEvent) -> ServerSentEvent:
+def json_bytes(data: Any) -> bytes:
+    """Compact UTF-8 JSON. orjson (about 10x the standard encoder) refuses what JSON cannot
+    carry as is (a lone surrogate, an integer beyond 64 bits): the standard encoder then
+    writes it with escapes."""
+    try:
+        return orjson.dumps(data)
+    except TypeError:
+        return json.dumps(data, separators=(",", ":")).encode()
+
+
+def frame(name: str, data: Any, event_id: str | None = None) -> bytes:
+    """One SSE frame: `id:` (if any), `event:`, one `data:` line of compact JSON, `\n` ends."""
+    head = b"event: %s\ndata: " % name.encode()
+    if event_id is not None:
+        head = b"id: %s\n%s" % (event_id.encode(), head)
+    return head + json_bytes(data) + b"\n\n"
+
+
+def encode(event: TurnEvent) -> bytes:
     """A turn event in the native dialect (docs/api.md): deltas carry `id:` = their count."""
     match event:
         case Delta(text, seq):
-            return sse_event("delta", {"text": text}, str(seq))
+            return b"id: %d\nevent: delta\ndata: %b\n\n" % (seq, json_bytes({"text": text}))
         case Started(thread_id, user_message_id, message_id):
-            return sse_event("message_start", {
+            return frame("message_start", {
                 "thread_id": str(thread_id), "user_message_id": str(user_message_id),
                 "assistant_message_id": str(message_id)})
         case Metadata(values):
-            return sse_event("metadata", values)
+            return frame("metadata", values)
         case Usage():
-            return sse_event("usage", {
+            return frame("usage", {
                 "prompt_tokens": event.prompt_tokens,
                 "completion_tokens": event.completion_tokens,
                 "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
                 "usage_source": event.usage_source})
         case Ended(message_id, status):
-            return sse_event("message_end", {"message_id": str(message_id), "status": status})
+            return frame("message_end", {"message_id": str(message_id), "status": status})
         case Failed(code, message):
-            return sse_event("error", {"code": code, "message": message})
+            return frame("error", {"code": code, "message": message})
 
 
-#: Opens the stream's watch on its API key: an event set once the key is revoked.
-RevocationGuard = Callable[[], AbstractContextManager[asyncio.Event]]
 KEY_REVOKED = sse_event("error", {"code": "key_revoked", "message": "the API key was revoked"})
 
 
@@ -109,28 +124,3 @@ class StreamResponse(EventSourceResponse):
             else:  # revoked between authentication and the first byte: as if refused then
                 await error_response(401, "unauthorized", "invalid or revoked API key")(
                     scope, receive, send)
-
-
-async def _sse_events(turn: Turn) -> AsyncIterator[ServerSentEvent]:
-    # aclosing: when sse-starlette closes this generator (a failed send), the turn's own
-    # generator is closed with it now, not whenever the garbage collector gets to it.
-    async with aclosing(turn.events()) as events:
-        async for event in events:
-            yield encode(event)
-
-
-class TurnStreamResponse(StreamResponse):
-    """An SSE response that always settles its turn: if the client leaves before the
-    generator even starts, the turn is still finished (as `interrupted`)."""
-
-    def __init__(self, turn: Turn, *, ping_s: float, send_timeout_s: float,
-                 revocation: RevocationGuard | None = None) -> None:
-        super().__init__(_sse_events(turn), ping=ping_s, sep="\n", send_timeout=send_timeout_s,
-                         log_ids=turn.log_ids, revocation=revocation)
-        self._turn = turn
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await run_shielded(self._turn.finish())

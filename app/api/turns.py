@@ -1,5 +1,6 @@
 """POST /api/threads/{id}/messages: validate, open the turn through the limits (404, 409, 413,
-429, 503 before any stream starts and before any upstream call), then stream it as SSE."""
+429, 503 before any stream starts and before any upstream call), then run it and stream
+it as SSE."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from starlette.responses import Response
 from app.api import bodies
 from app.api.auth import authenticate
 from app.api.errors import ApiError, not_found
-from app.api.sse import TurnStreamResponse
+from app.api.log_stream import LogStreamResponse
 from app.api.state import runtime
 from app.services.turn import ThreadNotFound
 from app.services.upstream_slots import TurnRefused
@@ -33,6 +34,9 @@ async def post_message(request: Request) -> Response:
         raise ApiError(409, "thread_busy", "this thread is already streaming an answer") from exc
     except ContentTooLong as exc:
         raise ApiError(413, "content_too_long", str(exc)) from exc
-    return TurnStreamResponse(
-        turn, ping_s=rt.settings.keepalive_s, send_timeout_s=rt.settings.sse_send_timeout_s,
+    # The turn runs in a task of its own (it outlives this connection for the resume
+    # grace); this response is its first reader.
+    return LogStreamResponse(
+        rt.runs.start(turn), ping_s=rt.settings.keepalive_s,
+        send_timeout_s=rt.settings.sse_send_timeout_s, log_ids=turn.log_ids,
         revocation=lambda: rt.revocations.stream(principal.key_id))

@@ -11,6 +11,7 @@ open a second, forged block, while the model still reads the comment the user wr
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,13 @@ class ContextItem:
     def as_json(self) -> dict[str, str]:
         return {"role": self.role, "content": self.content, "time": _iso(self.time)}
 
+    @functools.cached_property
+    def encoded_chars(self) -> int:
+        """Characters the item adds to the encoded history (its escaped JSON plus a comma),
+        encoded once per item: a turn asks for each item's size more than once (the context
+        window, memory recall's window), and a long thread has hundreds of items."""
+        return len(encode_context_json(self.as_json())) + 1
+
 
 def _iso(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
@@ -41,11 +49,6 @@ def encode_context_json(payload: dict[str, Any]) -> str:
     return text.translate(_MARKER_SAFE)
 
 
-def _cost(item: ContextItem) -> int:
-    """Characters the item adds to the encoded history (its escaped JSON plus a comma)."""
-    return len(encode_context_json(item.as_json())) + 1
-
-
 def select_within_budget(items: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
     """The newest items whose encoded size fits the budget, oldest first.
 
@@ -54,7 +57,7 @@ def select_within_budget(items: Sequence[ContextItem], budget_chars: int) -> lis
     kept: list[ContextItem] = []
     used = 0
     for item in reversed(items):
-        cost = _cost(item)
+        cost = item.encoded_chars
         if used + cost > budget_chars:
             break
         kept.append(item)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 Awaiting = Literal["question", "decision", "task"]
 
 #: Scenarios that decide the whole shape of the answer (the first one found wins).

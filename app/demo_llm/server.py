@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -31,9 +32,13 @@ from app.demo_llm.scenarios import (
     prompt_tokens,
 )
 from app.demo_llm.settings import DemoSettings
+from app.demo_llm.tools import planned_tool_call, tool_call_deltas
 from app.logging import get_logger
 
 log = get_logger("demo_llm")
+
+#: The most choices the demo model streams for one request (`n`).
+MAX_N = 8
 
 
 class StreamAborted(Exception):
@@ -74,9 +79,11 @@ class ChunkWriter:
         data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
         return b"data: " + data.encode() + b"\n\n"
 
-    def delta(self, delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+    def delta(self, delta: dict[str, Any], finish_reason: str | None = None,
+              index: int = 0) -> bytes:
         """One choice delta (role, content or the final empty delta with finish_reason)."""
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        choice = {"index": index, "delta": delta, "logprobs": None,
+                  "finish_reason": finish_reason}
         return self._frame([choice], None)
 
     def malformed_delta(self) -> bytes:
@@ -101,15 +108,32 @@ def error_response(status: int, message: str, code: str, kind: str) -> JSONRespo
     return JSONResponse(body, status_code=status)
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What the request asked of the answer's form: how many choices, and the tool call the
+    model makes instead of answering (app.demo_llm.tools)."""
+
+    n: int = 1
+    tool_call: dict[str, Any] | None = None
+
+
 async def stream_frames(
-    reply: Reply, writer: ChunkWriter, settings: DemoSettings, recorder: Recorder, prompt: int
+    reply: Reply, writer: ChunkWriter, settings: DemoSettings, recorder: Recorder, prompt: int,
+    shape: Shape = Shape(),
 ) -> AsyncIterator[bytes]:
-    """Role chunk, content deltas at the configured pace, finish chunk, usage, [DONE]."""
+    """Role chunk, content deltas (each sent for every choice) at the configured pace, finish
+    chunk, usage, [DONE]; or, for a tool call, its deltas and `tool_calls`."""
     recorder.stream_started()
     outcome: StreamOutcome = "cancelled"
     sent: list[str] = []
+    choices = range(shape.n)
     try:
-        yield writer.delta({"role": "assistant", "content": ""})
+        for index in choices:
+            yield writer.delta({"role": "assistant", "content": ""}, index=index)
+        if shape.tool_call is not None:
+            for part in tool_call_deltas(shape.tool_call):
+                yield writer.delta({"tool_calls": [part]})
+            reply = replace(reply, pieces=(), finish_reason="tool_calls")
         for index, piece in enumerate(reply.pieces):
             if index == reply.abort_after:
                 outcome = "aborted"
@@ -122,15 +146,23 @@ async def stream_frames(
             first_pause = settings.slow_first_s if index == 0 and reply.slow_first else 0.0
             await asyncio.sleep(first_pause + settings.delay_ms / 1000)
             sent.append(piece)
-            yield writer.delta({"content": piece})
-        yield writer.delta({}, reply.finish_reason)
+            for choice in choices:
+                yield writer.delta({"content": piece}, index=choice)
+        for choice in choices:
+            yield writer.delta({}, reply.finish_reason, index=choice)
         if reply.send_usage:  # always, asked or not: only `[no-usage]` leaves it out
-            yield writer.usage(prompt, count_tokens("".join(sent)))
+            yield writer.usage(prompt, count_tokens("".join(sent)) * shape.n)
         yield b"data: [DONE]\n\n"
         outcome = "completed"
     finally:
         recorder.stream_ended(outcome)
         log.info("demo_stream_end", scenario=reply.scenario, outcome=outcome, pieces=len(sent))
+
+
+def request_shape(body: dict[str, Any], messages: list[dict[str, Any]]) -> Shape:
+    n = body.get("n")
+    count = n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_N else 1
+    return Shape(count, planned_tool_call(messages, body.get("tools")))
 
 
 async def chat_completions(request: Request) -> Response:
@@ -156,12 +188,13 @@ async def chat_completions(request: Request) -> Response:
         return error_response(reply.http_error, reply.error_message, "demo_" + reply.scenario,
                               "server_error")
     model = str(body.get("model") or state.settings.model)
+    shape = request_shape(body, messages)
     if not stream:
-        return await _completion(reply, model, prompt_tokens(messages), state.settings)
+        return await _completion(reply, model, prompt_tokens(messages), state.settings, shape)
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
     frames = stream_frames(reply, ChunkWriter(model, include_usage), state.settings,
-                           state.recorder, prompt_tokens(messages))
+                           state.recorder, prompt_tokens(messages), shape)
     return AbortableStreamingResponse(
         frames, media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -176,18 +209,22 @@ def _max_tokens(body: dict[str, Any]) -> int | None:
     return None
 
 
-async def _completion(reply: Reply, model: str, prompt: int, settings: DemoSettings) -> Response:
+async def _completion(reply: Reply, model: str, prompt: int, settings: DemoSettings,
+                      shape: Shape = Shape()) -> Response:
     if reply.slow_first:
         await asyncio.sleep(settings.slow_first_s)
-    text = reply.text
+    text: str | None = reply.text
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    finish = reply.finish_reason
+    if shape.tool_call is not None:
+        text, finish = None, "tool_calls"
+        message.update(content=None, tool_calls=[shape.tool_call])
     return JSONResponse({
         "id": f"chatcmpl-demo{uuid.uuid4().hex[:20]}", "object": "chat.completion",
         "created": int(time.time()), "model": model, "system_fingerprint": None,
-        "choices": [{
-            "index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-            "logprobs": None, "finish_reason": reply.finish_reason,
-        }],
-        "usage": usage_dict(prompt, count_tokens(text)),
+        "choices": [{"index": index, "message": message, "logprobs": None,
+                     "finish_reason": finish} for index in range(shape.n)],
+        "usage": usage_dict(prompt, count_tokens(text or "") * shape.n),
     })
 
 

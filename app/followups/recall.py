@@ -44,10 +44,23 @@ class _RecallHandler(TurnHandler):
         self.view = view
 
     async def before_main(self, draft: ContextDraft) -> None:
+        if not self.view.synthetic and self._window_holds_everything():
+            return
         try:
             await self._recall(draft)
         except Exception as exc:  # memories help the answer; their absence must not fail it
             log.exception("memory_recall_failed", error=type(exc).__name__)
+
+    def _window_holds_everything(self) -> bool:
+        """The model already sees every message of the thread a memory could be (a short
+        thread, most turns): no query. Rows left out of the history (streaming, empty, a
+        failed answer) are never older than its oldest message, which its question is.
+        Follow-up prompts (a few per process) still ask: their query source may be missing,
+        which is logged."""
+        view = self.view
+        return view.history_complete and len(
+            select_within_budget(view.history, self.recall.settings.context_budget_chars)
+        ) == len(view.history)
 
     async def _recall(self, draft: ContextDraft) -> None:
         view, recall = self.view, self.recall

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -29,13 +31,17 @@ from app.clock import Clock, utcnow
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.services.api_keys import Principal
-from app.services.turn import Turn, TurnDeps, TurnGuard, open_turn
-from app.services.upstream_slots import TurnRefused
+from app.services.turn import Turn, TurnDeps, open_turn
+from app.services.upstream_slots import GatewayBusy, TurnRefused
 from app.store import limits as limit_store
-from app.store.models import Thread
+from app.store.errors import DatabaseBusy
 from app.store.rate_windows import RateWindows
 
 log = get_logger("services.limits")
+
+T = TypeVar("T")
+#: The limits checked inside an opening transaction, for any call of the user's.
+UserGuard = Callable[[AsyncSession], Awaitable[None]]
 
 RATE_WINDOW = dt.timedelta(minutes=1)
 #: When to try again at the stream cap: no one knows when a stream ends; answers take seconds.
@@ -96,10 +102,23 @@ class TurnGate:
     async def open(self, principal: Principal, thread_id: uuid.UUID, content: str) -> Turn:
         """The opened turn; raises TurnRefused (counted and logged here), or open_turn's
         ThreadNotFound, ThreadBusy, ContentTooLong."""
-        try:
-            await self._count_request(principal.user_id)
+        guard = self.user_guard(principal)
+
+        async def opener() -> Turn:
             return await open_turn(self.deps, principal.user_id, thread_id, content,
-                                   guard=self._guard(principal))
+                                   guard=lambda session, _thread: guard(session))
+
+        return await self.admit(principal, opener)
+
+    async def admit(self, principal: Principal, opener: Callable[[], Awaitable[T]]) -> T:
+        """`opener` once the rate limit let the request in; a TurnRefused it raises (a busy
+        gateway, a guard's refusal) is counted and logged like the rate limit's."""
+        try:
+            try:
+                await self._count_request(principal.user_id)
+                return await opener()
+            except DatabaseBusy as busy:  # all connections in use: an overload, not an outage
+                raise GatewayBusy(self.deps.settings.database_retry_after_s) from busy
         except TurnRefused as refused:
             self.metrics.refusals.labels(reason=refused.code).inc()
             log.warning("turn_refused", code=refused.code, user_id=principal.user_id,
@@ -114,8 +133,10 @@ class TurnGate:
         if not await self.windows.take(user_id, start, self.per_minute):
             raise rate_limited(self.per_minute, (start + RATE_WINDOW - now).total_seconds())
 
-    def _guard(self, principal: Principal) -> TurnGuard:
-        async def guard(session: AsyncSession, thread: Thread) -> None:
+    def user_guard(self, principal: Principal) -> UserGuard:
+        """The stream cap and the daily budget, to run in the opening transaction."""
+
+        async def guard(session: AsyncSession) -> None:
             await limit_store.lock_user(session, principal.user_id)
             if self.max_streams > 0:
                 streaming = await limit_store.count_streaming(session, principal.user_id)

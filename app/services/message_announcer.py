@@ -37,6 +37,10 @@ class _AnnounceHandler(TurnHandler):
     ) -> None:
         await self.bus.announce_in_transaction(session, self.notice)
 
+    def writes_in_finish(self) -> bool:
+        """Only a bus that announces inside the transaction (PostgreSQL's NOTIFY)."""
+        return type(self.bus).announce_in_transaction is not MessageBus.announce_in_transaction
+
     async def after_finish(
         self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool
     ) -> None:

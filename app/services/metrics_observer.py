@@ -18,7 +18,12 @@ class MetricsObserver:
         self.metrics = metrics
 
     def open(self, view: TurnView) -> TurnHandler:
-        return _MetricsHandler(self.metrics)
+        return turn_metrics(self.metrics)
+
+
+def turn_metrics(metrics: GatewayMetrics) -> TurnHandler:
+    """The metrics of one turn, for a call that has no TurnView (no thread)."""
+    return _MetricsHandler(metrics)
 
 
 class _MetricsHandler(TurnHandler):

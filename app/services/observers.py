@@ -27,12 +27,15 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context import ContextItem
+from app.logging import get_logger
 from app.records import CallRecord, FinishedMessage
 from app.store.models import Message, Thread
 from app.store.visibility import is_hidden
 from app.stream import FilterWarning
 from app.turns.finish import TurnOutcome
 from app.turns.recorder import TurnRecorder
+
+log = get_logger("services.observers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +55,13 @@ class TurnView:
     thread_title: str | None
     thread_summary: str | None
     history: tuple[ContextItem, ...]
+    #: `history` is all of the thread's history the model may see (it was read whole, not cut
+    #: at the read's limit), so nothing older is left for memory recall to find.
+    history_complete: bool = False
 
     @classmethod
-    def of(cls, thread: Thread, user: Message, assistant: Message, history: Sequence[Message]
+    def of(cls, thread: Thread, user: Message, assistant: Message,
+           history: Sequence[tuple[str, str, dt.datetime]], *, history_complete: bool = False
            ) -> TurnView:
         """The view of a turn just opened: its thread, its two messages, its history."""
         return cls(
@@ -62,7 +69,8 @@ class TurnView:
             user_message_id=user.id, user_text=user.content, user_message_at=user.created_at,
             synthetic=user.synthetic is True, hidden=is_hidden(user),
             thread_title=thread.title, thread_summary=thread.summary,
-            history=tuple(ContextItem(m.role, m.content, m.created_at) for m in history))
+            history=tuple(ContextItem(role, text, at) for role, text, at in history),
+            history_complete=history_complete)
 
 
 @dataclass
@@ -97,6 +105,11 @@ class TurnHandler:
     ) -> None:
         """Writes that must commit with the message, or not at all."""
 
+    def writes_in_finish(self) -> bool:
+        """Whether in_finish_transaction has anything to do: each hook that has costs the
+        finishing transaction a savepoint (two statements, on SQLite two thread hops)."""
+        return type(self).in_finish_transaction is not TurnHandler.in_finish_transaction
+
     async def after_finish(
         self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool
     ) -> None:
@@ -106,3 +119,22 @@ class TurnHandler:
 class TurnObserver(Protocol):
     def open(self, view: TurnView) -> TurnHandler | None:
         """This observer's handler for the turn, or None when it has nothing to do."""
+
+
+async def after_finish_all(handlers: Sequence[TurnHandler], finished: FinishedMessage,
+                           outcome: TurnOutcome, *, stored: bool) -> None:
+    """Every handler's `after_finish`; one that fails is logged and stops none of the rest."""
+    for handler in handlers:
+        try:
+            await handler.after_finish(finished, outcome, stored=stored)
+        except Exception as exc:
+            log.exception("turn_observer_failed", observer=type(handler).__name__,
+                          hook="after_finish", error=type(exc).__name__)
+
+
+def report_warnings(warnings: Sequence[FilterWarning], handlers: Sequence[TurnHandler]) -> None:
+    """Each new filter warning: one log line, then every handler's `on_warning`."""
+    for warning in warnings:
+        log.warning("filter_warning", **warning.log_fields())
+        for handler in handlers:
+            handler.on_warning(warning)

@@ -15,8 +15,10 @@ from app.metrics import GatewayMetrics
 from app.services.checkpoints import Checkpointer
 from app.services.limits import TurnGate
 from app.services.processes import ProcessRegistry
+from app.services.resume import TurnResumes
 from app.services.revocation import RevocationWatcher
 from app.services.turn import TurnDeps
+from app.services.turn_runs import TurnRuns
 from app.settings import Settings
 from app.store.db import Database
 from app.upstream import UpstreamClient
@@ -71,5 +73,8 @@ class Runtime:
     processes: ProcessRegistry
     checkpoints: Checkpointer
     revocations: RevocationWatcher
+    #: The turns this process runs (their logs), and resuming or stopping them.
+    runs: TurnRuns
+    resumes: TurnResumes
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)

@@ -34,6 +34,9 @@ class ThreadFieldHandler(TurnHandler):
         if self.value is not None:
             await self.store(session, self.value)
 
+    def writes_in_finish(self) -> bool:
+        return self.value is not None
+
     async def after_finish(
         self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool
     ) -> None:

@@ -26,7 +26,14 @@ from app.context import build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.records import FinalStatus, FinishedMessage
 from app.services.checkpoints import Checkpointer
-from app.services.observers import ContextDraft, TurnHandler, TurnObserver, TurnView
+from app.services.observers import (
+    ContextDraft,
+    TurnHandler,
+    TurnObserver,
+    TurnView,
+    after_finish_all,
+    report_warnings,
+)
 from app.services.shield import run_detached, run_shielded
 from app.services.turn_lease import TurnLease
 from app.services.turn_store import TurnStore
@@ -105,14 +112,14 @@ async def _open_rows(
             raise ThreadNotFound(str(thread_id))
         if guard is not None:
             await guard(session, thread)
-        history = await message_store.context_history(
+        history = await message_store.context_rows(
             session, thread.id, limit=CONTEXT_HISTORY_LIMIT)
-        user = await message_store.append_user_message(
+        user, assistant = await message_store.open_exchange(
             session, thread, content, synthetic=synthetic, trigger_type=trigger_type,
-            trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars)
-        assistant = await message_store.open_assistant_message(
-            session, thread, process_id=deps.process_id)
-    return TurnView.of(thread, user, assistant, history)
+            trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars,
+            process_id=deps.process_id)
+    return TurnView.of(thread, user, assistant, history,
+                       history_complete=len(history) < CONTEXT_HISTORY_LIMIT)
 
 
 class Turn:
@@ -142,6 +149,17 @@ class Turn:
         """The finished message was committed (False before finish() or when it failed)."""
         return self.store_result == "stored"
 
+    @property
+    def finishing(self) -> bool:
+        """finish() has started: the turn is ending, whatever else happens now."""
+        return self._finishing
+
+    @property
+    def closing_events(self) -> list[TurnEvent]:
+        """The events that close the stream once finish() has run. Empty only when a finish
+        started elsewhere is still running: not stored yet."""
+        return self._closing or [not_stored("failed")]
+
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
         """The turn's events in order. Closing or cancelling this iterator interrupts the
         turn; it is stored either way."""
@@ -165,8 +183,7 @@ class Turn:
                        flush=False)
         finally:
             await run_shielded(self.finish())
-        # Empty only when a finish started elsewhere is still running: not stored yet.
-        for event in self._closing or [not_stored("failed")]:
+        for event in self.closing_events:
             yield event
 
     async def _main_call(self) -> AsyncGenerator[Delta, None]:
@@ -200,10 +217,7 @@ class Turn:
         return last
 
     def _report_warnings(self) -> None:
-        for warning in self.answer.take_warnings():
-            log.warning("filter_warning", **warning.log_fields())
-            for handler in self._handlers:
-                handler.on_warning(warning)
+        report_warnings(self.answer.take_warnings(), self._handlers)
 
     async def finish(self) -> None:
         """Close the upstream, store the message with its status and usage, exactly once.
@@ -213,13 +227,7 @@ class Turn:
             return
         self._finishing = True
         with structlog.contextvars.bound_contextvars(**self.log_ids):
-            try:
-                if self._stream is not None:
-                    await self._stream.close()
-            except Exception as exc:
-                log.warning("upstream_close_failed", error=type(exc).__name__)
-            finally:  # the connection is back in the pool: the next turn may have it
-                self._lease.give_back()
+            await self._lease.close_and_give_back(self._stream)
             upstream = self.deps.upstream
             ctx = CallContext(upstream.model, upstream.request_params(), self.deps.prices)
             finished, outcome = close_turn(
@@ -242,12 +250,7 @@ class Turn:
     async def _settle(self, finished: FinishedMessage, outcome: TurnOutcome) -> None:
         """The hooks after the store, then the turn's one summary line (`stored=false`: the
         row is left for the stale-streaming sweep, or gone with its thread)."""
-        for handler in self._handlers:
-            try:
-                await handler.after_finish(finished, outcome, stored=self.stored)
-            except Exception as exc:
-                log.exception("turn_observer_failed", observer=type(handler).__name__,
-                              hook="after_finish", error=type(exc).__name__)
+        await after_finish_all(self._handlers, finished, outcome, stored=self.stored)
         meta = finished.metadata
         log.info("turn_finished", status=finished.status, stored=self.stored,
                  chunks=outcome.text_chunks, ttft_ms=meta["ttft_ms"],

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 
+from app.logging import get_logger
 from app.services.checkpoints import Checkpointer, ContentReader
 from app.services.upstream_slots import Slot, UpstreamSlots
+
+log = get_logger("services.turn_lease")
+
+
+class Closable(Protocol):
+    async def close(self) -> None: ...
 
 
 @dataclass
@@ -37,3 +45,15 @@ class TurnLease:
         if self.slot is not None:
             self.slot.release()
         self.slot, self.message_id = None, None
+
+    async def close_and_give_back(self, stream: Closable | None) -> None:
+        """Close the turn's upstream stream (a failure is logged, not raised: the answer is
+        stored either way), then give the lease back: the connection is back in the pool,
+        so the next turn may have it."""
+        try:
+            if stream is not None:
+                await stream.close()
+        except Exception as exc:
+            log.warning("upstream_close_failed", error=type(exc).__name__)
+        finally:
+            self.give_back()

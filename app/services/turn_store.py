@@ -41,6 +41,8 @@ class TurnStore:
                 async with self.db.transaction() as session:
                     await message_store.finish_assistant_message(session, finished)
                     for handler in self.handlers:
+                        if not handler.writes_in_finish():
+                            continue
                         try:
                             async with session.begin_nested():
                                 await handler.in_finish_transaction(session, finished, outcome)

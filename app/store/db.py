@@ -27,8 +27,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from app.store.errors import DatabaseUnavailable, StoreError
-from app.store.unavailable import is_unavailable, unavailable_sentence
+from app.store.errors import DatabaseBusy, DatabaseUnavailable, StoreError
+from app.store.unavailable import is_pool_timeout, is_unavailable, unavailable_sentence
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -136,6 +136,8 @@ class Database:
         except StoreError:
             raise
         except Exception as exc:
+            if is_pool_timeout(exc):
+                raise DatabaseBusy(unavailable_sentence(self.url, exc)) from exc
             if is_unavailable(exc):
                 raise DatabaseUnavailable(unavailable_sentence(self.url, exc)) from exc
             raise

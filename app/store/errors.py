@@ -38,3 +38,10 @@ class DatabaseUnavailable(StoreError):
     `Database.transaction()` in place of the driver's error, which is its `__cause__`; the
     API answers 503 `database_unavailable` with Retry-After. Transient by nature: the next
     transaction tries a fresh connection."""
+
+
+class DatabaseBusy(DatabaseUnavailable):
+    """Every connection of this process's pool was in use for the pool's whole checkout
+    timeout: the database answers, this process has more transactions than connections
+    (an overload, not an outage). A turn being opened is refused 503 `gateway_busy`; any
+    other request gets the 503 `database_unavailable` it got before."""

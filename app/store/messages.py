@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, exists, func, not_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, exists, func, not_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -41,6 +41,12 @@ async def _next_created_at(s: AsyncSession, thread_id: uuid.UUID) -> dt.datetime
     return now
 
 
+def _just_after(newest: dt.datetime) -> dt.datetime:
+    """Now, or just after `newest` (the row this transaction just stored)."""
+    now = utcnow()
+    return newest + dt.timedelta(microseconds=1) if now <= newest else now
+
+
 def check_length(content: str, max_chars: int = MAX_CONTENT_CHARS) -> None:
     """Refuse over-long content before it reaches the database."""
     if len(content) > max_chars:
@@ -55,6 +61,44 @@ async def append_user_message(
     """Store a user message. Only the server makes synthetic messages, and only a literal
     `synthetic=True` does. A real message cancels the thread's pending and claimed
     follow-ups in the caller's transaction."""
+    message = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
+                        trigger_reason=trigger_reason, max_chars=max_chars,
+                        now=await _next_created_at(s, thread.id))
+    s.add(message)
+    await s.flush()
+    await _after_user_message(s, thread.id, synthetic=message.synthetic)
+    return message
+
+
+async def open_exchange(
+    s: AsyncSession, thread: Thread, content: str, *, synthetic: bool = False,
+    trigger_type: str | None = None, trigger_reason: str | None = None,
+    max_chars: int = MAX_CONTENT_CHARS, process_id: str | None = None,
+) -> tuple[Message, Message]:
+    """A turn's two rows in ONE insert: the user message (as append_user_message) and the
+    assistant message, `streaming` and empty, just after it (as open_assistant_message).
+    Raises ContentTooLong, or ThreadBusy when the thread already streams (the session stays
+    usable: savepoint; nothing of the turn is stored)."""
+    user = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
+                     trigger_reason=trigger_reason, max_chars=max_chars,
+                     now=await _next_created_at(s, thread.id))
+    assistant = _assistant_row(thread, _just_after(user.created_at), process_id)
+    try:
+        async with s.begin_nested():  # a failed flush would leave the session unusable
+            s.add_all([user, assistant])
+    except IntegrityError as error:
+        if _is_streaming_conflict(error):
+            raise ThreadBusy(f"thread {thread.id} already has a streaming message") from error
+        raise
+    await _after_user_message(s, thread.id, synthetic=user.synthetic)
+    return user, assistant
+
+
+def _user_row(
+    thread: Thread, content: str, *, synthetic: bool, trigger_type: str | None,
+    trigger_reason: str | None, max_chars: int, now: dt.datetime,
+) -> Message:
+    """A user message's row, checked and cleaned, not yet added."""
     check_length(content, max_chars)
     is_synthetic = synthetic is True
     if is_synthetic and not trigger_type:
@@ -66,19 +110,29 @@ async def append_user_message(
     clean_content, clean_meta = clean_message(content, metadata)
     if not is_synthetic:
         clean_meta.update(real_user_metadata(clean_content))
-    now = await _next_created_at(s, thread.id)
-    message = Message(
+    # Every column set, as on the assistant row: rows with the same columns share one INSERT.
+    return Message(
         id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="user",
         content=clean_content, meta=clean_meta, status="complete", synthetic=is_synthetic,
         trigger_type=clean_meta.get("trigger_type") if is_synthetic else None,
-        created_at=now, updated_at=now, completed_at=now,
+        created_at=now, updated_at=now, completed_at=now, stream_process=None,
     )
-    s.add(message)
-    await s.flush()
-    if not is_synthetic:
-        await cancel_pending_for_thread(s, thread.id, claimed_too=True)
-    await touch_thread(s, thread.id)
-    return message
+
+
+def _assistant_row(thread: Thread, now: dt.datetime, process_id: str | None) -> Message:
+    return Message(
+        id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="assistant",
+        content="", meta={}, status="streaming", synthetic=False, trigger_type=None,
+        created_at=now, updated_at=now, completed_at=None, stream_process=process_id,
+    )
+
+
+async def _after_user_message(s: AsyncSession, thread_id: uuid.UUID, *, synthetic: bool
+                              ) -> None:
+    """A real message cancels the thread's follow-ups; any moves the thread to the top."""
+    if not synthetic:
+        await cancel_pending_for_thread(s, thread_id, claimed_too=True)
+    await touch_thread(s, thread_id)
 
 
 def _is_streaming_conflict(error: IntegrityError) -> bool:
@@ -92,12 +146,7 @@ async def open_assistant_message(s: AsyncSession, thread: Thread, *,
     `process_id`: the gateway process streaming it, so the row is swept soon after that
     process dies. Raises ThreadBusy when the thread already streams (the session stays
     usable: savepoint)."""
-    now = await _next_created_at(s, thread.id)
-    message = Message(
-        id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="assistant",
-        content="", meta={}, status="streaming", synthetic=False,
-        created_at=now, updated_at=now, stream_process=process_id,
-    )
+    message = _assistant_row(thread, await _next_created_at(s, thread.id), process_id)
     try:
         async with s.begin_nested():
             s.add(message)
@@ -153,6 +202,14 @@ async def record_calls_of_a_lost_message(
     await _record_calls(s, calls, user_id, utcnow(), message_id=None, thread_id=None)
 
 
+async def record_calls_without_message(
+    s: AsyncSession, user_id: str, calls: Sequence[CallRecord]
+) -> None:
+    """Record calls that belong to no message (an OpenAI-compatible call without a thread):
+    their llm_calls rows and the rollup of the user, like any finished turn's."""
+    await _record_calls(s, calls, user_id, utcnow(), message_id=None, thread_id=None)
+
+
 async def _record_calls(
     s: AsyncSession, calls: Sequence[CallRecord], user_id: str, now: dt.datetime, *,
     message_id: uuid.UUID | None, thread_id: uuid.UUID | None,
@@ -192,12 +249,12 @@ async def visible_history(
     return list(result.scalars())
 
 
-async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) -> list[Message]:
-    """What the model sees: the newest `limit` messages, oldest first, synthetic prompts
-    included; rows still streaming, failed assistant rows and empty rows left out."""
+def _context_select(thread_id: uuid.UUID, limit: int, *columns: Any) -> Select[Any]:
+    """The newest `limit` messages the model may see, newest first: rows still streaming,
+    failed assistant rows and empty rows left out."""
     failed_assistant = and_(Message.role == "assistant", Message.status == "failed")
-    result = await s.execute(
-        select(Message)
+    return (
+        select(*columns)
         .where(
             Message.thread_id == thread_id,
             Message.status != "streaming",
@@ -207,7 +264,22 @@ async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) 
         .order_by(Message.created_at.desc(), Message.id.desc())
         .limit(limit)
     )
+
+
+async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) -> list[Message]:
+    """What the model sees: the newest `limit` messages, oldest first, synthetic prompts
+    included; rows still streaming, failed assistant rows and empty rows left out."""
+    result = await s.execute(_context_select(thread_id, limit, Message))
     return list(reversed(result.scalars().all()))
+
+
+async def context_rows(s: AsyncSession, thread_id: uuid.UUID, *, limit: int
+                       ) -> list[tuple[str, str, dt.datetime]]:
+    """context_history as (role, content, created_at), oldest first: a turn needs no more,
+    and plain rows cost a fraction of ORM objects (a long thread has hundreds)."""
+    result = await s.execute(_context_select(
+        thread_id, limit, Message.role, Message.content, Message.created_at))
+    return [(role, content, at) for role, content, at in reversed(result.all())]
 
 
 async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -> int:

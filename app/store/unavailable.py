@@ -61,6 +61,11 @@ def is_unavailable(exc: BaseException) -> bool:
     return False
 
 
+def is_pool_timeout(exc: BaseException) -> bool:
+    """Whether `exc` is the pool's checkout timeout (no free connection in time)."""
+    return any(isinstance(error, sa_exc.TimeoutError) for error in _chain(exc))
+
+
 def unavailable_sentence(url: str | URL, exc: BaseException) -> str:
     """What an operator reads when an entry point cannot reach its database, in one line:
     `cannot reach the database postgresql+asyncpg://...: [Errno 111] Connect call failed`."""

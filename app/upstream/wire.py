@@ -88,17 +88,25 @@ def decode(data: bytes) -> Any:
         raise bad_response("data_not_json") from exc
 
 
-def parse_chunk(obj: Any) -> UpstreamChunk:
-    """One chat.completion.chunk as the gateway uses it. Raises UpstreamError: the server's
-    own error object as `upstream_error`, anything else malformed as `upstream_bad_response`."""
+def chunk_choices(obj: Any) -> list[Any]:
+    """A chat.completion.chunk's `choices`, once the chunk is known to be one. Raises
+    UpstreamError: the server's own error object as `upstream_error`, anything else
+    malformed as `upstream_bad_response`."""
     if not isinstance(obj, dict):
         raise bad_response("chunk_not_object")
     if obj.get("error") is not None:
         raise upstream_failure("upstream_error", reason="error_event",
-                               detail=_error_detail(obj["error"]))
+                               detail=error_detail(obj["error"]))
     choices = obj.get("choices")
     if not isinstance(choices, list):
         raise bad_response("choices_not_list")
+    return choices
+
+
+def parse_chunk(obj: Any) -> UpstreamChunk:
+    """One chat.completion.chunk as the gateway uses it (every choice's text joined).
+    Raises UpstreamError as chunk_choices does."""
+    choices = chunk_choices(obj)
     text, finish = "", None
     for choice in choices:
         piece, reason = _choice(choice)
@@ -128,7 +136,8 @@ def _choice(choice: Any) -> tuple[str, str | None]:
     return content or "", finish or None
 
 
-def _error_detail(error: Any) -> str:
+def error_detail(error: Any) -> str:
+    """The model server's own error words, for the log."""
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return str(error["message"])
     return json.dumps(error, default=str)[:1000]

@@ -90,7 +90,8 @@ async def test_content_at_the_limit_is_accepted(gateway: LiveGateway) -> None:
         assert result.one("message_end")["status"] == "complete"
 
 
-@pytest.mark.parametrize("thread_id", [str(uuid.uuid4()), "not-a-uuid", "1"])
+@pytest.mark.parametrize("thread_id", [str(uuid.uuid4()), "not-a-uuid", "1"],
+                         ids=["unknown-uuid", "not-a-uuid", "1"])
 async def test_unknown_thread_is_404_on_every_route(gateway: LiveGateway, thread_id: str) -> None:
     async with await keyed_client(gateway, "lost") as client:
         assert_error(await client.get(f"/api/threads/{thread_id}/messages"), 404, "not_found")

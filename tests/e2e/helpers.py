@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.live import LiveGateway, iter_sse
+from tests.support.live import DemoLlm, LiveGateway, iter_sse
 
 HEADER = re.compile(r"<!--[ \t\r\n]{0,16}(METADATA|MSG_CONTEXT)", re.IGNORECASE)
 
@@ -41,6 +41,17 @@ async def wait_for_status(
         last = rows[-1] if rows else {}
         await asyncio.sleep(0.05)
     raise AssertionError(f"last message never became {status!r}: {last}")
+
+
+async def wait_upstream_cancelled(demo: DemoLlm, before: int) -> None:
+    """Until the demo server has seen one more stream cancelled than `before`, and none
+    runs: the gateway closed the upstream connection."""
+    for _ in range(200):
+        stats = demo.stats()
+        if stats["streams_cancelled"] > before and stats["active_streams"] == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"upstream stream not cancelled: {demo.stats()}")
 
 
 async def read_then_leave(

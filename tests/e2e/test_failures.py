@@ -18,6 +18,7 @@ from tests.e2e.helpers import (
     new_thread,
     read_then_leave,
     wait_for_status,
+    wait_upstream_cancelled,
 )
 from tests.support.live import (
     DemoLlm,
@@ -31,15 +32,6 @@ from tests.support.live import (
 LONG = "[long] please write a lot"
 
 
-async def _wait_upstream_cancelled(demo: DemoLlm, before: int) -> None:
-    for _ in range(200):
-        stats = demo.stats()
-        if stats["streams_cancelled"] > before and stats["active_streams"] == 0:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"upstream stream not cancelled: {demo.stats()}")
-
-
 async def test_client_disconnect_interrupts_and_cancels_upstream(
     live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway
 ) -> None:
@@ -49,7 +41,7 @@ async def test_client_disconnect_interrupts_and_cancels_upstream(
         thread_id = await new_thread(client, "leaving")  # titled: the main call is the only one
         received = await read_then_leave(client, thread_id, LONG)
         stored = await wait_for_status(client, thread_id, "interrupted")
-    await _wait_upstream_cancelled(slow_demo_llm, before)
+    await wait_upstream_cancelled(slow_demo_llm, before)
     assert stored["content"].startswith(received)
     assert len(stored["content"]) < 2000  # far from the ~3,000 characters of [long]
     assert stored["metadata"]["usage_source"] == "partial"

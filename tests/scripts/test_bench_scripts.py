@@ -55,6 +55,14 @@ def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
                      "--concurrency", "1,2", "--open-streams", "3", "--max-seconds", "120")
     assert re.search(r"CPU per 5-token turn \(10 concurrent\): upstream [\d.]+ ms, "
                      r"gateway [\d.]+ ms, ratio ([\d.]+x|n/a)", out), out
-    rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │$", out, re.MULTILINE)
-    assert rows == [("1", "0"), ("2", "0")], out  # every level measured, no turn failed
-    assert re.search(r"RSS per open stream: -?\d+ KB \(3 slow streams open\)", out), out
+    rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │\s+(\d+) │$", out,
+                      re.MULTILINE)
+    # every level measured, no turn failed or was refused
+    assert rows == [("1", "0", "0"), ("2", "0", "0")], out
+    assert re.search(r"RSS per open stream: -?\d+ KB \(3 of 3 slow\s+streams open when "
+                     r"measured,\s+\d+\s+gateway\s+file\s+descriptors\)", out), out
+    assert re.search(r"CPU per turn, 5 vs \d+ tokens: [\d.]+ ms vs [\d.]+ ms, ratio [\d.]+x",
+                     out), out
+    assert re.search(r"fresh thread vs \d+ prior messages: [\d.]+ ms vs [\d.]+ ms, added", out), out
+    assert re.search(r"turns per second at \d+ concurrent: direct upstream [\d.]+, gateway 1 "
+                     r"process [\d.]+, 2 workers", out), out

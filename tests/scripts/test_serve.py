@@ -169,3 +169,14 @@ def test_auth_off_beyond_loopback_is_allowed_but_warned() -> None:
     assert effective_settings(Settings(), "0.0.0.0", None).auth_mode == "keys"
     assert not warn_if_open_to_the_network(effective_settings(Settings(), "0.0.0.0", None),
                                            "0.0.0.0")
+
+
+def test_several_workers_need_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.serve import check_workers
+
+    check_workers(1, "sqlite+aiosqlite:///./var/chatgate.db")
+    check_workers(4, "postgresql+asyncpg://postgres@127.0.0.1/chatgate")
+    with pytest.raises(SystemExit) as refused:
+        check_workers(2, "sqlite+aiosqlite:///./var/chatgate.db")
+    assert refused.value.code == 2
+    assert "CHATGATE_WORKERS=2 needs PostgreSQL" in capsys.readouterr().err

@@ -19,5 +19,9 @@ class WireEvent:
 
 
 def on_the_wire(event: TurnEvent) -> WireEvent:
-    sse = encode(event)
-    return WireEvent(str(sse.event), json.loads(str(sse.data)), sse.id)
+    fields: dict[str, str] = {}
+    for line in encode(event).decode().removesuffix("\n\n").split("\n"):
+        name, _, value = line.partition(": ")
+        assert name not in fields, f"one {name} line per event: {line!r}"
+        fields[name] = value
+    return WireEvent(fields["event"], json.loads(fields["data"]), fields.get("id"))

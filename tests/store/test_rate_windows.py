@@ -4,18 +4,14 @@ instance that counts in the same place; a refused request counts nothing."""
 from __future__ import annotations
 
 import datetime as dt
-import os
-import uuid
-from collections.abc import AsyncIterator
 
 import pytest
-import redis.asyncio as aioredis
 
 from app.store.db import Database
 from app.store.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
 from tests.support.inproc import free_tcp_port
+from tests.support.redis_keys import REDIS_URL
 
-REDIS_URL = os.environ.get("CHATGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 MINUTE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 NEXT = MINUTE + dt.timedelta(minutes=1)
 
@@ -30,24 +26,6 @@ async def test_the_database_admits_up_to_the_limit_per_window(db: Database) -> N
         True, True, False, False]
     assert await takes(one, "bob", MINUTE, 1) == [True]
     assert await takes(other, "alice", NEXT, 3) == [True, True, False]
-
-
-@pytest.fixture
-async def redis_prefix() -> AsyncIterator[str]:
-    """A key prefix of this test's own on the test Redis, its keys deleted afterwards; the
-    test is skipped (loudly) without a Redis server."""
-    client = aioredis.Redis.from_url(REDIS_URL, socket_connect_timeout=1.0)
-    try:
-        await client.ping()
-    except (OSError, aioredis.RedisError) as exc:
-        await client.aclose()
-        pytest.skip(f"no Redis at {REDIS_URL} ({type(exc).__name__}): Redis test skipped")
-    prefix = f"cg_test:{uuid.uuid4().hex[:12]}"
-    yield prefix
-    keys = [key async for key in client.scan_iter(f"{prefix}:*")]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
 
 
 async def test_redis_is_shared_and_a_refusal_counts_nothing(redis_prefix: str) -> None:

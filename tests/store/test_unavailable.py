@@ -10,7 +10,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from app.store.db import Database
-from app.store.errors import DatabaseUnavailable
+from app.store.errors import DatabaseBusy, DatabaseUnavailable
 from app.store.unavailable import is_unavailable
 
 
@@ -60,4 +60,20 @@ async def test_a_locked_sqlite_database_raises_database_unavailable(tmp_path: ob
             assert (await session.execute(text("SELECT 1"))).scalar() == 1
     finally:
         holder.close()
+        await db.dispose()
+
+
+async def test_no_free_pooled_connection_in_time_raises_database_busy(database_url: str) -> None:
+    """The pool's checkout timeout is an overload of this process, told apart from an outage
+    (still a DatabaseUnavailable for every caller that does not care)."""
+    db = Database(database_url, pool_size=1, max_overflow=0, pool_timeout=0.05)
+    try:
+        async with db.engine.connect():  # the only connection, held
+            with pytest.raises(DatabaseBusy) as caught:
+                async with db.transaction() as session:
+                    await session.execute(text("SELECT 1"))
+        assert isinstance(caught.value, DatabaseUnavailable)
+        async with db.transaction() as session:  # given back: the next one gets it
+            assert (await session.execute(text("SELECT 1"))).scalar() == 1
+    finally:
         await db.dispose()

@@ -95,7 +95,7 @@ def gateway_settings(database_url: str, upstream: DemoLlm, **overrides: Any) -> 
         "database_url": database_url, "upstream_base_url": upstream.base_url,
         "auth_mode": "keys", "first_token_timeout_s": 5.0, "upstream_read_timeout_s": 5.0,
         "upstream_connect_timeout_s": 2.0, "upstream_max_retries": 0, "keepalive_s": 1.0,
-        **overrides}
+        "resume_grace_s": 0.0, **overrides}
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 

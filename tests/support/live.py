@@ -77,6 +77,9 @@ TEST_GATEWAY_ENV: Mapping[str, str] = {
     "CHATGATE_UPSTREAM_MAX_RETRIES": "0",
     "CHATGATE_KEEPALIVE_S": "1.0",
     "CHATGATE_LOG_LEVEL": "INFO",
+    # A client that leaves ends its turn at once, as before resumable streams: the tests
+    # of resuming set their own grace.
+    "CHATGATE_RESUME_GRACE_S": "0",
 }
 
 

@@ -63,9 +63,11 @@ export async function callApi(method, path, body) {
   return response.status === 204 ? null : response.json();
 }
 
-/** Open an event stream (POST with a JSON body, or GET without one). */
-export async function openStream(path, { body, signal } = {}) {
+/** Open an event stream (POST with a JSON body, or GET without one; `lastEventId` asks a
+ *  resumed stream for what follows that event). */
+export async function openStream(path, { body, signal, lastEventId } = {}) {
   const headers = { Accept: "text/event-stream", ...authHeaders() };
+  if (lastEventId !== undefined && lastEventId !== null) headers["Last-Event-ID"] = String(lastEventId);
   const init = { method: body === undefined ? "GET" : "POST", headers, signal };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";

@@ -4,7 +4,7 @@
 import { callApi, errorFrom, getApiKey, openStream, setApiKey } from "./api.js";
 import { copyText, flash } from "./markdown.js";
 import { el, messageNode, messageText, updateMessage } from "./messages.js";
-import { readEvents } from "./sse.js";
+import { eventsUntilDropped, followTurnStream } from "./resume.js";
 import { explain } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
@@ -17,7 +17,9 @@ const ui = {
   composer: $("composer"), input: $("message-input"), send: $("send"), stop: $("stop"),
   toBottom: $("scroll-bottom"),
 };
-const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null };
+const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null,
+                /** Bumped by every send: a history answer asked for before it is stale. */
+                turnsStarted: 0 };
 
 /** Live answers are redrawn as markdown at most this often: smooth, and cheap on long text. */
 const RENDER_EVERY_MS = 80;
@@ -150,11 +152,18 @@ function showEmptyState() {
 }
 
 /** Show the thread's stored messages. A refresh (new messages pushed while reading) keeps
- *  the reader where they are unless they were at the end already. */
+ *  the reader where they are unless they were at the end already. An answer that arrives
+ *  after a send started may have been read before that turn's rows existed: drawing it would
+ *  wipe the live bubbles, so it is read again once the turn has settled. */
 async function loadHistory(id, { refresh = false } = {}) {
+  const turnsBefore = state.turnsStarted;
   try {
     const body = await callApi("GET", threadPath(id, "/messages"));
     if (state.currentId !== id) return;
+    if (state.turnsStarted !== turnsBefore) {
+      readAgainAfterTurn(id);
+      return;
+    }
     const stick = !refresh || nearBottom();
     const top = ui.messages.scrollTop;
     const messages = body.messages || [];
@@ -255,6 +264,7 @@ function retry(answerNode) {
 
 async function sendMessage(text, { fromComposer }) {
   const threadId = state.currentId || (await createThread());
+  state.turnsStarted += 1;
   const turn = newTurn(threadId, text);
   state.turn = turn;
   setBusy(true);
@@ -282,6 +292,7 @@ async function sendMessage(text, { fromComposer }) {
     state.turn = null;
     setBusy(false);
     refreshThreads(); // the new title is stored with the answer
+    if (turn.heardNotice && state.currentId === threadId) scheduleHistoryRefresh(threadId);
   }
 }
 
@@ -289,13 +300,35 @@ function newTurn(threadId, text) {
   const userNode = appendMessage({ role: "user", content: text, status: "complete" });
   const reply = appendMessage({ role: "assistant", content: "", status: "streaming" });
   return { threadId, text: "", controller: new AbortController(), userNode, reply,
-           usage: null, error: null, endStatus: null, started: false, renderTimer: null };
+           usage: null, error: null, endStatus: null, started: false, renderTimer: null,
+           heardNotice: false };
 }
 
 async function followTurn(turn, response) {
   turn.started = true;
-  for await (const event of readEvents(response)) applyTurnEvent(turn, event);
+  await followTurnStream(response, {
+    signal: turn.controller.signal,
+    ids: () => ({ threadId: turn.threadId, messageId: turn.reply.dataset.messageId }),
+    onEvent: (event) => applyTurnEvent(turn, event),
+    onRetry: (waiting) => notify(waiting ? "Connection lost; reconnecting…" : ""),
+  });
+  notify("");
   await settleTurn(turn);
+}
+
+/** Stop asks the gateway to end the answer (on whichever process runs it); the stream then
+ *  ends with the stored status. Without the answer's id yet, or when the gateway cannot be
+ *  reached, the page just stops reading. */
+async function stopTurn() {
+  const turn = state.turn;
+  if (!turn) return;
+  const messageId = turn.reply.dataset.messageId;
+  if (!messageId) return turn.controller.abort();
+  try {
+    await callApi("POST", threadPath(turn.threadId, `/messages/${encodeURIComponent(messageId)}/stop`));
+  } catch {
+    turn.controller.abort();
+  }
 }
 
 /** Apply one event of a turn's stream. */
@@ -319,6 +352,11 @@ function applyTurnEvent(turn, event) {
     turn.error = data; // these two are only used if the stored row cannot be read
   } else if (event.event === "message_end") {
     turn.endStatus = data.status || "complete";
+  } else if (event.event === "catch_up" && data.message) {
+    // The events were no longer kept: the stored message is the answer.
+    turn.text = data.message.content || "";
+    turn.endStatus = data.message.status;
+    scheduleRender(turn);
   }
   // metadata: the stored row, fetched at the end, says it all.
 }
@@ -395,7 +433,7 @@ async function followThreadEvents(id, signal) {
       if ([401, 403, 404, 405].includes(response.status)) return; // not offered (yet): fine
       if (response.ok) {
         delayMs = 2000;
-        for await (const event of readEvents(response)) onThreadEvent(id, event);
+        for await (const event of eventsUntilDropped(response)) onThreadEvent(id, event);
       }
     } catch {
       if (signal.aborted) return;
@@ -408,6 +446,13 @@ async function followThreadEvents(id, signal) {
 function onThreadEvent(id, event) {
   // `ready` only says the subscription is live: nothing changed in the thread.
   if (state.currentId !== id || !event.data || event.event === "ready") return;
+  if (state.turn && state.turn.threadId === id) {
+    // A quick turn's own rows can be announced before its stream's message_start has named
+    // its bubbles: appending them would show the answer twice. The turn settles from the
+    // stored rows; whatever else arrived meanwhile is read once it has.
+    readAgainAfterTurn(id);
+    return;
+  }
   let data;
   try {
     data = JSON.parse(event.data);
@@ -426,11 +471,18 @@ function onThreadEvent(id, event) {
   scheduleHistoryRefresh(id);
 }
 
+/** The thread's history is to be read again once this tab's turn on it has settled. */
+function readAgainAfterTurn(id) {
+  if (state.turn && state.turn.threadId === id) state.turn.heardNotice = true;
+  else scheduleHistoryRefresh(id);
+}
+
 function scheduleHistoryRefresh(id) {
   clearTimeout(state.refreshTimer);
   state.refreshTimer = setTimeout(() => {
-    if (state.currentId === id && !(state.turn && state.turn.threadId === id)) {
-      loadHistory(id, { refresh: true });
+    if (state.currentId === id) {
+      if (state.turn && state.turn.threadId === id) state.turn.heardNotice = true;
+      else loadHistory(id, { refresh: true });
     }
     refreshThreads();
   }, 300);
@@ -481,7 +533,7 @@ function wireComposer() {
   ui.input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) submit(event);
   });
-  ui.stop.addEventListener("click", () => state.turn && state.turn.controller.abort());
+  ui.stop.addEventListener("click", () => stopTurn());
   ui.messages.addEventListener("click", onMessageAction);
   ui.messages.addEventListener("scroll", updateScrollButton, { passive: true });
   ui.toBottom.addEventListener("click", scrollToEnd);

@@ -45,18 +45,3 @@ export class SseParser {
     else if (field === "id") this.lastId = value;
   }
 }
-
-/** Async-iterate the events of a fetch() Response whose body is an event stream. */
-export async function* readEvents(response) {
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-  const parser = new SseParser();
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      yield* parser.feed(value);
-    }
-  } finally {
-    reader.releaseLock();
-  }
-}

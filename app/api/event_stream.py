@@ -1,0 +1,166 @@
+"""A `text/event-stream` response written straight from encoded frames: the turn's hot path.
+
+Why not sse-starlette here: per event it took an anyio cancel scope for the send timeout, a
+lock, and one socket write, beside four tasks per stream; at a hundred events a turn that
+was a third of the gateway's CPU. Here the frames a producer task makes while the writer
+waits are joined into ONE write (a client or socket slower than the model gets the same
+bytes, in the same order, in fewer pieces), the send timeout is one deadline per write, and
+the keep-alive ping is one timer per stream that only fires on silence.
+
+Tasks per stream: the response's own (the writer), the producer, and the disconnect watcher
+(plus the revocation watcher when a guard is given). Any way the stream ends (client gone,
+key revoked, a send that blocks past the timeout, cancellation) cancels the producer and
+waits for it, so the source generator's cleanup has run when the response returns."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import AbstractContextManager, aclosing
+
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from app.api.errors import error_response
+from app.logging import get_logger
+
+log = get_logger("api.event_stream")
+
+#: Opens the stream's watch on its API key: an event set once the key is revoked.
+RevocationGuard = Callable[[], AbstractContextManager[asyncio.Event]]
+
+PING_FRAME = b": ping\n\n"
+KEY_REVOKED_FRAME = (b'event: error\ndata: {"code":"key_revoked",'
+                     b'"message":"the API key was revoked"}\n\n')
+HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+           (b"cache-control", b"no-store"), (b"connection", b"keep-alive"),
+           (b"x-accel-buffering", b"no")]
+
+
+class _Stop(Exception):
+    """The writer stops: the client left, or its key was revoked."""
+
+
+class FrameResponse(Response):
+    """Streams `frames` (complete SSE frames as bytes). A client too slow to take one write
+    within `send_timeout_s` is the client's problem: logged at INFO with `log_ids`, not raised
+    to the 500 path. With `revocation`, the stream ends with an `error` event `key_revoked`
+    once its key is revoked, as if its client had left."""
+
+    def __init__(self, frames: AsyncGenerator[bytes, None], *, ping_s: float, send_timeout_s: float,
+                 log_ids: Mapping[str, str] | None = None,
+                 revocation: RevocationGuard | None = None) -> None:
+        self.status_code, self.background, self.raw_headers = 200, None, list(HEADERS)
+        self._frames = frames
+        self._ping_s, self._send_timeout_s = ping_s, send_timeout_s
+        self._log_ids = dict(log_ids or {})
+        self._revocation = revocation
+        self._pending: list[bytes] = []
+        self._waiter: asyncio.Future[None] | None = None
+        self._produced = self._gone = self._revoked = self._started = False
+
+    @property
+    def revoked(self) -> bool:
+        """The stream ended because its key was revoked."""
+        return self._revoked
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._revocation is None:
+            await self._respond(scope, receive, send, None)
+            return
+        with self._revocation() as revoked:
+            await self._respond(scope, receive, send, revoked)
+
+    async def _respond(self, scope: Scope, receive: Receive, send: Send,
+                       revoked: asyncio.Event | None) -> None:
+        watchers = [asyncio.ensure_future(self._watch_disconnect(receive))]
+        if revoked is not None:
+            watchers.append(asyncio.ensure_future(self._watch_revocation(revoked)))
+        producer = asyncio.ensure_future(self._produce())
+        try:
+            await self._write(send)
+        except TimeoutError:
+            log.info("sse_send_timeout", path=scope.get("path"), **self._log_ids)
+        finally:
+            for task in (producer, *watchers):
+                task.cancel()
+            await asyncio.gather(producer, *watchers, return_exceptions=True)
+        if not producer.cancelled() and (error := producer.exception()) is not None:
+            raise error
+        if self._revoked:
+            await self._end_revoked(scope, receive, send)
+
+    async def _write(self, send: Send) -> None:
+        """Everything pending in one write, then wait for more; a ping after `ping_s` of
+        silence. Ends once the producer is done and its last frames are out."""
+        loop = asyncio.get_running_loop()
+        await self._send(send, {"type": "http.response.start", "status": 200,
+                                "headers": self.raw_headers})
+        self._started = True
+        last_write = loop.time()
+        while True:
+            if self._gone or self._revoked:
+                return
+            if self._pending:
+                body = b"".join(self._pending)
+                self._pending.clear()
+                await self._send(send, {"type": "http.response.body", "body": body,
+                                        "more_body": not self._produced})
+                if self._produced:
+                    return
+                last_write = loop.time()
+                continue
+            if self._produced:
+                await self._send(send, {"type": "http.response.body", "body": b"",
+                                        "more_body": False})
+                return
+            waiter = self._waiter = loop.create_future()
+            ping = loop.call_at(last_write + self._ping_s, self._wake)
+            try:
+                await waiter
+            finally:
+                ping.cancel()
+                self._waiter = None
+            if not self._pending and loop.time() >= last_write + self._ping_s:
+                self._pending.append(PING_FRAME)
+
+    async def _send(self, send: Send, message: Message) -> None:
+        async with asyncio.timeout(self._send_timeout_s):
+            await send(message)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _produce(self) -> None:
+        # aclosing: the source's cleanup (a turn's finish) runs now, also when cancelled.
+        try:
+            async with aclosing(self._frames) as frames:
+                async for frame in frames:
+                    self._pending.append(frame)
+                    self._wake()
+        finally:
+            self._produced = True
+            self._wake()
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self._gone = True
+        self._wake()
+
+    async def _watch_revocation(self, revoked: asyncio.Event) -> None:
+        await revoked.wait()
+        self._revoked = True
+        self._wake()
+
+    async def _end_revoked(self, scope: Scope, receive: Receive, send: Send) -> None:
+        log.info("sse_key_revoked", path=scope.get("path"), **self._log_ids)
+        if self._gone:
+            return
+        if self._started:
+            await send({"type": "http.response.body", "body": KEY_REVOKED_FRAME,
+                        "more_body": False})
+        else:  # revoked between authentication and the first byte: as if refused then
+            await error_response(401, "unauthorized", "invalid or revoked API key")(
+                scope, receive, send)

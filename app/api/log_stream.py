@@ -1,0 +1,50 @@
+"""A turn's events as a `text/event-stream`, read from the turn's log (app/services/
+turn_runs.py) or from a resume source (app/services/resume.py): the opening request and
+every resume are the same kind of response, written by app.api.event_stream's FrameResponse
+(frames encoded once, coalesced per write). Rendering is app/api/sse.py's `encode`; a
+`CatchUp` (the stored message, when the events are no longer kept) is one `catch_up` event.
+
+However the response ends, its reader is closed (shielded), which tells the turn it lost a
+reader; a revoked key also stops the turn."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping
+
+from starlette.types import Receive, Scope, Send
+
+from app.api.event_stream import FrameResponse, RevocationGuard
+from app.api.sse import encode, frame
+from app.services.resume import CatchUp, ResumeStream
+from app.services.shield import run_shielded
+from app.services.turn_log import LogTrimmed
+
+RESUME_EXPIRED = frame("error", {
+    "code": "resume_expired",
+    "message": "this connection fell too far behind the answer; reload the thread"})
+
+
+async def _frames(stream: ResumeStream) -> AsyncGenerator[bytes, None]:
+    try:
+        async for event in stream.events():
+            if isinstance(event, CatchUp):
+                yield frame("catch_up", {"message": event.message})
+            else:
+                yield encode(event)
+    except LogTrimmed:
+        yield RESUME_EXPIRED
+
+
+class LogStreamResponse(FrameResponse):
+    def __init__(self, stream: ResumeStream, *, ping_s: float, send_timeout_s: float,
+                 log_ids: Mapping[str, str] | None = None,
+                 revocation: RevocationGuard | None = None) -> None:
+        super().__init__(_frames(stream), ping_s=ping_s, send_timeout_s=send_timeout_s,
+                         log_ids=log_ids, revocation=revocation)
+        self._stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await run_shielded(self._stream.close(stop="key_revoked" if self.revoked else None))

@@ -1,0 +1,68 @@
+"""Turn events as plain JSON objects and back, for a turn log kept outside the process (Redis
+Streams): a reader on another gateway process gets the very events the owner's core made,
+and renders them in its own dialect.
+
+    event_from_json(event_to_json(event)) == event
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
+
+
+class BadEvent(ValueError):
+    """A stored event that is not one this gateway writes."""
+
+
+def event_to_json(event: TurnEvent) -> dict[str, Any]:
+    match event:
+        case Delta(text, seq):
+            return {"k": "delta", "text": text, "seq": seq}
+        case Started(thread_id, user_message_id, message_id):
+            return {"k": "started", "thread_id": str(thread_id),
+                    "user_message_id": str(user_message_id), "message_id": str(message_id)}
+        case Metadata(values):
+            return {"k": "metadata", "values": values}
+        case Usage():
+            return {"k": "usage", "prompt_tokens": event.prompt_tokens,
+                    "completion_tokens": event.completion_tokens,
+                    "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
+                    "usage_source": event.usage_source}
+        case Ended(message_id, status):
+            return {"k": "ended", "message_id": str(message_id), "status": status}
+        case Failed(code, message):
+            return {"k": "failed", "code": code, "message": message}
+
+
+def event_from_json(data: dict[str, Any]) -> TurnEvent:
+    try:
+        return _decode(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadEvent(str(data.get("k"))) from exc
+
+
+def _decode(data: dict[str, Any]) -> TurnEvent:
+    kind = data["k"]
+    if kind == "delta":
+        return Delta(str(data["text"]), int(data["seq"]))
+    if kind == "started":
+        return Started(uuid.UUID(data["thread_id"]), uuid.UUID(data["user_message_id"]),
+                       uuid.UUID(data["message_id"]))
+    if kind == "metadata":
+        return Metadata(dict(data["values"]))
+    if kind == "usage":
+        return Usage(int(data["prompt_tokens"]), int(data["completion_tokens"]),
+                     int(data["total_tokens"]), data["cost_usd"], data["usage_source"])
+    if kind == "ended":
+        return Ended(uuid.UUID(data["message_id"]), data["status"])
+    if kind == "failed":
+        return Failed(str(data["code"]), str(data["message"]))
+    raise BadEvent(str(kind))
+
+
+def is_last(event: TurnEvent) -> bool:
+    """The event that ends a turn's stream (`message_end` or `error`)."""
+    return isinstance(event, Ended | Failed)

@@ -1,0 +1,45 @@
+"""A client that leaves mid-stream, with the demo model answering slowly over a real socket:
+the thread keeps exactly the text the client was sent, `interrupted`, and the model server's
+stream is closed; the call is still counted."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+
+from tests.e2e.helpers import new_thread, wait_for_status
+from tests.support.live import DemoLlm, StartGateway
+
+
+async def test_leaving_mid_stream_keeps_what_was_sent(
+    start_gateway: StartGateway, slow_demo_llm: DemoLlm
+) -> None:
+    gateway = start_gateway("sqlite", upstream=slow_demo_llm,
+                            env={"CHATGATE_TITLE_CALLS": "false"})
+    key = await gateway.api_key("leaver")
+    async with gateway.client(key) as native:
+        thread_id = await new_thread(native)
+        client = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0,
+                                    default_headers={"X-Chatgate-Thread-Id": thread_id})
+        before = slow_demo_llm.stats()["streams_cancelled"]
+        seen = ""
+        async with client:
+            stream = await client.chat.completions.create(
+                model="demo-1", stream=True,
+                messages=[{"role": "user", "content": "[long] tell me everything"}])
+            async for chunk in stream:
+                seen += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+                if len(seen) > 40:
+                    break
+            await stream.close()
+        row = await wait_for_status(native, thread_id, "interrupted")
+        usage = (await native.get("/api/usage")).json()
+    assert row["content"] == seen
+    assert row["metadata"]["usage_source"] == "partial"
+    assert usage["totals"]["llm_call_count"] == 1
+    for _ in range(100):  # the model server notices the closed connection on its next send
+        if slow_demo_llm.stats()["streams_cancelled"] > before:
+            break
+        await asyncio.sleep(0.05)
+    assert slow_demo_llm.stats()["streams_cancelled"] > before

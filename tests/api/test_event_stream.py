@@ -1,0 +1,94 @@
+"""app.api.event_stream in-process: frames ready together go out in one write, and every
+way a stream ends (done, client gone, stuck client) closes its source."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import structlog
+
+from app.api.event_stream import PING_FRAME, FrameResponse
+
+SCOPE = {"type": "http", "method": "POST", "path": "/api/threads/x/messages", "headers": []}
+
+
+async def never_disconnects() -> dict[str, Any]:
+    await asyncio.Event().wait()
+    return {"type": "http.disconnect"}
+
+
+async def test_frames_made_while_the_writer_waits_share_one_write() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def frames() -> AsyncGenerator[bytes, None]:
+        for burst in range(2):
+            for n in range(3):  # three frames without a pause: one write
+                yield b"data: %d.%d\n\n" % (burst, n)
+            await asyncio.sleep(0.01)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    response = FrameResponse(frames(), ping_s=60, send_timeout_s=5)
+    await asyncio.wait_for(response(SCOPE, never_disconnects, send), 5)
+    bodies = [m["body"] for m in sent[1:] if m["body"]]
+    assert bodies == [b"data: 0.0\n\ndata: 0.1\n\ndata: 0.2\n\n",
+                      b"data: 1.0\n\ndata: 1.1\n\ndata: 1.2\n\n"]
+    assert sent[-1]["more_body"] is False and sent[0]["type"] == "http.response.start"
+
+
+async def test_a_silence_gets_pings_and_a_leaving_client_closes_the_source() -> None:
+    sent: list[bytes] = []
+    closed = asyncio.Event()
+    left = asyncio.Event()
+
+    async def frames() -> AsyncGenerator[bytes, None]:
+        try:
+            yield b"data: first\n\n"
+            await asyncio.Event().wait()  # the model thinks forever
+            yield b"never"
+        finally:
+            closed.set()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message.get("body", b""))
+        if sent.count(PING_FRAME) == 2:
+            left.set()
+
+    async def receive() -> dict[str, Any]:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    response = FrameResponse(frames(), ping_s=0.01, send_timeout_s=5)
+    await asyncio.wait_for(response(SCOPE, receive, send), 5)
+    assert closed.is_set() and b"never" not in sent and sent[1] == b"data: first\n\n"
+
+
+async def test_a_client_that_stops_reading_ends_the_stream_quietly() -> None:
+    closed = asyncio.Event()
+
+    async def frames() -> AsyncGenerator[bytes, None]:
+        try:
+            while True:
+                yield b"data: more\n\n"
+                await asyncio.sleep(0)
+        finally:
+            closed.set()
+
+    calls = 0
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls >= 3:  # the client's socket is full: this send never completes
+            await asyncio.Event().wait()
+
+    ids = {"user_id": "u1", "message_id": "m1"}
+    response = FrameResponse(frames(), ping_s=60, send_timeout_s=0.05, log_ids=ids)
+    with structlog.testing.capture_logs() as logs:
+        await asyncio.wait_for(response(SCOPE, never_disconnects, send), 5)
+    assert closed.is_set()
+    assert [entry["event"] for entry in logs] == ["sse_send_timeout"]
+    assert ids.items() <= logs[0].items()

@@ -1,0 +1,91 @@
+"""The page survives a dropped connection: taken offline mid-answer and back online, it
+reconnects by itself (Last-Event-ID) and finishes the answer, with no text shown twice and
+none missing, live and after the reload."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.async_api import Browser, BrowserContext, Page, expect
+
+from app.demo_llm.scenarios import long_answer_text
+from tests.support.live import DemoLlm, StartGatewayProcess
+from tests.web.test_page import wait_turn_over
+
+#: Every text the answer bubble showed, recorded in the page as it changed.
+RECORD_LIVE_TEXT = """() => {
+  window.__liveTexts = [];
+  const box = document.getElementById("messages");
+  new MutationObserver(() => {
+    const node = document.querySelector(".message.assistant .content");
+    if (node) window.__liveTexts.push(node.innerText);
+  }).observe(box, { childList: true, subtree: true, characterData: true });
+}"""
+
+
+@pytest.fixture
+def resumable_gateway_url(start_gateway_process: StartGatewayProcess,
+                          slow_demo_llm: DemoLlm) -> Iterator[str]:
+    gateway = start_gateway_process("sqlite", upstream=slow_demo_llm, env={
+        "CHATGATE_AUTH_MODE": "off", "CHATGATE_RESUME_GRACE_S": "30"})
+    yield gateway.url
+
+
+async def test_the_page_finishes_an_answer_across_a_dropped_connection(
+    browser: Browser, resumable_gateway_url: str
+) -> None:
+    context = await browser.new_context()
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        await offline_and_back(page, context, resumable_gateway_url)
+    finally:
+        await context.close()
+    assert errors == []
+
+
+async def offline_and_back(page: Page, context: BrowserContext, url: str) -> None:
+    full = long_answer_text()
+    await page.goto(url + "/")
+    await page.click("#new-thread")
+    await page.evaluate(RECORD_LIVE_TEXT)
+    await page.fill("#message-input", "[long] tell me everything")
+    await page.click("#send")
+    answer = page.locator(".message.assistant .content")
+    await expect(answer).to_contain_text("Line 03")
+    await context.set_offline(True)
+    await expect(page.locator("#notice")).to_have_text("Connection lost; reconnecting…")
+    await context.set_offline(False)
+    await wait_turn_over(page)
+    assert await answer.inner_text() == full
+    await expect(page.locator(".message.assistant .status")).to_have_count(0)  # complete
+    await expect(page.locator("#notice")).to_have_text("")
+    live: list[str] = await page.evaluate("window.__liveTexts")
+    assert live and all(full.startswith(text) for text in live)  # nothing twice or skipped
+    await page.reload()
+    await page.click(".thread-item")
+    await expect(page.locator(".message.assistant .content")).to_have_text(full)
+
+
+async def test_stop_ends_the_answer_at_once_despite_the_grace(
+    page: Page, resumable_gateway_url: str
+) -> None:
+    """Stop asks the gateway to end the turn: with a 30 s grace, a page that only hung up
+    would leave the answer streaming on, and its bubble would not settle `interrupted`."""
+    await page.goto(resumable_gateway_url + "/")
+    await page.click("#new-thread")
+    await page.fill("#message-input", "[long] tell me everything")
+    await page.click("#send")
+    answer = page.locator(".message.assistant .content")
+    await expect(answer).to_contain_text("Line 03")
+    await page.click("#stop")
+    await wait_turn_over(page)
+    await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
+    shown = await answer.inner_text()
+    assert shown and len(shown) < len(long_answer_text())
+    await page.reload()
+    await page.click(".thread-item")
+    await expect(page.locator(".message.assistant .content")).to_have_text(shown)
+    await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
