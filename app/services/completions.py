@@ -145,7 +145,7 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
         if thread_id is None:
             await guard(session)
             return None
-        thread = await thread_store.get_thread(session, user_id, thread_id)
+        thread = await thread_store.get_thread(session, user_id, thread_id, lock=True)
         if thread is None:
             raise ThreadNotFound(str(thread_id))
         await guard(session)  # after the thread, in open_turn's order

@@ -107,7 +107,7 @@ async def _open_rows(
     guard: TurnGuard | None,
 ) -> TurnView:
     async with deps.db.transaction() as session:
-        thread = await thread_store.get_thread(session, user_id, thread_id)
+        thread = await thread_store.get_thread(session, user_id, thread_id, lock=True)
         if thread is None:
             raise ThreadNotFound(str(thread_id))
         if guard is not None:

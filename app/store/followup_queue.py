@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.store.followups import cancel_pending_for_thread, schedule_followup
 from app.store.messages import mark_interrupted
 from app.store.models import Followup, Message, Thread
+from app.store.threads import with_thread_lock
 from app.store.visibility import hidden_sql, visible_sql
 
 Blocker = Literal["lost_claim", "user_replied", "already_started"]
@@ -133,12 +134,9 @@ async def release_for_retry(s: AsyncSession, claim: Claim, retry_at: dt.datetime
 
 
 async def lock_thread(s: AsyncSession, thread_id: uuid.UUID) -> dict[str, Any] | None:
-    """Serialise with a user turn on the thread and return its current autonomy settings.
-    A user message's transaction updates the thread row (touch_thread), so holding that row's
-    lock orders the two. SQLite: BEGIN IMMEDIATE already serialises write transactions."""
-    query = select(Thread.autonomy).where(Thread.id == thread_id)
-    if s.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update()
+    """Serialise with a user turn on the thread and return its current autonomy settings:
+    the thread lock every turn-opening transaction takes first (threads.get_thread)."""
+    query = with_thread_lock(s, select(Thread.autonomy).where(Thread.id == thread_id))
     autonomy: dict[str, Any] | None = await s.scalar(query)
     return autonomy
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -15,6 +15,7 @@ from app.store.records import ThreadSummary
 from app.store.visibility import visible_sql
 
 PREVIEW_CHARS = 120
+LockedSelect = TypeVar("LockedSelect", bound=Select[Any])
 
 
 def _clean_optional(value: str | None) -> str | None:
@@ -33,12 +34,28 @@ async def create_thread(s: AsyncSession, user_id: str, title: str | None = None)
     return thread
 
 
-async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Thread | None:
-    """The thread if it exists AND belongs to user_id; another user's thread is None."""
-    result = await s.execute(
-        select(Thread).where(Thread.id == thread_id, Thread.user_id == user_id)
-    )
+async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID, *,
+                     lock: bool = False) -> Thread | None:
+    """The thread if it exists AND belongs to user_id; another user's thread is None.
+
+    `lock`: hold the thread row until the transaction ends (PostgreSQL; SQLite's write
+    transactions are serialised already). Every transaction that writes a thread's messages
+    takes this lock before anything else, so a user's turn, the follow-up worker's turn and a
+    finish all lock in one order and cannot deadlock."""
+    query = select(Thread).where(Thread.id == thread_id, Thread.user_id == user_id)
+    if lock:
+        query = with_thread_lock(s, query)
+    result = await s.execute(query)
     return result.scalar_one_or_none()
+
+
+def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:
+    """`query` holding the thread rows it reads: FOR NO KEY UPDATE, the lock an UPDATE of the
+    row takes, so it orders against that UPDATE yet still lets another transaction insert a
+    row that references the thread."""
+    if s.get_bind().dialect.name == "postgresql":
+        return query.with_for_update(key_share=True)
+    return query
 
 
 def _preview(text: str | None) -> str | None:

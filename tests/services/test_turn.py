@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import structlog
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -27,7 +28,7 @@ from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.errors import ThreadBusy
-from app.store.models import LlmCall, UserTokenUsage
+from app.store.models import LlmCall, Thread, UserTokenUsage
 from app.turns.events import Delta
 from app.turns.finish import TurnOutcome
 from tests.services.wire import WireEvent, on_the_wire
@@ -169,6 +170,38 @@ async def test_open_turn_on_a_busy_thread_stores_nothing(runtime: Runtime) -> No
     await first.finish()
     rows = await _rows(runtime.db, thread)
     assert [r.content for r in rows if r.role == "user"] == ["first"]
+
+
+async def test_opening_a_turn_holds_its_thread_first(runtime: Runtime) -> None:
+    """A user's turn and the follow-up worker's turn on one thread lock the thread row before
+    anything else, in one order: two of them racing wait for each other instead of
+    deadlocking (a deadlock would be a 500 for the user)."""
+    if runtime.db.backend == "sqlite":
+        pytest.skip("SQLite serialises write transactions; row locks are PostgreSQL's")
+    thread = await _thread(runtime.db)
+    in_guard, release = asyncio.Event(), asyncio.Event()
+
+    async def guard(_session: AsyncSession, _thread: Any) -> None:
+        in_guard.set()
+        await release.wait()
+
+    opening = asyncio.create_task(
+        open_turn(runtime.turn_deps, "svc", thread.id, "hi", guard=guard))
+    await in_guard.wait()  # the opening transaction has read its thread, nothing more
+    with pytest.raises(DBAPIError, match="could not obtain lock"):
+        async with runtime.db.transaction() as session:
+            await session.execute(_lock_now(thread.id))
+    release.set()
+    turn = await opening
+    await turn.finish()
+    async with runtime.db.transaction() as session:  # and gave it back at commit
+        await session.execute(_lock_now(thread.id))
+
+
+def _lock_now(thread_id: Any) -> Any:
+    """The follow-up worker's thread lock, failing at once instead of waiting."""
+    return select(Thread.id).where(Thread.id == thread_id).with_for_update(
+        key_share=True, nowait=True)
 
 
 async def test_open_turn_on_a_foreign_thread_is_not_found(runtime: Runtime) -> None:
