@@ -120,10 +120,10 @@ async def open_completion(
     deps = gate.deps
     if request.model not in offered_models(deps):
         raise ModelNotFound(request.model)
-    guard = gate.user_guard(principal)
-
     async def opener() -> CompletionCall:
         lease = await TurnLease.take(deps.slots, deps.checkpoints)
+        guard = (gate.rowless_guard(principal, lease) if thread_id is None
+                 else gate.user_guard(principal))
         try:
             view = await _open(deps, principal.user_id, request, thread_id, guard)
         except BaseException:

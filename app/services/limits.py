@@ -8,7 +8,8 @@ A turn request passes, in this order, before anything is stored or sent upstream
 2. an upstream slot of this process (app.services.upstream_slots) -> 503 `gateway_busy`;
 3. in open_turn's transaction, serialised per user (a PostgreSQL advisory lock; SQLite's
    BEGIN IMMEDIATE): the user's `streaming` answers, every process and thread together,
-   against `max_streams_per_user` -> 429 `too_many_streams`; then the key's daily budget
+   against `max_streams_per_user` -> 429 `too_many_streams` (with the calls without a thread
+   this process runs: app.services.rowless_streams); then the key's daily budget
    (tokens, cost) against the user's rollup of the UTC day -> 429 `budget_exceeded`.
 
 Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
@@ -31,7 +32,9 @@ from app.clock import Clock, utcnow
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.services.api_keys import Principal
+from app.services.rowless_streams import RowlessStreams
 from app.services.turn import Turn, TurnDeps, open_turn
+from app.services.turn_lease import TurnLease
 from app.services.upstream_slots import GatewayBusy, TurnRefused
 from app.store import limits as limit_store
 from app.store.errors import DatabaseBusy
@@ -98,6 +101,7 @@ class TurnGate:
         self.clock = clock
         self.max_streams = deps.settings.max_streams_per_user
         self.per_minute = deps.settings.rate_limit_per_minute
+        self.rowless = RowlessStreams()
 
     async def open(self, principal: Principal, thread_id: uuid.UUID, content: str) -> Turn:
         """The opened turn; raises TurnRefused (counted and logged here), or open_turn's
@@ -139,7 +143,8 @@ class TurnGate:
         async def guard(session: AsyncSession) -> None:
             await limit_store.lock_user(session, principal.user_id)
             if self.max_streams > 0:
-                streaming = await limit_store.count_streaming(session, principal.user_id)
+                streaming = (await limit_store.count_streaming(session, principal.user_id)
+                             + self.rowless.count(principal.user_id))
                 if streaming >= self.max_streams:
                     raise too_many_streams(self.max_streams)
             if principal.daily_token_budget is None and principal.daily_cost_budget_usd is None:
@@ -151,3 +156,15 @@ class TurnGate:
                 raise budget_exceeded(seconds_to_next_day(now))
 
         return guard
+
+    def rowless_guard(self, principal: Principal, lease: TurnLease) -> UserGuard:
+        """user_guard for a call that stores no message: once it passes, the call counts among
+        the user's streams until its lease is given back. The hold is taken inside the
+        transaction, so the user's next guard, serialised behind this one, sees it."""
+        guard = self.user_guard(principal)
+
+        async def rowless(session: AsyncSession) -> None:
+            await guard(session)
+            lease.stream_hold = self.rowless.hold(principal.user_id)
+
+        return rowless

@@ -1,7 +1,8 @@
 """What a running turn holds of its process, taken when it opens and given back once when
 it finishes: an upstream slot (a bound on the connections to the model server, so a flood
 is refused as `gateway_busy` instead of queueing in the HTTP pool) and a place among the
-streams the checkpointer writes (so a crash loses at most one checkpoint interval)."""
+streams the checkpointer writes (so a crash loses at most one checkpoint interval); for a call
+that stores no message, its place among the user's streams (app.services.rowless_streams)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Protocol
 
 from app.logging import get_logger
 from app.services.checkpoints import Checkpointer, ContentReader
+from app.services.rowless_streams import StreamHold
 from app.services.upstream_slots import Slot, UpstreamSlots
 
 log = get_logger("services.turn_lease")
@@ -25,6 +27,7 @@ class TurnLease:
     slot: Slot | None
     checkpoints: Checkpointer | None
     message_id: uuid.UUID | None = None
+    stream_hold: StreamHold | None = None
 
     @classmethod
     async def take(cls, slots: UpstreamSlots | None, checkpoints: Checkpointer | None
@@ -44,7 +47,9 @@ class TurnLease:
             self.checkpoints.untrack(self.message_id)
         if self.slot is not None:
             self.slot.release()
-        self.slot, self.message_id = None, None
+        if self.stream_hold is not None:
+            self.stream_hold.release()
+        self.slot, self.message_id, self.stream_hold = None, None, None
 
     async def close_and_give_back(self, stream: Closable | None) -> None:
         """Close the turn's upstream stream (a failure is logged, not raised: the answer is

@@ -16,6 +16,8 @@ import httpx
 import pytest
 from redis.exceptions import RedisError
 
+from app.services.api_keys import Principal
+from app.services.completions import CompletionRequest, open_completion
 from app.services.limits import window_start
 from app.services.turn import Turn
 from app.store import limits, usage
@@ -25,6 +27,7 @@ from tests.e2e.helpers import messages, new_thread
 from tests.support.inproc import FakeClock, InProcessGateway, in_process_gateway
 from tests.support.live import DemoLlm, SseEvent, parse_sse
 
+ASK = [{"role": "user", "content": "Hello"}]
 NOON = dt.datetime(2026, 11, 24, 12, 0, 45, tzinfo=dt.UTC)
 
 
@@ -91,6 +94,34 @@ async def test_a_user_at_the_stream_cap_is_refused_before_any_upstream_call(
             assert (await post(client, threads[2])).last_event == "message_end"
             await finish_all(held[1:])
         assert await gw.refusals() == {"too_many_streams": 1}
+
+
+async def test_openai_calls_without_a_thread_count_in_the_stream_cap(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    """A call to /v1/chat/completions without a thread stores no streaming row; it still
+    takes one of the user's streams while it runs, so one key cannot starve the others."""
+    async with in_process_gateway(database_url, demo_llm, max_streams_per_user=1) as gw:
+        alice, bob = await gw.api_key("alice"), await gw.api_key("bob")
+        model = gw.runtime.settings.offered_models[0]
+        held = await open_completion(gw.runtime.gate, Principal("alice", False),
+                                     CompletionRequest(model, ASK), None)
+        async with gw.client(alice) as client, gw.client(bob) as other:
+            thread_id = await new_thread(client)
+            assert (await post(client, thread_id)).code == "too_many_streams"
+            refused = await client.post("/v1/chat/completions",
+                                        json={"model": model, "messages": ASK})
+            assert refused.status_code == 429
+            assert refused.json()["error"]["code"] == "too_many_streams"
+            answered = await other.post("/v1/chat/completions",
+                                        json={"model": model, "messages": ASK})
+            assert answered.status_code == 200  # another user is not affected
+            await held.finish()  # the call ends: alice may start another
+            assert (await post(client, thread_id)).last_event == "message_end"
+            again = await client.post("/v1/chat/completions",
+                                      json={"model": model, "messages": ASK})
+            assert again.status_code == 200
+        assert await gw.refusals() == {"too_many_streams": 2}
 
 
 async def test_the_rate_limit_counts_turn_requests_per_user_and_minute(
