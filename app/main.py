@@ -43,7 +43,7 @@ from app.services.side_call import SideCaller
 from app.services.summary import SummaryStage
 from app.services.title import TitleStage
 from app.services.tracing import StreamTracer
-from app.services.turn import TurnDeps
+from app.services.turn_deps import TurnDeps
 from app.services.turn_runs import TurnRuns
 from app.services.turn_share import SharedTurns
 from app.services.upstream_slots import UpstreamSlots

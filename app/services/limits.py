@@ -33,7 +33,8 @@ from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.services.api_keys import Principal
 from app.services.rowless_streams import RowlessStreams
-from app.services.turn import Turn, TurnDeps, open_turn
+from app.services.turn import Turn, open_turn
+from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
 from app.services.upstream_slots import GatewayBusy, TurnRefused
 from app.store import limits as limit_store

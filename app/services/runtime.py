@@ -17,7 +17,7 @@ from app.services.limits import TurnGate
 from app.services.processes import ProcessRegistry
 from app.services.resume import TurnResumes
 from app.services.revocation import RevocationWatcher
-from app.services.turn import TurnDeps
+from app.services.turn_deps import TurnDeps
 from app.services.turn_runs import TurnRuns
 from app.settings import Settings
 from app.store.db import Database

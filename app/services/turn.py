@@ -16,7 +16,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,30 +24,25 @@ from app.clock import utcnow
 from app.context import build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.records import FinalStatus, FinishedMessage
-from app.services.checkpoints import Checkpointer
 from app.services.observers import (
     ContextDraft,
     TurnHandler,
-    TurnObserver,
     TurnView,
     after_finish_all,
     report_warnings,
 )
 from app.services.shield import run_detached, run_shielded
+from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
 from app.services.turn_store import TurnStore
-from app.services.upstream_slots import UpstreamSlots
-from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
-from app.store.db import Database
 from app.store.models import Thread
 from app.turns.answer import AnswerStream
 from app.turns.events import Delta, Started, TurnEvent, TurnFailure
 from app.turns.finish import StoreResult, TurnOutcome, close_turn, closing_events, not_stored
 from app.turns.usage import CallContext
-from app.upstream import UpstreamClient, UpstreamError, UpstreamStream
-from app.usage.pricing import PriceTable
+from app.upstream import UpstreamError, UpstreamStream
 
 log = get_logger("services.turn")
 
@@ -61,23 +55,6 @@ TurnGuard = Callable[[AsyncSession, Thread], Awaitable[None]]
 
 class ThreadNotFound(Exception):
     """No such thread for this user (a foreign thread is the same as a missing one)."""
-
-
-@dataclass
-class TurnDeps:
-    """What every turn needs; built once by the application lifespan."""
-
-    db: Database
-    upstream: UpstreamClient
-    prices: PriceTable
-    settings: Settings
-    observers: list[TurnObserver] = field(default_factory=list)
-    #: None: no bound of this process's own (tests of the shell alone).
-    slots: UpstreamSlots | None = None
-    #: This process's id on the rows it streams (swept when its heartbeat stops).
-    process_id: str | None = None
-    #: Writes the partial text of running turns on its own schedule.
-    checkpoints: Checkpointer | None = None
 
 
 async def open_turn(

@@ -1,0 +1,31 @@
+"""What every turn needs of the process, built once by the application lifespan and handed
+to each turn shell (the native turn, the OpenAI-style call, the follow-up worker's turn)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.services.checkpoints import Checkpointer
+from app.services.observers import TurnObserver
+from app.services.upstream_slots import UpstreamSlots
+from app.settings import Settings
+from app.store.db import Database
+from app.upstream import UpstreamClient
+from app.usage.pricing import PriceTable
+
+
+@dataclass
+class TurnDeps:
+    """The database, the model server, prices, settings, observers and this process's parts."""
+
+    db: Database
+    upstream: UpstreamClient
+    prices: PriceTable
+    settings: Settings
+    observers: list[TurnObserver] = field(default_factory=list)
+    #: None: no bound of this process's own (tests of the shell alone).
+    slots: UpstreamSlots | None = None
+    #: This process's id on the rows it streams (swept when its heartbeat stops).
+    process_id: str | None = None
+    #: Writes the partial text of running turns on its own schedule.
+    checkpoints: Checkpointer | None = None
