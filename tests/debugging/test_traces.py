@@ -1,12 +1,11 @@
 """Stream traces end to end, on both backends: an in-process gateway with
-CHATGATE_TRACE_STREAMS set, the demo model's scenarios, and scripts/replay_stream.py run as
-a subprocess against the gateway's database."""
+CHATGATE_TRACE_STREAMS set, the demo model's scenarios, and scripts/replay_stream.py's command
+line against the gateway's database (run in this process: tests/support/scripts.py)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,14 +21,13 @@ from app.store.db import Database
 from app.store.models import Message
 from tests.e2e.helpers import keyed_client, new_thread, wait_for_status
 from tests.support.live import (
-    ROOT,
     DemoLlm,
     LiveGateway,
-    _clean_env,
     _GatewayPool,
     iter_sse,
     post_turn,
 )
+from tests.support.scripts import run_script
 
 SEED_BUG_WARNINGS = ["context_echo", "metadata_at_start", "unclosed_block"]
 
@@ -74,10 +72,7 @@ async def load(gateway: LiveGateway, message_id: str) -> Trace | None:
 
 
 def replay_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "scripts/replay_stream.py", *args], cwd=ROOT, capture_output=True,
-        text=True, timeout=60, env=_clean_env({"COLUMNS": "200"}),
-    )
+    return run_script("replay_stream.py", *args, env={"COLUMNS": "200"})
 
 
 def replay_json(*args: str) -> tuple[int, dict[str, Any]]:

@@ -5,27 +5,22 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 from app.services import repair_runs
 from app.store.db import Database
 from app.stream.spec import HEADER
 from tests.repair.seed import CORRUPT_KINDS, Seeded, seed, snapshot
+from tests.support.scripts import run_script
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "repair_messages.py"
 MESSAGES = 10_000
 
 
 def cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CHATGATE_DATABASE_URL": "sqlite+aiosqlite:////nonexistent/not-used"}
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args, "--database-url", database_url],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
-    )
+    # --database-url wins over the setting: a setting pointing nowhere proves it
+    nowhere = "sqlite+aiosqlite:////nonexistent/not-used"
+    return run_script("repair_messages.py", *args, "--database-url", database_url,
+                      env={"CHATGATE_DATABASE_URL": nowhere})
 
 
 def _changed(before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]],

@@ -1,12 +1,12 @@
-"""scripts/keys.py as an operator runs it (a subprocess on the gateway's own database, SQLite
-and PostgreSQL): the key it prints works, `list` never shows it, `revoke` locks it out, and
+"""scripts/keys.py as an operator runs it (its command line on the gateway's own database,
+SQLite and PostgreSQL; run in this process: tests/support/scripts.py): the key it prints
+works, `list` never shows it, `revoke` locks it out, and
 `--admin` is what opens the admin routes."""
 
 from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator, Mapping
 
@@ -14,9 +14,9 @@ import pytest
 
 from tests.e2e.helpers import new_thread
 from tests.support.databases import drop_database, make_fresh_database_url
-from tests.support.live import ROOT, LiveGateway, _clean_env, post_turn
+from tests.support.live import LiveGateway, post_turn
+from tests.support.scripts import run_script
 
-KEYS_SCRIPT = ROOT / "scripts" / "keys.py"
 KEY_LINE = re.compile(r"^cg_[A-Za-z0-9_-]{20,}$", re.MULTILINE)
 KEY_ID = re.compile(r"key id: ([0-9a-f-]{36})")
 
@@ -24,14 +24,10 @@ KEY_ID = re.compile(r"key id: ([0-9a-f-]{36})")
 def keys_cli(
     database_url: str, *args: str, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run scripts/keys.py on a database (CHATGATE_DATABASE_URL, as documented), on a wide
+    """scripts/keys.py on a database (CHATGATE_DATABASE_URL, as documented), on a wide
     terminal unless `env` says otherwise."""
-    return subprocess.run(
-        [sys.executable, str(KEYS_SCRIPT), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env=_clean_env({"CHATGATE_DATABASE_URL": database_url, "COLUMNS": "200",
-                        **(env or {})}),
-    )
+    return run_script("keys.py", *args, env={"CHATGATE_DATABASE_URL": database_url,
+                                             "COLUMNS": "200", **(env or {})})
 
 
 def create_key(database_url: str, user: str, *extra: str) -> tuple[str, str]:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.databases import drop_database, make_fresh_database_url
 from tests.support.live import ROOT, _clean_env, free_port
+from tests.support.scripts import run_script
 
 COMMANDS = [
     ("keys.py", "list"),
@@ -32,11 +33,8 @@ def test_a_script_on_an_unmigrated_database_says_so(
     unmigrated_url: str, command: tuple[str, ...]
 ) -> None:
     script, *args = command
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), *args],
-        cwd=ROOT, env=_clean_env({"CHATGATE_DATABASE_URL": unmigrated_url, "COLUMNS": "200"}),
-        capture_output=True, text=True, timeout=120,
-    )
+    done = run_script(script, *args, env={"CHATGATE_DATABASE_URL": unmigrated_url,
+                                          "COLUMNS": "200"})
     assert done.returncode == 2, done.stderr
     assert "is not migrated to the newest revision" in done.stderr
     assert "alembic upgrade head" in done.stderr and "Traceback" not in done.stderr
@@ -44,6 +42,8 @@ def test_a_script_on_an_unmigrated_database_says_so(
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
 def test_a_script_on_an_unreachable_database_says_so(command: tuple[str, ...]) -> None:
+    """Started as the operator starts it, a real process: its exit status and its one line
+    on stderr are the interpreter's, not a test harness's."""
     script, *args = command
     closed = free_port()  # nothing listens there
     url = f"postgresql+asyncpg://postgres@127.0.0.1:{closed}/chatgate"

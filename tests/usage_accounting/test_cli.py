@@ -1,10 +1,9 @@
-"""scripts/usage.py as an operator runs it: a subprocess on a real database."""
+"""scripts/usage.py as an operator runs it: its command line on a real database (run in
+this process: tests/support/scripts.py)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,18 +11,14 @@ from sqlalchemy import update
 
 from app.store.db import Database
 from app.store.models import UserTokenUsage
+from tests.support.scripts import run_script
 from tests.usage_accounting.workload import DAY1, DAY2, DAY3, mixed_workload, rollup_rows
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "usage.py"
 
 
 def usage_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
-    env["COLUMNS"] = "200"  # rich wraps tables at 80 columns when not on a terminal
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args, "--database-url", database_url],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )
+    # COLUMNS: rich wraps tables at 80 columns when not on a terminal
+    return run_script("usage.py", *args, "--database-url", database_url,
+                      env={"COLUMNS": "200"})
 
 
 async def test_verify_backfill_verify(
