@@ -4,15 +4,15 @@ reload ever shows the synthetic prompt."""
 
 from __future__ import annotations
 
-import pytest
 from playwright.async_api import Page, expect
 
 from app.followups.triggers import TRIGGER_PROMPTS
 from tests.followups.helpers import FAST_ENV
 from tests.support.live import DemoLlm, StartGateway
 from tests.web.conftest import browser, page  # noqa: F401 - the shared Chromium fixtures
+from tests.web.page_helpers import BROWSER_TESTS
 
-pytestmark = pytest.mark.browser
+pytestmark = BROWSER_TESTS
 AUTONOMY_ON = {**FAST_ENV, "CHATGATE_AUTH_MODE": "off", "CHATGATE_AUTONOMY_ENABLED": "true",
                "CHATGATE_AUTONOMY_IDLE_SECONDS": "1", "CHATGATE_AUTONOMY_MAX_FOLLOWUPS": "1"}
 PROMPT = TRIGGER_PROMPTS["question_unanswered"]

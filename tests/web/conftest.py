@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 
 from tests.support.live import DemoLlm, StartGateway
@@ -31,8 +32,11 @@ def require_browser() -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[Browser]:
+    """One Chromium per test module (a launch costs about a second), on the module's event
+    loop (page_helpers.BROWSER_TESTS); each test has contexts of its own (`page`,
+    `sized_page`), which share no cookies, storage or cache."""
     require_browser()
     async with async_playwright() as playwright:
         launched = await playwright.chromium.launch(
@@ -42,7 +46,7 @@ async def browser() -> AsyncIterator[Browser]:
         await launched.close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def page(browser: Browser) -> AsyncIterator[Page]:
     """A fresh page; uncaught page errors fail the test that owns the page."""
     context = await browser.new_context()

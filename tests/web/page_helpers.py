@@ -11,11 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.async_api import Browser, Page, expect
 
 from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.models import Message
+
+#: The marks of every browser test module: its tests run on the module's event loop, where
+#: the module's one Chromium lives (tests/web/conftest.py).
+BROWSER_TESTS = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 #: Locator-based waits: the page's CSP forbids eval, which wait_for_function() relies on.
 TURN_OVER = "body[data-turn=idle] .message.assistant:not(.streaming)"

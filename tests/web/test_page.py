@@ -6,7 +6,10 @@ from __future__ import annotations
 from playwright.async_api import Page, expect
 
 from app.demo_llm.scenarios import HTML_ANSWER, ChatInput, long_answer_text, plan_reply
+from tests.web.page_helpers import BROWSER_TESTS
 from tests.web.visible_text import without_list_markers
+
+pytestmark = BROWSER_TESTS
 
 #: Locator-based waits: the page's CSP forbids eval, which wait_for_function() relies on.
 TURN_OVER = "body[data-turn=idle] .message.assistant:not(.streaming)"

@@ -14,6 +14,7 @@ from playwright.async_api import Browser, Page, Route, expect
 
 from tests.support.live import DemoLlm, LiveGateway, StartGateway
 from tests.web.page_helpers import (
+    BROWSER_TESTS,
     DESKTOP,
     PHONE,
     VIEWPORTS,
@@ -28,7 +29,7 @@ from tests.web.page_helpers import (
 )
 from tests.web.visible_text import missing_tokens
 
-pytestmark = pytest.mark.browser
+pytestmark = BROWSER_TESTS
 CONFORMANCE = Path(__file__).resolve().parents[1] / "stream" / "conformance" / "markers.jsonl"
 AUTH_OFF = {"CHATGATE_AUTH_MODE": "off"}
 

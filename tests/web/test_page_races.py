@@ -11,9 +11,9 @@ import pytest
 from playwright.async_api import Browser, Request, Route, expect
 
 from tests.support.live import DemoLlm, LiveGateway, StartGateway
-from tests.web.page_helpers import DESKTOP, STREAMING, TURN_OVER, send, sized_page
+from tests.web.page_helpers import BROWSER_TESTS, DESKTOP, STREAMING, TURN_OVER, send, sized_page
 
-pytestmark = pytest.mark.browser
+pytestmark = BROWSER_TESTS
 AUTH_OFF = {"CHATGATE_AUTH_MODE": "off"}
 MESSAGES = "**/api/threads/*/messages"
 #: Long enough for the thread's event stream to bring a notice the page already has, on a

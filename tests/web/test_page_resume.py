@@ -11,7 +11,10 @@ from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from app.demo_llm.scenarios import long_answer_text
 from tests.support.live import DemoLlm, StartGateway
+from tests.web.page_helpers import BROWSER_TESTS
 from tests.web.test_page import wait_turn_over
+
+pytestmark = BROWSER_TESTS
 
 #: Every text the answer bubble showed, recorded in the page as it changed.
 RECORD_LIVE_TEXT = """() => {
