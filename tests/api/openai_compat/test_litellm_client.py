@@ -12,6 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.api.openai_compat.cases import CASES, expected, prepare
 from tests.api.openai_compat.model_server import ModelServer
 from tests.api.openai_compat.outside_clients import case_lines, missing_client
@@ -27,6 +29,13 @@ NO_NETWORK = "http://127.0.0.1:9"
 OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1",
                "LITELLM_LOG": "ERROR", "HTTP_PROXY": NO_NETWORK, "HTTPS_PROXY": NO_NETWORK,
                "ALL_PROXY": NO_NETWORK, "NO_PROXY": "127.0.0.1,localhost"}
+
+
+@pytest.fixture(scope="module")
+def live_backend() -> str:
+    """One database is enough here: what this client sees on the wire does not depend on it
+    (test_chat and test_sdk run the endpoint on both)."""
+    return "sqlite"
 
 
 def litellm_python() -> Path:

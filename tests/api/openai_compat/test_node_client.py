@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.api.openai_compat.cases import CASES, expected, prepare
 from tests.api.openai_compat.model_server import ModelServer
 from tests.api.openai_compat.outside_clients import case_lines, missing_client
@@ -23,6 +25,13 @@ NODE_DIR = Path(os.environ.get("CHATGATE_NODE_CACHE",
                                Path.home() / ".cache" / "chatgate-node")) / "openai-6"
 INSTALL_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def live_backend() -> str:
+    """One database is enough here: what this client sees on the wire does not depend on it
+    (test_chat and test_sdk run the endpoint on both)."""
+    return "sqlite"
 
 
 def node_and_npm() -> tuple[str, str]:
