@@ -3,28 +3,28 @@ render in OpenAI's format."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from typing import Any
 
-from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from app.api import bodies
 from app.api.auth import authenticate
-from app.api.event_stream import RevocationGuard
+from app.api.event_stream import FrameResponse, RevocationGuard
 from app.api.openai_compat.errors import OpenAIError, failure_error, openai_errors
-from app.api.openai_compat.render import ChunkWriter, dumps, model, models_list, whole_reply
+from app.api.openai_compat.render import ChunkWriter, model, models_list, whole_reply
 from app.api.openai_compat.request import parse_body, thread_id
-from app.api.sse import StreamResponse
+from app.api.sse import json_bytes
 from app.api.state import runtime
 from app.clock import utcnow
 from app.services.completions import CompletionCall, offered_models, open_completion
 from app.services.shield import run_shielded
 from app.turns.choices import ChoiceDelta
 
-DONE = ServerSentEvent(data="[DONE]", sep="\n")
+DONE = b"data: [DONE]\n\n"
 #: `created` of the listed models: when this process started offering them.
 MODELS_CREATED = int(utcnow().timestamp())
 
@@ -70,33 +70,38 @@ async def unknown_route(request: Request) -> Response:
                       "unknown_url")
 
 
-async def _events(call: CompletionCall, writer: ChunkWriter) -> AsyncIterator[ServerSentEvent]:
+def _data(chunk: Any) -> bytes:
+    """One `data:` frame of OpenAI's stream (no `event:` line: the SDKs read `data` alone)."""
+    return b"data: " + json_bytes(chunk) + b"\n\n"
+
+
+async def _frames(call: CompletionCall, writer: ChunkWriter) -> AsyncGenerator[bytes, None]:
     for chunk in writer.opening():
-        yield ServerSentEvent(data=dumps(chunk), sep="\n")
+        yield _data(chunk)
     finishes: list[ChoiceDelta] = []
     async with aclosing(call.deltas()) as deltas:
         async for delta in deltas:
             if delta.finish_reason:
                 finishes.append(delta)
             else:
-                yield ServerSentEvent(data=dumps(writer.delta(delta)), sep="\n")
+                yield _data(writer.delta(delta))
     if call.closing.failure is not None:  # the SDKs raise on an `error` event
-        yield ServerSentEvent(data=dumps(failure_error(call.closing.failure).body()), sep="\n")
+        yield _data(failure_error(call.closing.failure).body())
         return
     for chunk in writer.closing(finishes):
-        yield ServerSentEvent(data=dumps(chunk), sep="\n")
+        yield _data(chunk)
     yield DONE
 
 
-class CompletionStreamResponse(StreamResponse):
+class CompletionStreamResponse(FrameResponse):
     """The call as an event stream that always finishes it, even if the client left before
-    the first byte."""
+    the first byte (when the frames never started, closing them runs nothing)."""
 
     def __init__(self, call: CompletionCall, *, include_usage: bool, ping_s: float,
                  send_timeout_s: float, revocation: RevocationGuard | None = None) -> None:
         writer = ChunkWriter(call, include_usage=include_usage)
-        super().__init__(_events(call, writer), ping=ping_s, sep="\n",
-                         send_timeout=send_timeout_s, log_ids=call.log_ids, revocation=revocation)
+        super().__init__(_frames(call, writer), ping_s=ping_s, send_timeout_s=send_timeout_s,
+                         log_ids=call.log_ids, revocation=revocation)
         self._call = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -5,15 +5,10 @@ filter's warnings, the cost, and where the exchange was stored."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from app.services.completions import Closing, CompletionCall
 from app.turns.choices import ChoiceDelta
-
-
-def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def usage(closing: Closing) -> dict[str, int]:
