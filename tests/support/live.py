@@ -294,12 +294,10 @@ def _gateway_env(database_url: str, env: Mapping[str, str]) -> dict[str, str]:
     return {**TEST_GATEWAY_ENV, **env, "CHATGATE_DATABASE_URL": database_url}
 
 
-def _start_in_process(database_url: str, env: Mapping[str, str],
-                      graceful_shutdown_s: float) -> InProcessGateway:
+def _start_in_process(database_url: str, env: Mapping[str, str]) -> InProcessGateway:
     full_env = _gateway_env(database_url, env)
     app = build_gateway_app(settings_from_env(full_env))
-    server = InProcessServer(app, LogSink(), graceful_shutdown_s=graceful_shutdown_s)
-    return InProcessGateway(server, app, database_url, full_env)
+    return InProcessGateway(InProcessServer(app, LogSink()), app, database_url, full_env)
 
 
 def _spawn_gateway(database_url: str, env: Mapping[str, str], log_dir: Path) -> GatewayProcess:
@@ -362,12 +360,10 @@ class _GatewayPool:
         upstream: DemoLlm | str | None = None,
         env: Mapping[str, str] | None = None,
         database_url: str | None = None,
-        graceful_shutdown_s: float = 5.0,
     ) -> InProcessGateway:
-        """An in-process gateway. `graceful_shutdown_s`: how long its stop waits for requests
-        still running (as `uvicorn --timeout-graceful-shutdown`)."""
+        """An in-process gateway."""
         url, extra = self._prepare(backend, upstream, env, database_url)
-        gateway = _start_in_process(url, extra, graceful_shutdown_s)
+        gateway = _start_in_process(url, extra)
         self.gateways.append(gateway)
         return gateway
 

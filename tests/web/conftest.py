@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import warnings
 from collections.abc import AsyncIterator
@@ -12,7 +11,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 
-from tests.support.live import DemoLlm, StartGateway
+from tests.support.live import DemoLlm, StartGatewayProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -58,30 +57,17 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
     assert errors == [], f"uncaught errors in the page: {errors}"
 
 
-#: How long a browser test's gateway waits at its stop for requests still running. The page
-#: may still hold its thread-events stream open then (pytest stops the gateway before closing
-#: a page the test named first). A gateway process ends such streams on SIGTERM
-#: (sse-starlette's signal hook); one in this process cannot, and would wait uvicorn's 5 s.
-PAGE_GATEWAY_GRACE_S = 0.5
-
-
 @pytest.fixture
-def start_page_gateway(start_gateway: StartGateway) -> StartGateway:
-    """start_gateway for a browser test: its stop does not wait for the page."""
-    return functools.partial(start_gateway, graceful_shutdown_s=PAGE_GATEWAY_GRACE_S)
-
-
-@pytest.fixture
-def gateway_url(start_page_gateway: StartGateway, demo_llm: DemoLlm) -> str:
-    """A real gateway on loopback (fresh SQLite database, auth off) on the real demo server."""
-    gateway = start_page_gateway("sqlite", upstream=demo_llm,
+def gateway_url(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> str:
+    """A real gateway subprocess (fresh SQLite database, auth off) on the real demo server."""
+    gateway = start_gateway_process("sqlite", upstream=demo_llm,
                                     env={"CHATGATE_AUTH_MODE": "off"})
     return gateway.url
 
 
 @pytest.fixture
-def slow_gateway_url(start_page_gateway: StartGateway, slow_demo_llm: DemoLlm) -> str:
+def slow_gateway_url(start_gateway_process: StartGatewayProcess, slow_demo_llm: DemoLlm) -> str:
     """Like gateway_url, on the 10 ms-a-delta demo server (a [long] answer takes seconds)."""
-    gateway = start_page_gateway("sqlite", upstream=slow_demo_llm,
+    gateway = start_gateway_process("sqlite", upstream=slow_demo_llm,
                                     env={"CHATGATE_AUTH_MODE": "off"})
     return gateway.url

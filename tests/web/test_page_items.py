@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, Route, expect
 
-from tests.support.live import DemoLlm, LiveGateway, StartGateway
+from tests.support.live import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import (
     BROWSER_TESTS,
     DESKTOP,
@@ -48,11 +48,11 @@ def viewport_ids(viewport: Viewport) -> str:
 
 
 @pytest.fixture
-def web_gateway(start_page_gateway: StartGateway, demo_llm: DemoLlm) -> LiveGateway:
-    """A gateway of this test alone (fresh SQLite, auth off) on the fast demo model, served
-    on loopback from the test process: a turn sent right after "New thread" can finish before
-    the page's history read answers, which the page must survive (tests/web/test_page_races)."""
-    return start_page_gateway("sqlite", upstream=demo_llm, env=AUTH_OFF)
+def web_gateway(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> LiveGateway:
+    """A gateway subprocess of this test alone (fresh SQLite, auth off) on the fast demo
+    model. Not in process: served from the test process, a turn sent right after "New
+    thread" can finish before the page's history load, which then wipes the live bubble."""
+    return start_gateway_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
 
 
 async def open_thread(page: Page, url: str, thread_id: str) -> None:
@@ -224,10 +224,10 @@ async def test_finished_turns_show_what_a_reload_shows(
 
 
 async def test_stop_shows_the_stored_partial_answer(
-    browser: Browser, start_page_gateway: StartGateway, slow_demo_llm: DemoLlm,
+    browser: Browser, start_gateway_process: StartGatewayProcess, slow_demo_llm: DemoLlm,
     tmp_path: Path,
 ) -> None:
-    web_gateway = start_page_gateway("sqlite", upstream=slow_demo_llm, env=AUTH_OFF)
+    web_gateway = start_gateway_process("sqlite", upstream=slow_demo_llm, env=AUTH_OFF)
     async with sized_page(browser, DESKTOP) as page:
         await page.goto(web_gateway.url + "/")
         await page.click("#new-thread")
@@ -340,10 +340,10 @@ async def test_copy_a_message(
 
 
 async def test_keys_mode_without_a_key_keeps_the_text_and_says_what_to_do(
-    browser: Browser, start_page_gateway: StartGateway, demo_llm: DemoLlm,
+    browser: Browser, start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm,
     tmp_path: Path,
 ) -> None:
-    web_gateway = start_page_gateway("sqlite", upstream=demo_llm)  # auth mode: keys
+    web_gateway = start_gateway_process("sqlite", upstream=demo_llm)  # auth mode: keys
     async with sized_page(browser, PHONE) as page:
         await page.goto(web_gateway.url + "/")
         await page.fill("#message-input", "My carefully typed question")

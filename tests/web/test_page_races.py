@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from playwright.async_api import Browser, Request, Route, expect
 
-from tests.support.live import DemoLlm, LiveGateway, StartGateway
+from tests.support.live import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import BROWSER_TESTS, DESKTOP, STREAMING, TURN_OVER, send, sized_page
 
 pytestmark = BROWSER_TESTS
@@ -22,8 +22,8 @@ NOTICE_LEAD_S = 1.0
 
 
 @pytest.fixture
-def web_gateway(start_page_gateway: StartGateway, demo_llm: DemoLlm) -> LiveGateway:
-    return start_page_gateway("sqlite", upstream=demo_llm, env=AUTH_OFF)
+def web_gateway(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> LiveGateway:
+    return start_gateway_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
 
 
 async def test_an_answer_announced_before_its_stream_arrives_is_shown_once(

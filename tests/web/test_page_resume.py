@@ -10,7 +10,7 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Page, expect
 
 from app.demo_llm.scenarios import long_answer_text
-from tests.support.live import DemoLlm, StartGateway
+from tests.support.live import DemoLlm, StartGatewayProcess
 from tests.web.page_helpers import BROWSER_TESTS
 from tests.web.test_page import wait_turn_over
 
@@ -28,9 +28,9 @@ RECORD_LIVE_TEXT = """() => {
 
 
 @pytest.fixture
-def resumable_gateway_url(start_page_gateway: StartGateway,
+def resumable_gateway_url(start_gateway_process: StartGatewayProcess,
                           slow_demo_llm: DemoLlm) -> Iterator[str]:
-    gateway = start_page_gateway("sqlite", upstream=slow_demo_llm, env={
+    gateway = start_gateway_process("sqlite", upstream=slow_demo_llm, env={
         "CHATGATE_AUTH_MODE": "off", "CHATGATE_RESUME_GRACE_S": "30"})
     yield gateway.url
 
