@@ -92,3 +92,29 @@ async def test_stop_ends_the_answer_at_once_despite_the_grace(
     await page.click(".thread-item")
     await expect(page.locator(".message.assistant .content")).to_have_text(shown)
     await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
+
+
+async def test_a_reload_mid_answer_follows_the_answer_to_its_end(
+    page: Page, resumable_gateway_url: str
+) -> None:
+    """A reload is a dropped connection too: the page reads the thread, finds its answer
+    still streaming, and follows it to the end from its first delta, in the one bubble."""
+    await page.goto(resumable_gateway_url + "/")
+    await page.click("#new-thread")
+    await page.fill("#message-input", "[long] tell me everything")
+    await page.click("#send")
+    answer = page.locator(".message.assistant .content")
+    await expect(answer).to_contain_text("Line 03")
+    await page.reload()
+    await page.evaluate(RECORD_LIVE_TEXT)
+    await page.click(".thread-item")
+    await wait_turn_over(page)
+    full = long_answer_text()
+    await expect(answer).to_have_text(full)
+    live: list[str] = await page.evaluate("window.__liveTexts")
+    assert all(full.startswith(text) for text in live)  # nothing twice or out of order
+    # followed as it streamed, not only shown once stored
+    assert len({text for text in live if 0 < len(text) < len(full)}) >= 3
+    await expect(page.locator(".message.assistant")).to_have_count(1)
+    await expect(page.locator(".message.assistant .status")).to_have_count(0)  # complete
+    await expect(page.locator(".message.user")).to_have_count(1)

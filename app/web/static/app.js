@@ -4,7 +4,7 @@
 import { callApi, errorFrom, getApiKey, openStream, setApiKey } from "./api.js";
 import { copyText, flash } from "./markdown.js";
 import { el, messageNode, messageText, updateMessage } from "./messages.js";
-import { eventsUntilDropped, followTurnStream } from "./resume.js";
+import { eventsUntilDropped, followTurnStream, streamPath } from "./resume.js";
 import { explain } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
@@ -122,6 +122,8 @@ async function createThread() {
 }
 
 async function openThread(id) {
+  // Shown already, with an answer streaming in: reading it again would wipe that answer.
+  if (id === state.currentId && state.turn && state.turn.threadId === id) return;
   state.currentId = id;
   history.replaceState(null, "", `#thread=${id}`);
   closeRename();
@@ -174,6 +176,7 @@ async function loadHistory(id, { refresh = false } = {}) {
       ui.messages.scrollTop = top;
       updateScrollButton();
     }
+    if (!refresh) rejoinTurn(id, messages).catch(fail);
   } catch (error) {
     fail(error);
   }
@@ -296,12 +299,44 @@ async function sendMessage(text, { fromComposer }) {
   }
 }
 
+/** A reload, or another tab, while an answer streams: the thread's last message is still
+ *  `streaming`. While the gateway keeps that answer's events, the page follows it like its
+ *  own turn, from the first delta; when it does not (an answer another gateway process
+ *  writes without a shared log), the thread's event stream brings the stored answer. */
+async function rejoinTurn(threadId, messages) {
+  const last = messages[messages.length - 1];
+  if (!last || last.role !== "assistant" || last.status !== "streaming" || state.turn) return;
+  const reply = ui.messages.querySelector(`[data-message-id="${CSS.escape(last.id)}"]`);
+  if (!reply) return;
+  const before = reply.previousElementSibling;
+  const turn = { ...newTurnState(threadId), reply, started: true,
+                 userNode: before && before.classList.contains("user") ? before : null };
+  state.turnsStarted += 1;
+  state.turn = turn;
+  setBusy(true);
+  try {
+    const response = await openStream(streamPath(threadId, last.id),
+      { signal: turn.controller.signal });
+    if (response.ok) await followTurn(turn, response);
+  } catch (error) {
+    if (!(error && error.name === "AbortError")) notify(explain(error));
+    await settleTurn(turn);
+  } finally {
+    state.turn = null;
+    setBusy(false);
+    if (turn.heardNotice && state.currentId === threadId) scheduleHistoryRefresh(threadId);
+  }
+}
+
+function newTurnState(threadId) {
+  return { threadId, text: "", controller: new AbortController(), usage: null, error: null,
+           endStatus: null, started: false, renderTimer: null, heardNotice: false };
+}
+
 function newTurn(threadId, text) {
   const userNode = appendMessage({ role: "user", content: text, status: "complete" });
   const reply = appendMessage({ role: "assistant", content: "", status: "streaming" });
-  return { threadId, text: "", controller: new AbortController(), userNode, reply,
-           usage: null, error: null, endStatus: null, started: false, renderTimer: null,
-           heardNotice: false };
+  return { ...newTurnState(threadId), userNode, reply };
 }
 
 async function followTurn(turn, response) {
@@ -340,7 +375,7 @@ function applyTurnEvent(turn, event) {
     return;
   }
   if (event.event === "message_start") {
-    if (data.user_message_id) turn.userNode.dataset.messageId = data.user_message_id;
+    if (data.user_message_id && turn.userNode) turn.userNode.dataset.messageId = data.user_message_id;
     if (data.assistant_message_id) turn.reply.dataset.messageId = data.assistant_message_id;
   } else if (event.event === "delta" && typeof data.text === "string") {
     turn.text += data.text;
@@ -382,7 +417,7 @@ async function settleTurn(turn) {
   clearTimeout(turn.renderTimer);
   turn.renderTimer = null;
   const stored = await storedTurn(turn);
-  if (stored.user) updateMessage(turn.userNode, stored.user);
+  if (stored.user && turn.userNode) updateMessage(turn.userNode, stored.user);
   if (stored.answer) {
     updateMessage(turn.reply, stored.answer);
   } else {
@@ -397,7 +432,7 @@ async function settleTurn(turn) {
 /** The turn's two stored rows; waits while the answer is still `streaming` (after a Stop the
  *  gateway stores the partial answer a moment after the connection closes). */
 async function storedTurn(turn) {
-  const userId = turn.userNode.dataset.messageId;
+  const userId = turn.userNode && turn.userNode.dataset.messageId;
   const answerId = turn.reply.dataset.messageId;
   if (!answerId) return {};
   for (let attempt = 0; attempt < SETTLE_TRIES; attempt += 1) {
@@ -461,7 +496,13 @@ function onThreadEvent(id, event) {
   }
   const message = data && (data.message || data);
   const known = message && message.id && ui.messages.querySelector(`[data-message-id="${CSS.escape(message.id)}"]`);
-  if (known) return; // already on the page (this tab's own turn)
+  if (known) {
+    // Already on the page: this tab's own turn, or an answer that was streaming when the
+    // thread was read and is now stored.
+    if (known.classList.contains("streaming") && message.status && message.status !== "streaming"
+        && typeof message.content === "string") updateMessage(known, message);
+    return;
+  }
   if (message && message.id && message.role && typeof message.content === "string"
       && message.status && message.status !== "streaming") {
     appendMessage(message);

@@ -22,7 +22,7 @@ const LAST_EVENTS = new Set(["message_end", "error", "catch_up"]);
 const SILENCE_MS = 45000;
 
 /** The path of the resume endpoint of a turn. */
-function streamPath(threadId, messageId) {
+export function streamPath(threadId, messageId) {
   return `/api/threads/${encodeURIComponent(threadId)}/messages/${encodeURIComponent(messageId)}/stream`;
 }
 
