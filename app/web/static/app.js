@@ -319,8 +319,10 @@ async function rejoinTurn(threadId, messages) {
       { signal: turn.controller.signal });
     if (response.ok) await followTurn(turn, response);
   } catch (error) {
-    if (!(error && error.name === "AbortError")) notify(explain(error));
-    await settleTurn(turn);
+    // Stopped by the reader: show what was stored. Unreachable: the answer may well still
+    // be streaming, so its bubble stays as read until the thread's events bring it.
+    if (error && error.name === "AbortError") await settleTurn(turn);
+    else notify(explain(error));
   } finally {
     state.turn = null;
     setBusy(false);
