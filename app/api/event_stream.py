@@ -155,12 +155,20 @@ class FrameResponse(Response):
         self._wake()
 
     async def _end_revoked(self, scope: Scope, receive: Receive, send: Send) -> None:
-        log.info("sse_key_revoked", path=scope.get("path"), **self._log_ids)
         if self._gone:
+            log.info("sse_key_revoked", path=scope.get("path"), **self._log_ids)
             return
-        if self._started:
-            await send({"type": "http.response.body", "body": KEY_REVOKED_FRAME,
-                        "more_body": False})
-        else:  # revoked between authentication and the first byte: as if refused then
-            await error_response(401, "unauthorized", "invalid or revoked API key")(
-                scope, receive, send)
+        await end_revoked(scope, receive, send, started=self._started, log_ids=self._log_ids)
+
+
+async def end_revoked(scope: Scope, receive: Receive, send: Send, *, started: bool,
+                      log_ids: Mapping[str, str]) -> None:
+    """End an event stream whose key was revoked: an `error` event `key_revoked` and the end
+    of the body, or, when no byte was sent yet, the 401 it would have got a moment before."""
+    log.info("sse_key_revoked", path=scope.get("path"), **log_ids)
+    if started:
+        await send({"type": "http.response.body", "body": KEY_REVOKED_FRAME,
+                    "more_body": False})
+    else:  # revoked between authentication and the first byte: as if refused then
+        await error_response(401, "unauthorized", "invalid or revoked API key")(
+            scope, receive, send)

@@ -14,8 +14,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
-from app.api.errors import error_response
-from app.api.event_stream import RevocationGuard
+from app.api.event_stream import RevocationGuard, end_revoked
 from app.logging import get_logger
 from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
 
@@ -69,9 +68,6 @@ def encode(event: TurnEvent) -> bytes:
             return frame("error", {"code": code, "message": message})
 
 
-KEY_REVOKED = sse_event("error", {"code": "key_revoked", "message": "the API key was revoked"})
-
-
 class StreamResponse(EventSourceResponse):
     """An EventSourceResponse for which a client too slow to take a send within
     `send_timeout` is the client's problem: logged at INFO, not raised to the 500 path.
@@ -117,10 +113,4 @@ class StreamResponse(EventSourceResponse):
                 await super().__call__(scope, receive, tracking_send)
                 group.cancel_scope.cancel()
         if revoked.is_set():
-            log.info("sse_key_revoked", path=scope.get("path"), **self._log_ids)
-            if started:
-                await send({"type": "http.response.body", "more_body": False,
-                            "body": KEY_REVOKED.encode()})
-            else:  # revoked between authentication and the first byte: as if refused then
-                await error_response(401, "unauthorized", "invalid or revoked API key")(
-                    scope, receive, send)
+            await end_revoked(scope, receive, send, started=started, log_ids=self._log_ids)

@@ -47,13 +47,14 @@ from app.services.observers import (
     after_finish_all,
     report_warnings,
 )
-from app.services.shield import run_detached, run_shielded
+from app.services.shield import run_shielded
 from app.services.turn import ThreadNotFound
 from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
 from app.services.turn_store import TurnStore
 from app.store import messages as message_store
 from app.store import threads as thread_store
+from app.store.models import Message
 from app.stream import JsonObject
 from app.turns.choices import ChoiceDelta, ChoiceSet
 from app.turns.events import TurnFailure
@@ -153,12 +154,14 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
         last = last_user_index(request.messages)
         tool_round = last != len(request.messages) - 1
         text = content_text(request.messages[last]["content"]) if last is not None else ""
-        user = None
-        if not tool_round:  # a tool round continues an exchange whose question is stored
-            user = await message_store.append_user_message(
-                session, thread, text, max_chars=deps.settings.max_content_chars)
-        assistant = await message_store.open_assistant_message(
-            session, thread, process_id=deps.process_id)
+        user: Message | None = None
+        if tool_round:  # a tool round continues an exchange whose question is stored
+            assistant = await message_store.open_assistant_message(
+                session, thread, process_id=deps.process_id)
+        else:
+            user, assistant = await message_store.open_exchange(
+                session, thread, text, max_chars=deps.settings.max_content_chars,
+                process_id=deps.process_id)
     history = tuple(ClientItem(str(m.get("role")), content_text(m.get("content")),
                                assistant.created_at) for m in request.messages[:last or 0])
     return TurnView(
@@ -334,18 +337,10 @@ class CompletionCall:
             await self._settle(finished, outcome, stored=self.closing.stored)
             return
         store = TurnStore(self.deps.db, self.user_id, self._handlers)
-        result = await store.store(finished, outcome)
+        result = await store.store_then(
+            finished, outcome,
+            lambda result: self._settle(finished, outcome, stored=result == "stored"))
         self.closing.stored = result == "stored"
-        if result == "failed":
-            run_detached(self._store_late(store, finished, outcome))
-        else:
-            await self._settle(finished, outcome, stored=self.closing.stored)
-
-    async def _store_late(self, store: TurnStore, finished: FinishedMessage,
-                          outcome: TurnOutcome) -> None:
-        with structlog.contextvars.bound_contextvars(**self.log_ids):
-            result = await store.store_late(finished, outcome)
-            await self._settle(finished, outcome, stored=result == "stored")
 
     async def _settle(self, finished: FinishedMessage, outcome: TurnOutcome, *,
                       stored: bool) -> None:

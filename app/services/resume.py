@@ -159,21 +159,22 @@ class TurnResumes:
 
     async def _message(self, user_id: str, thread_id: uuid.UUID,
                        message_id: uuid.UUID) -> Message:
-        async with self.db.transaction() as session:
-            message = await message_store.get_message(session, user_id, message_id)
+        message = await self._stored(user_id, message_id)
         if message is None or message.thread_id != thread_id or message.role != "assistant":
             raise message_not_found()
         return message
 
     async def still_streaming(self, user_id: str, message_id: uuid.UUID) -> bool:
-        async with self.db.transaction() as session:
-            message = await message_store.get_message(session, user_id, message_id)
+        message = await self._stored(user_id, message_id)
         return message is not None and message.status == "streaming"
 
     async def catch_up(self, user_id: str, message_id: uuid.UUID) -> CatchUp | None:
-        async with self.db.transaction() as session:
-            message = await message_store.get_message(session, user_id, message_id)
+        message = await self._stored(user_id, message_id)
         return CatchUp(message_json(message)) if message is not None else None
+
+    async def _stored(self, user_id: str, message_id: uuid.UUID) -> Message | None:
+        async with self.db.transaction() as session:
+            return await message_store.get_message(session, user_id, message_id)
 
     def _count(self, outcome: str) -> None:
         if self.metrics is not None:

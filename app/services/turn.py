@@ -31,7 +31,7 @@ from app.services.observers import (
     after_finish_all,
     report_warnings,
 )
-from app.services.shield import run_detached, run_shielded
+from app.services.shield import run_shielded
 from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
 from app.services.turn_store import TurnStore
@@ -211,22 +211,16 @@ class Turn:
                 self.message_id, self.answer, self.draft.recorder, ctx,
                 prompt=self._prompt, started_at=self._call_started)
             store = TurnStore(self.deps.db, self.view.user_id, self._handlers)
-            self.store_result = await store.store(finished, outcome)
+            self.store_result = await store.store_then(
+                finished, outcome, lambda result: self._settle(result, finished, outcome))
             self._closing = closing_events(finished, self.answer, self.store_result)
-            if self.store_result == "failed":
-                run_detached(self._finish_late(store, finished, outcome))
-            else:
-                await self._settle(finished, outcome)
 
-    async def _finish_late(self, store: TurnStore, finished: FinishedMessage,
-                           outcome: TurnOutcome) -> None:
-        with structlog.contextvars.bound_contextvars(**self.log_ids):
-            self.store_result = await store.store_late(finished, outcome)
-            await self._settle(finished, outcome)
-
-    async def _settle(self, finished: FinishedMessage, outcome: TurnOutcome) -> None:
-        """The hooks after the store, then the turn's one summary line (`stored=false`: the
-        row is left for the stale-streaming sweep, or gone with its thread)."""
+    async def _settle(self, result: StoreResult, finished: FinishedMessage,
+                      outcome: TurnOutcome) -> None:
+        """The message's fate is known: the hooks after the store, then the turn's one
+        summary line (`stored=false`: the row is left for the stale-streaming sweep, or gone
+        with its thread)."""
+        self.store_result = result
         await after_finish_all(self._handlers, finished, outcome, stored=self.stored)
         meta = finished.metadata
         log.info("turn_finished", status=finished.status, stored=self.stored,

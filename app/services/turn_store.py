@@ -10,12 +10,13 @@ row to finish, but its calls were made: they are billed without a message."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from app.logging import get_logger
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler
+from app.services.shield import run_detached
 from app.store import messages as message_store
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
@@ -65,6 +66,22 @@ class TurnStore:
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1)))
         return "failed"
 
+    async def store_then(self, finished: FinishedMessage, outcome: TurnOutcome,
+                         settled: Callable[[StoreResult], Awaitable[None]]) -> StoreResult:
+        """`store`, then `settled` with the message's fate once it is known: at once, or,
+        when the inline attempts failed, after the background retries (`store_late`, in a
+        task started here: it keeps the caller's log context). Returns the inline result."""
+        result = await self.store(finished, outcome)
+        if result == "failed":
+            run_detached(self._late_then(finished, outcome, settled))
+        else:
+            await settled(result)
+        return result
+
+    async def _late_then(self, finished: FinishedMessage, outcome: TurnOutcome,
+                         settled: Callable[[StoreResult], Awaitable[None]]) -> None:
+        await settled(await self.store_late(finished, outcome))
+
     async def store_late(self, finished: FinishedMessage, outcome: TurnOutcome) -> StoreResult:
         """The background retries. The row stays `streaming` meanwhile; should a sweep mark
         it `interrupted` first, this still completes it (a swept row keeps completed_at
@@ -85,7 +102,7 @@ class TurnStore:
         """One attempt; a failure is logged like any lost usage."""
         try:
             async with self.db.transaction() as session:
-                await message_store.record_calls_of_a_lost_message(
+                await message_store.record_calls_without_message(
                     session, self.user_id, finished.llm_calls)
         except Exception as exc:
             log.exception("turn_usage_lost", error=type(exc).__name__,

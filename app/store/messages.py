@@ -193,20 +193,13 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
     return message
 
 
-async def record_calls_of_a_lost_message(
-    s: AsyncSession, user_id: str, calls: Sequence[CallRecord]
-) -> None:
-    """Bill a turn whose message is gone (its thread was deleted while it streamed): the
-    upstream calls were made and paid for, so their rows and the rollup are written anyway,
-    with no message or thread, as a deleted thread leaves its older calls."""
-    await _record_calls(s, calls, user_id, utcnow(), message_id=None, thread_id=None)
-
-
 async def record_calls_without_message(
     s: AsyncSession, user_id: str, calls: Sequence[CallRecord]
 ) -> None:
-    """Record calls that belong to no message (an OpenAI-compatible call without a thread):
-    their llm_calls rows and the rollup of the user, like any finished turn's."""
+    """Record calls that belong to no message: their llm_calls rows and the rollup of the
+    user, like any finished turn's, with no message or thread (as a deleted thread leaves its
+    older calls). For an OpenAI-compatible call without a thread, and for a turn whose thread
+    was deleted while it streamed: its upstream calls were made and paid for."""
     await _record_calls(s, calls, user_id, utcnow(), message_id=None, thread_id=None)
 
 

@@ -100,11 +100,11 @@ async def test_thread_deleted_while_such_a_turn_ran_verify_clean_backfill_no_op(
     (message_id and thread_id NULL from the start)."""
     with store_clock(monkeypatch, at(DAY1, 10)):
         async with db.transaction() as s:
-            await messages_store.record_calls_of_a_lost_message(
+            await messages_store.record_calls_without_message(
                 s, "bob", _left_during_summary())
     with store_clock(monkeypatch, at(DAY1, 12)):
         async with db.transaction() as s:
-            await messages_store.record_calls_of_a_lost_message(s, "bob", _left_during_title())
+            await messages_store.record_calls_without_message(s, "bob", _left_during_title())
     live = await _rollups(db)
     assert live[("bob", DAY1, "gpt-4o-mini")][:5] == (76, 70, 6, 2, 2)
     assert live[("bob", DAY1, "summarizer")][3] == 0
