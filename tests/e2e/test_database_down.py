@@ -5,29 +5,17 @@ the database is back works, without a restart."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.e2e.helpers import new_thread
-from tests.support.databases import drop_database, make_fresh_database_url
 from tests.support.live import DemoLlm, StartGateway, post_turn
 from tests.support.outages import outage_for
 
 RETRY_AFTER = "7"
 ENV = {"CHATGATE_SQLITE_BUSY_TIMEOUT_S": "0.3", "CHATGATE_DATABASE_RETRY_AFTER_S": RETRY_AFTER,
        "CHATGATE_TITLE_CALLS": "false", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10"}
-
-
-@pytest.fixture
-def own_database_url(live_backend: str) -> Iterator[str]:
-    url = make_fresh_database_url(live_backend)
-    yield url
-    with contextlib.suppress(Exception):
-        drop_database(url)
 
 
 class ConnectionCounter:

@@ -203,6 +203,16 @@ def split_at(text: str, cuts: Sequence[int]) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(edges)]
 
 
+def random_pieces(text: str, rng: random.Random, max_piece: int) -> list[str]:
+    """`text` cut at random places, 1 to `max_piece` characters a piece."""
+    pieces, position = [], 0
+    while position < len(text):
+        step = rng.randint(1, max_piece)
+        pieces.append(text[position:position + step])
+        position += step
+    return pieces
+
+
 def one_char_chunks(text: str) -> list[str]:
     return list(text)
 

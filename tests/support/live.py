@@ -17,6 +17,8 @@ Fixtures (registered for every test directory by the root conftest.py)
                     start_gateway_processes(backend, count, ...): several at once, one database
     live_backend    "sqlite" | "postgresql", parametrised per MODULE (PostgreSQL skips loudly
                     when unreachable, fails with CHATGATE_REQUIRE_POSTGRES=1)
+    own_database_url
+                    a fresh database on live_backend for a test that breaks it (an outage)
     gateway         module-wide InProcessGateway on live_backend against demo_llm,
                     auth_mode=keys, short timeouts; tests make their own threads and keys
                     (gateway.api_key)
@@ -463,6 +465,16 @@ def live_backend(request: pytest.FixtureRequest) -> str:
     if name == "postgresql":
         require_postgres()
     return name
+
+
+@pytest.fixture
+def own_database_url(live_backend: str) -> Iterator[str]:
+    """A fresh migrated database of the module's backend for a test that breaks it (an
+    outage), dropped after the test if it can still be reached."""
+    url = make_fresh_database_url(live_backend)
+    yield url
+    with contextlib.suppress(Exception):
+        drop_database(url)
 
 
 @pytest.fixture(scope="module")

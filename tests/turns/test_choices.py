@@ -17,24 +17,16 @@ from app.turns.inputs import ProviderUsage
 from app.turns.usage import CallContext
 from app.usage.pricing import ModelPrice, PriceTable
 from tests.stream.hostile import any_output
+from tests.stream.streaming import random_pieces
 from tests.stream.test_conformance import CASES
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def pieces(text: str, rng: random.Random) -> list[str]:
-    out, at = [], 0
-    while at < len(text):
-        step = rng.randint(1, 9)
-        out.append(text[at:at + step])
-        at += step
-    return out
-
-
 def interleaved(outputs: list[str], seed: int) -> list[ChoiceChunk]:
     """The outputs' pieces as chunks, choices mixed in a random order."""
     rng = random.Random(seed)
-    queues = [[(i, p) for p in pieces(text, rng)] for i, text in enumerate(outputs)]
+    queues = [[(i, p) for p in random_pieces(text, rng, 9)] for i, text in enumerate(outputs)]
     chunks = []
     while any(queues):
         queue = rng.choice([q for q in queues if q])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Locator, Page, expect
 
 from app.demo_llm.scenarios import long_answer_text
 from tests.support.live import DemoLlm, StartGatewayProcess
@@ -52,12 +52,8 @@ async def test_the_page_finishes_an_answer_across_a_dropped_connection(
 async def offline_and_back(page: Page, context: BrowserContext, url: str) -> None:
     full = long_answer_text()
     await page.goto(url + "/")
-    await page.click("#new-thread")
     await page.evaluate(RECORD_LIVE_TEXT)
-    await page.fill("#message-input", "[long] tell me everything")
-    await page.click("#send")
-    answer = page.locator(".message.assistant .content")
-    await expect(answer).to_contain_text("Line 03")
+    answer = await start_long_answer(page)
     await context.set_offline(True)
     await expect(page.locator("#notice")).to_have_text("Connection lost; reconnecting…")
     await context.set_offline(False)
@@ -72,17 +68,23 @@ async def offline_and_back(page: Page, context: BrowserContext, url: str) -> Non
     await expect(page.locator(".message.assistant .content")).to_have_text(full)
 
 
+async def start_long_answer(page: Page) -> Locator:
+    """Ask for the long demo answer in a new thread; its bubble, once a few lines are in."""
+    await page.click("#new-thread")
+    await page.fill("#message-input", "[long] tell me everything")
+    await page.click("#send")
+    answer = page.locator(".message.assistant .content")
+    await expect(answer).to_contain_text("Line 03")
+    return answer
+
+
 async def test_stop_ends_the_answer_at_once_despite_the_grace(
     page: Page, resumable_gateway_url: str
 ) -> None:
     """Stop asks the gateway to end the turn: with a 30 s grace, a page that only hung up
     would leave the answer streaming on, and its bubble would not settle `interrupted`."""
     await page.goto(resumable_gateway_url + "/")
-    await page.click("#new-thread")
-    await page.fill("#message-input", "[long] tell me everything")
-    await page.click("#send")
-    answer = page.locator(".message.assistant .content")
-    await expect(answer).to_contain_text("Line 03")
+    answer = await start_long_answer(page)
     await page.click("#stop")
     await wait_turn_over(page)
     await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
@@ -100,11 +102,7 @@ async def test_a_reload_mid_answer_follows_the_answer_to_its_end(
     """A reload is a dropped connection too: the page reads the thread, finds its answer
     still streaming, and follows it to the end from its first delta, in the one bubble."""
     await page.goto(resumable_gateway_url + "/")
-    await page.click("#new-thread")
-    await page.fill("#message-input", "[long] tell me everything")
-    await page.click("#send")
-    answer = page.locator(".message.assistant .content")
-    await expect(answer).to_contain_text("Line 03")
+    answer = await start_long_answer(page)
     await page.reload()
     await page.evaluate(RECORD_LIVE_TEXT)
     await page.click(".thread-item")

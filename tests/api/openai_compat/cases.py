@@ -8,7 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tests.api.openai_compat.model_server import ModelServer, answer_body, random_pieces
+from tests.api.openai_compat.model_server import ModelServer, answer_body
+from tests.stream.streaming import random_pieces
 
 CONFORMANCE = Path(__file__).resolve().parents[2] / "stream" / "conformance" / "markers.jsonl"
 CASES: list[dict[str, Any]] = [
@@ -19,7 +20,7 @@ def prepare(server: ModelServer, case: dict[str, Any], salt: str) -> str:
     """The tag a request carries to get this case's answer, cut its own random way."""
     key = f"{case['id']}.{salt}"
     rng = random.Random(key)
-    server.bodies[key] = answer_body(random_pieces(case["input"], rng))
+    server.bodies[key] = answer_body(random_pieces(case["input"], rng, 12))
     return key
 
 

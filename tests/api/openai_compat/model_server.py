@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -21,16 +20,6 @@ TAG = re.compile(r"\[case:([\w.-]+)\]")
 def chunk(choices: list[dict[str, Any]], model: str = "scripted-1") -> str:
     return json.dumps({"id": "scripted", "object": "chat.completion.chunk", "created": 0,
                        "model": model, "choices": choices})
-
-
-def random_pieces(text: str, rng: random.Random) -> list[str]:
-    """`text` cut at random places (1 to 12 characters a piece)."""
-    pieces, position = [], 0
-    while position < len(text):
-        step = rng.randint(1, 12)
-        pieces.append(text[position:position + step])
-        position += step
-    return pieces
 
 
 def answer_body(pieces: Sequence[str], *, usage: tuple[int, int] | None = (11, 7),

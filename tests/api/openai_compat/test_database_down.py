@@ -3,26 +3,12 @@ SDKs retry on it), one warning line, then recovery."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
-import pytest
-
-from tests.support.databases import drop_database, make_fresh_database_url
 from tests.support.live import DemoLlm, StartGateway
 from tests.support.outages import outage_for
 
 ENV = {"CHATGATE_SQLITE_BUSY_TIMEOUT_S": "0.3", "CHATGATE_DATABASE_RETRY_AFTER_S": "7",
        "CHATGATE_TITLE_CALLS": "false", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10"}
 ASK = {"model": "demo-1", "messages": [{"role": "user", "content": "hi"}]}
-
-
-@pytest.fixture
-def own_database_url(live_backend: str) -> Iterator[str]:
-    url = make_fresh_database_url(live_backend)
-    yield url
-    with contextlib.suppress(Exception):
-        drop_database(url)
 
 
 async def test_an_outage_is_an_openai_503_then_recovers(
