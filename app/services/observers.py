@@ -26,7 +26,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context import ContextItem
+from app.context import ContextItem, build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.records import CallRecord, FinishedMessage
 from app.store.models import Message, Thread
@@ -89,6 +89,14 @@ class ContextDraft:
 
     def add_call(self, call: CallRecord) -> None:
         self.recorder.add_call(call)
+
+    def prompt(self, view: TurnView, system_prompt: str, *, budget_chars: int
+               ) -> list[dict[str, str]]:
+        """The main call's messages: the system prompt, then the history within the budget,
+        the summary and the memories as the MSG_CONTEXT marker, before the user's text."""
+        marker = build_msg_context(list(view.history), budget_chars=budget_chars,
+                                   summary=self.summary, memories=self.memories)
+        return build_upstream_messages(system_prompt, marker, view.user_text)
 
 
 class TurnHandler:

@@ -5,11 +5,9 @@
 
 open: ONE transaction reads the history and stores the user message and the `streaming`
 assistant message; no session is open while the answer streams. stream: the observers'
-stages before the main call, then each upstream chunk through the core's AnswerStream.
-finish: whatever ended the stream, ONE transaction stores what was sent with an honest
-status, its metadata and llm_calls, exactly once (app/services/turn_store.py: retried inline,
-then in the background). A turn holds an upstream slot and a checkpoint place from open to
-finish (app/services/turn_lease.py). docs/architecture.md draws the cancellation flow."""
+stages, then each upstream chunk through the core's AnswerStream. finish: however the stream
+ended, ONE transaction stores what was sent with an honest status, exactly once
+(app/services/turn_store.py). docs/architecture.md draws the cancellation flow."""
 
 from __future__ import annotations
 
@@ -21,7 +19,6 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
-from app.context import build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.records import FinalStatus, FinishedMessage
 from app.services.observers import (
@@ -40,7 +37,14 @@ from app.store import threads as thread_store
 from app.store.models import Thread
 from app.turns.answer import AnswerStream
 from app.turns.events import Delta, Started, TurnEvent, TurnFailure
-from app.turns.finish import StoreResult, TurnOutcome, close_turn, closing_events, not_stored
+from app.turns.finish import (
+    StoreResult,
+    TurnOutcome,
+    close_turn,
+    closing_events,
+    not_stored,
+    summary_fields,
+)
 from app.turns.usage import CallContext
 from app.upstream import UpstreamError, UpstreamStream
 
@@ -69,34 +73,24 @@ async def open_turn(
     so no transaction (on SQLite: the write lock) is held while waiting for one."""
     lease = await TurnLease.take(deps.slots, deps.checkpoints)
     try:
-        view = await _open_rows(deps, user_id, thread_id, content, synthetic=synthetic,
-                                trigger_type=trigger_type, trigger_reason=trigger_reason,
-                                guard=guard)
+        async with deps.db.transaction() as session:
+            thread = await thread_store.get_thread(session, user_id, thread_id, lock=True)
+            if thread is None:
+                raise ThreadNotFound(str(thread_id))
+            if guard is not None:
+                await guard(session, thread)
+            history = await message_store.context_rows(
+                session, thread.id, limit=CONTEXT_HISTORY_LIMIT)
+            user, assistant = await message_store.open_exchange(
+                session, thread, content, synthetic=synthetic, trigger_type=trigger_type,
+                trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars,
+                process_id=deps.process_id)
     except BaseException:
         lease.give_back()
         raise
-    return Turn(deps, view, lease)
-
-
-async def _open_rows(
-    deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
-    synthetic: bool, trigger_type: str | None, trigger_reason: str | None,
-    guard: TurnGuard | None,
-) -> TurnView:
-    async with deps.db.transaction() as session:
-        thread = await thread_store.get_thread(session, user_id, thread_id, lock=True)
-        if thread is None:
-            raise ThreadNotFound(str(thread_id))
-        if guard is not None:
-            await guard(session, thread)
-        history = await message_store.context_rows(
-            session, thread.id, limit=CONTEXT_HISTORY_LIMIT)
-        user, assistant = await message_store.open_exchange(
-            session, thread, content, synthetic=synthetic, trigger_type=trigger_type,
-            trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars,
-            process_id=deps.process_id)
-    return TurnView.of(thread, user, assistant, history,
+    view = TurnView.of(thread, user, assistant, history,
                        history_complete=len(history) < CONTEXT_HISTORY_LIMIT)
+    return Turn(deps, view, lease)
 
 
 class Turn:
@@ -113,7 +107,8 @@ class Turn:
         self._prompt: list[dict[str, str]] = []
         self._stream: UpstreamStream | None = None
         self._call_started = utcnow()
-        self._finishing = False
+        #: finish() has started: the turn is ending, whatever else happens now.
+        self.finishing = False
         self._closing: list[TurnEvent] = []
         self.store_result: StoreResult | None = None
 
@@ -125,11 +120,6 @@ class Turn:
     def stored(self) -> bool:
         """The finished message was committed (False before finish() or when it failed)."""
         return self.store_result == "stored"
-
-    @property
-    def finishing(self) -> bool:
-        """finish() has started: the turn is ending, whatever else happens now."""
-        return self._finishing
 
     @property
     def closing_events(self) -> list[TurnEvent]:
@@ -166,11 +156,8 @@ class Turn:
     async def _main_call(self) -> AsyncGenerator[Delta, None]:
         recorder, settings = self.draft.recorder, self.deps.settings
         with recorder.stage("context"):
-            marker = build_msg_context(
-                list(self.view.history), budget_chars=settings.context_budget_chars,
-                summary=self.draft.summary, memories=self.draft.memories)
-            self._prompt = build_upstream_messages(
-                settings.system_prompt, marker, self.view.user_text)
+            self._prompt = self.draft.prompt(self.view, settings.system_prompt,
+                                             budget_chars=settings.context_budget_chars)
         with recorder.stage("llm_calls"):
             self._call_started = utcnow()
             self._stream = await self.deps.upstream.open_stream(self._prompt)
@@ -200,9 +187,9 @@ class Turn:
         """Close the upstream, store the message with its status and usage, exactly once.
         The ids are bound here too: the SSE response may finish a turn whose events() never
         ran (the client left first)."""
-        if self._finishing:
+        if self.finishing:
             return
-        self._finishing = True
+        self.finishing = True
         with structlog.contextvars.bound_contextvars(**self.log_ids):
             await self._lease.close_and_give_back(self._stream)
             upstream = self.deps.upstream
@@ -222,9 +209,5 @@ class Turn:
         with its thread)."""
         self.store_result = result
         await after_finish_all(self._handlers, finished, outcome, stored=self.stored)
-        meta = finished.metadata
-        log.info("turn_finished", status=finished.status, stored=self.stored,
-                 chunks=outcome.text_chunks, ttft_ms=meta["ttft_ms"],
-                 duration_ms=self.draft.recorder.elapsed_ms(), tokens=meta["tokens"],
-                 usage_source=meta["usage_source"], warnings=self.answer.warning_names,
-                 error=outcome.failure.code if outcome.failure else None)
+        log.info("turn_finished", stored=self.stored, **summary_fields(
+            finished, outcome, duration_ms=self.draft.recorder.elapsed_ms()))

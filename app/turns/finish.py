@@ -68,6 +68,18 @@ def close_turn(
             outcome_of(answer, recorder, model=ctx.model))
 
 
+def summary_fields(finished: FinishedMessage, outcome: TurnOutcome, *, duration_ms: int
+                   ) -> dict[str, Any]:
+    """What the turn's one summary log line says of it: figures and names, never text;
+    `duration_ms` runs to the line (the finishing transaction included)."""
+    meta = finished.metadata
+    return {"status": finished.status, "chunks": outcome.text_chunks,
+            "ttft_ms": meta["ttft_ms"], "duration_ms": duration_ms,
+            "tokens": meta["tokens"], "usage_source": meta["usage_source"],
+            "warnings": meta["stream"]["warnings"],
+            "error": outcome.failure.code if outcome.failure else None}
+
+
 def finished_message(
     message_id: uuid.UUID, answer: AnswerStream, recorder: TurnRecorder, *, model: str
 ) -> FinishedMessage:

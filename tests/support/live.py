@@ -58,6 +58,7 @@ from app.services.runtime import Runtime
 from app.store import api_keys
 from app.store.db import Database
 from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
+from tests.support.gateway_fork import ProcessHandle, fork_gateway, spawn_needed
 from tests.support.inprocess import (
     InProcessServer,
     LogSink,
@@ -101,7 +102,7 @@ def _clean_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def wait_for_http(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+def wait_for_http(url: str, process: ProcessHandle, log_path: Path) -> None:
     """Poll url until 200; fail with the process's log if it dies or takes too long."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -116,7 +117,7 @@ def wait_for_http(url: str, process: subprocess.Popen[bytes], log_path: Path) ->
     raise RuntimeError(f"{url} not up after {START_TIMEOUT_S} s\n{log_path.read_text()[-4000:]}")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def _stop(process: ProcessHandle) -> None:
     if process.poll() is None:
         process.terminate()
         try:
@@ -274,7 +275,7 @@ class GatewayProcess(LiveGateway):
     """A gateway SUBPROCESS under uvicorn (the way it runs in production)."""
 
     def __init__(self, url: str, database_url: str, env: Mapping[str, str], log_path: Path,
-                 process: subprocess.Popen[bytes]) -> None:
+                 process: ProcessHandle) -> None:
         super().__init__(url, database_url, env)
         self.log_path = log_path
         self.process = process
@@ -303,17 +304,23 @@ def _start_in_process(database_url: str, env: Mapping[str, str]) -> InProcessGat
 
 
 def _spawn_gateway(database_url: str, env: Mapping[str, str], log_dir: Path) -> GatewayProcess:
-    """A gateway subprocess, started but not yet answering."""
+    """A gateway process, started but not yet answering: forked from the server that has the
+    gateway imported (tests/support/gateway_fork.py), or spawned when a setting it is given
+    is read at import time."""
     port = free_port()
     log_path = log_dir / f"gateway_{port}.log"
     full_env = _gateway_env(database_url, env)
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
-             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-             "--timeout-graceful-shutdown", "5"],
-            cwd=ROOT, env=_clean_env(full_env), stdout=log_file, stderr=subprocess.STDOUT,
-        )
+    process: ProcessHandle
+    if spawn_needed(full_env):
+        with log_path.open("wb") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+                 "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+                 "--timeout-graceful-shutdown", "5"],
+                cwd=ROOT, env=_clean_env(full_env), stdout=log_file, stderr=subprocess.STDOUT,
+            )
+    else:
+        process = fork_gateway(port, _clean_env(full_env), log_path, ROOT)
     return GatewayProcess(f"http://127.0.0.1:{port}", database_url, full_env, log_path,
                           process)
 

@@ -10,7 +10,13 @@ import pytest
 
 from app.turns.answer import AnswerStream
 from app.turns.events import Ended, Failed, Metadata, TurnFailure, Usage
-from app.turns.finish import StoreResult, closing_events, finished_message, outcome_of
+from app.turns.finish import (
+    StoreResult,
+    closing_events,
+    finished_message,
+    outcome_of,
+    summary_fields,
+)
 from app.turns.inputs import ProviderUsage, UpstreamChunk
 from app.turns.recorder import TurnRecorder
 from app.turns.usage import CallContext, main_call_record
@@ -105,3 +111,17 @@ def test_the_outcome_is_plain_values_of_the_stream() -> None:
     assert outcome.raw_chunks == ("a <!-- MSG_CONTEXT: {} --> b",)
     assert [w.kind for w in outcome.warnings] == ["context_echo"]
     assert outcome.filter_closed and outcome.calls == tuple(recorder.calls)
+
+
+def test_the_summary_line_has_the_figures_and_none_of_the_text() -> None:
+    answer = answered(["Secret ", "words <!-- METADATA: {\"a\": 1} -->"],
+                      ProviderUsage(12, 3, 15))
+    answer.end()
+    recorder = recorded(answer)
+    finished = finished_message(MESSAGE, answer, recorder, model="demo-1")
+    fields = summary_fields(finished, outcome_of(answer, recorder, model="demo-1"),
+                            duration_ms=42)
+    assert fields == {"status": "complete", "chunks": 2, "ttft_ms": fields["ttft_ms"],
+                      "duration_ms": 42, "tokens": 15, "usage_source": "provider",
+                      "warnings": [], "error": None}
+    assert "Secret" not in repr(fields)

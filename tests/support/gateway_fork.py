@@ -1,0 +1,114 @@
+"""Gateway processes forked from a server that has already imported the gateway.
+
+A gateway subprocess spends most of its start importing (about 1.3 s: openai's types,
+SQLAlchemy, Starlette) before uvicorn serves. A multiprocessing fork server imports app.main
+and uvicorn once per test process; each gateway is then a fork of that server: a process of
+its own (own pid, signals, SIGKILL, exit status, log file), the way `python -m uvicorn
+app.main:create_app --factory` runs it, started in a fraction of the time. Nothing the app
+reads is read at import time except what `spawn_needed` names: those gateways are spawned.
+
+`ForkedProcess` answers what the tests ask of a subprocess.Popen: pid, poll, returncode,
+wait, terminate, kill.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from multiprocessing.context import ForkServerContext
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Protocol
+
+#: Settings read when a module is imported, not when the app is made: a fork of a server
+#: that imported without them would not have them.
+IMPORT_TIME_ENV = ("PROMETHEUS_MULTIPROC_DIR",)
+
+_context: ForkServerContext | None = None
+
+
+def spawn_needed(env: Mapping[str, str]) -> bool:
+    return any(name in env for name in IMPORT_TIME_ENV)
+
+
+def _fork_server() -> ForkServerContext:
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(["app.main", "uvicorn"])
+    return _context
+
+
+def _serve(port: int, env: dict[str, str], log_path: str, cwd: str) -> None:
+    """The forked gateway: its environment, its log file on stdout and stderr, uvicorn."""
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 (the process's own)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    import uvicorn
+
+    uvicorn.run("app.main:create_app", factory=True, host="127.0.0.1", port=port,
+                log_level="warning", timeout_graceful_shutdown=5)
+
+
+class ProcessHandle(Protocol):
+    """What the tests use of a gateway process, forked or a subprocess.Popen."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
+class ForkedProcess:
+    """A forked gateway as a subprocess.Popen-like handle."""
+
+    def __init__(self, process: BaseProcess) -> None:
+        self._process = process
+
+    @property
+    def pid(self) -> int:
+        pid = self._process.pid
+        assert pid is not None
+        return pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        code = self._process.exitcode
+        if code is None:
+            raise subprocess.TimeoutExpired("forked gateway", timeout or 0.0)
+        return code
+
+    def terminate(self) -> None:
+        self._process.terminate()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def fork_gateway(port: int, env: Mapping[str, str], log_path: Path, cwd: Path
+                 ) -> ForkedProcess:
+    log_path.touch()
+    process = _fork_server().Process(
+        target=_serve, args=(port, dict(env), str(log_path), str(cwd)), daemon=True)
+    process.start()
+    return ForkedProcess(process)
