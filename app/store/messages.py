@@ -8,7 +8,18 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, and_, bindparam, exists, func, not_, select, update
+from sqlalchemy import (
+    Select,
+    Table,
+    and_,
+    bindparam,
+    exists,
+    func,
+    insert,
+    not_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -77,21 +88,32 @@ async def open_exchange(
 ) -> tuple[Message, Message]:
     """A turn's two rows in ONE insert: the user message (as append_user_message) and the
     assistant message, `streaming` and empty, just after it (as open_assistant_message).
-    Raises ContentTooLong, or ThreadBusy when the thread already streams (the session stays
-    usable: savepoint; nothing of the turn is stored)."""
+    Raises ContentTooLong, or ThreadBusy when the thread already streams; either ends the
+    caller's transaction, which stores nothing of the turn. The rows are inserted as plain
+    values (no savepoint, no unit of work: this runs once per turn) and returned unattached."""
     user = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
                      trigger_reason=trigger_reason, max_chars=max_chars,
                      now=await _next_created_at(s, thread.id))
     assistant = _assistant_row(thread, _just_after(user.created_at), process_id)
     try:
-        async with s.begin_nested():  # a failed flush would leave the session unusable
-            s.add_all([user, assistant])
+        await s.execute(insert(cast(Table, Message.__table__)),
+                        [_inserted(user), _inserted(assistant)])
     except IntegrityError as error:
         if _is_streaming_conflict(error):
             raise ThreadBusy(f"thread {thread.id} already has a streaming message") from error
         raise
     await _after_user_message(s, thread.id, synthetic=user.synthetic)
     return user, assistant
+
+
+def _inserted(message: Message) -> dict[str, Any]:
+    """A new row's columns as an INSERT takes them (`tokens` is computed by the database)."""
+    return {"id": message.id, "thread_id": message.thread_id, "user_id": message.user_id,
+            "role": message.role, "content": message.content, "metadata": message.meta,
+            "status": message.status, "synthetic": message.synthetic,
+            "trigger_type": message.trigger_type, "created_at": message.created_at,
+            "updated_at": message.updated_at, "completed_at": message.completed_at,
+            "stream_process": message.stream_process}
 
 
 def _user_row(
@@ -207,18 +229,19 @@ async def _record_calls(
     s: AsyncSession, calls: Sequence[CallRecord], user_id: str, now: dt.datetime, *,
     message_id: uuid.UUID | None, thread_id: uuid.UUID | None,
 ) -> None:
-    """One llm_calls row per call and the day's rollup, in the caller's transaction."""
-    for call in calls:
-        s.add(LlmCall(
-            id=uuid.uuid4(), message_id=message_id, thread_id=thread_id,
-            user_id=user_id, stage=call.stage, model=call.model,
-            prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
-            total_tokens=call.total_tokens, cost_usd=call.cost_usd,
-            usage_source=call.usage_source, started_at=call.started_at,
-            first_token_at=call.first_token_at, finished_at=call.finished_at,
-            duration_ms=call.duration_ms, status=call.status, error=call.error, created_at=now,
-        ))
-    await s.flush()
+    """One llm_calls row per call (one Core INSERT: no ORM object per row, nothing for the
+    unit of work to sort) and the day's rollup, in the caller's transaction."""
+    if calls:
+        await s.execute(insert(cast(Table, LlmCall.__table__)), [{
+            "id": uuid.uuid4(), "message_id": message_id, "thread_id": thread_id,
+            "user_id": user_id, "stage": call.stage, "model": call.model,
+            "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
+            "total_tokens": call.total_tokens, "cost_usd": call.cost_usd,
+            "usage_source": call.usage_source, "started_at": call.started_at,
+            "first_token_at": call.first_token_at, "finished_at": call.finished_at,
+            "duration_ms": call.duration_ms, "status": call.status, "error": call.error,
+            "created_at": now,
+        } for call in calls])
     await record_turn_usage(s, user_id=user_id, day=utc_day(now), calls=calls)
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import func
+from sqlalchemy import Executable, Table, func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -27,39 +28,43 @@ def utc_day(moment: dt.datetime) -> dt.date:
     return moment.astimezone(dt.UTC).date()
 
 
+#: The rollup columns a delta adds to; every other column keys the row or is set.
+_SUMMED = ("total_tokens", "prompt_tokens", "completion_tokens", "message_count",
+           "llm_call_count", "unpriced_call_count")
+
+#: The upsert per dialect, built once: building it (its `excluded` alias, its SET clause)
+#: costs more CPU than running it, and only its parameters change from turn to turn.
+_UPSERTS: dict[str, Executable] = {}
+
+
+def _rollup_upsert(dialect: str) -> Executable:
+    statement = _UPSERTS.get(dialect)
+    if statement is None:
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        table = cast(Table, UserTokenUsage.__table__)
+        row = insert(table)
+        t, new = table.c, row.excluded
+        set_: dict[str, Any] = {name: t[name] + new[name] for name in _SUMMED}
+        # NULL + x is NULL: keep whichever side is known, the sum when both are.
+        set_["cost_usd"] = func.coalesce(t.cost_usd + new.cost_usd, t.cost_usd, new.cost_usd)
+        set_["updated_at"] = new.updated_at
+        statement = _UPSERTS[dialect] = row.on_conflict_do_update(
+            index_elements=["user_id", "period_type", "period_start", "model"], set_=set_)
+    return statement
+
+
 async def add_to_rollup(
     s: AsyncSession, *, user_id: str, period_start: dt.date, model: str, delta: UsageFigures,
     period_type: str = PERIOD_DAY,
 ) -> None:
     """Atomically add delta to the (user, period, model) row, creating it if missing."""
-    dialect = s.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    row = insert(UserTokenUsage).values(
-        user_id=user_id, period_type=period_type, period_start=period_start, model=model,
-        total_tokens=delta.total_tokens, prompt_tokens=delta.prompt_tokens,
-        completion_tokens=delta.completion_tokens, message_count=delta.message_count,
-        llm_call_count=delta.llm_call_count,
+    await s.execute(_rollup_upsert(s.get_bind().dialect.name), {
+        "user_id": user_id, "period_type": period_type, "period_start": period_start,
+        "model": model, **{name: getattr(delta, name) for name in _SUMMED},
         # the column takes floats (Numeric asdecimal=False); the exact sum converts once here
-        cost_usd=None if delta.cost_usd is None else float(delta.cost_usd),
-        unpriced_call_count=delta.unpriced_call_count, updated_at=utcnow(),
-    )
-    t, new = UserTokenUsage, row.excluded
-    await s.execute(
-        row.on_conflict_do_update(
-            index_elements=["user_id", "period_type", "period_start", "model"],
-            set_={
-                "total_tokens": t.total_tokens + new.total_tokens,
-                "prompt_tokens": t.prompt_tokens + new.prompt_tokens,
-                "completion_tokens": t.completion_tokens + new.completion_tokens,
-                "message_count": t.message_count + new.message_count,
-                "llm_call_count": t.llm_call_count + new.llm_call_count,
-                # NULL + x is NULL: keep whichever side is known, the sum when both are.
-                "cost_usd": func.coalesce(t.cost_usd + new.cost_usd, t.cost_usd, new.cost_usd),
-                "unpriced_call_count": t.unpriced_call_count + new.unpriced_call_count,
-                "updated_at": new.updated_at,
-            },
-        )
-    )
+        "cost_usd": None if delta.cost_usd is None else float(delta.cost_usd),
+        "updated_at": utcnow(),
+    })
 
 
 async def record_turn_usage(
