@@ -125,7 +125,7 @@ def build_runtime(settings: Settings) -> Runtime:
     config = upstream_config(settings)
     http = make_http_client(config)
     client = make_openai_client(config, http)
-    upstream = UpstreamClient(client, config)
+    upstream = UpstreamClient(client, config, http)
     metrics, bus = GatewayMetrics(), make_message_bus(db)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
     slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)

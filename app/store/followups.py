@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import cast
 
-from sqlalchemy import select, update
+from sqlalchemy import Table, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -35,9 +36,10 @@ async def cancel_pending_for_thread(
     finds the claim cancelled under the thread lock and stands down, whatever the clocks of
     the two processes say. (One already streaming holds the thread: the user gets 409.)"""
     statuses = ("pending", "claimed") if claimed_too else ("pending",)
+    followups = cast(Table, Followup.__table__)  # Core: no search of the session's objects
     result = await s.execute(
-        update(Followup)
-        .where(Followup.thread_id == thread_id, Followup.status.in_(statuses))
+        update(followups)
+        .where(followups.c.thread_id == thread_id, followups.c.status.in_(statuses))
         .values(status="cancelled", finished_at=utcnow(), lease_expires_at=None)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import Select, Table, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -131,5 +131,7 @@ async def set_autonomy(
 
 
 async def touch_thread(s: AsyncSession, thread_id: uuid.UUID) -> None:
-    """Mark activity on a thread (it moves to the top of the list)."""
-    await s.execute(update(Thread).where(Thread.id == thread_id).values(updated_at=utcnow()))
+    """Mark activity on a thread (it moves to the top of the list). A Core UPDATE: the ORM's
+    would first look for the row among the session's objects, once per turn, for nothing."""
+    threads = cast(Table, Thread.__table__)
+    await s.execute(update(threads).where(threads.c.id == thread_id).values(updated_at=utcnow()))

@@ -27,6 +27,7 @@ from app.upstream.errors import (
     classify,
     upstream_failure,
 )
+from app.upstream.sending import StreamSender
 from app.upstream.wire import DONE, decode, model_name, parse_chunk, sse_data, usage_of
 
 
@@ -94,10 +95,6 @@ class StreamChunk(Protocol):
 
 ChunkT = TypeVar("ChunkT", bound=StreamChunk)
 
-#: `post(..., stream=True)` without a stream class answers the raw httpx.Response; a plain
-#: bool picks the SDK's overload that allows that.
-_STREAM: bool = True
-
 #: The media type of an event stream; a 200 with any other is no streamed answer.
 EVENT_STREAM = "text/event-stream"
 
@@ -123,7 +120,7 @@ class UpstreamStream:
         """`chunks()` with each event's JSON made a chunk by `parse` (the OpenAI-compatible
         endpoint reads choice by choice, app.upstream.choices)."""
         finished = False
-        async with aclosing(sse_data(self._response.aiter_bytes())) as events:
+        async with aclosing(sse_data(_body_blocks(self._response))) as events:
             while True:
                 try:
                     data = await self._next(events)
@@ -160,6 +157,13 @@ class UpstreamStream:
             await self._response.aclose()
 
 
+def _body_blocks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as it arrives: raw when it is not content-encoded (nearly always for an
+    event stream), which spares every chunk httpx's decoder layer; else decoded."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    return response.aiter_raw() if encoding == "identity" else response.aiter_bytes()
+
+
 async def _refuse_non_stream(response: httpx.Response) -> UpstreamError:
     """A 200 that is not an event stream (a proxy's HTML page, a JSON answer): its type and
     the start of its body go to the log, the connection is dropped."""
@@ -182,9 +186,12 @@ async def _refuse_non_stream(response: httpx.Response) -> UpstreamError:
 class UpstreamClient:
     """The gateway's view of the model server."""
 
-    def __init__(self, client: openai.AsyncOpenAI, config: UpstreamConfig) -> None:
+    def __init__(self, client: openai.AsyncOpenAI, config: UpstreamConfig,
+                 http: httpx.AsyncClient) -> None:
         self._client = client
         self._config = config
+        self._sender = StreamSender(http, str(client.base_url), config.api_key,
+                                    config.max_retries)
 
     @property
     def model(self) -> str:
@@ -221,12 +228,9 @@ class UpstreamClient:
 
     async def _send_streaming(self, messages: Sequence[Mapping[str, Any]],
                               params: Mapping[str, Any] | None = None) -> httpx.Response:
-        """The SDK's request (its retries, its status errors), answered with the raw HTTP
-        response whose body is still unread. Sent with the client's documented `post` for
-        custom requests rather than `chat.completions.create`: that one walks every message
-        through the SDK's typed-dict transform first, about 2 ms of CPU per turn for plain
-        role/content dicts. A response that arrived just as the deadline struck is closed,
-        not left to the garbage collector with its connection."""
+        """The request (app.upstream.sending: retries, status errors), answered with the raw
+        HTTP response whose body is still unread. A response that arrived just as the deadline
+        struck is closed, not left to the garbage collector with its connection."""
         body = {
             "messages": list(messages), "model": self._config.model,
             "temperature": self._config.temperature, "max_tokens": self._config.max_tokens,
@@ -239,8 +243,7 @@ class UpstreamClient:
         response: httpx.Response | None = None
         try:
             async with asyncio.timeout(self._config.first_token_timeout_s):
-                response = await self._client.post(
-                    "/chat/completions", cast_to=httpx.Response, body=body, stream=_STREAM)
+                response = await self._sender.send(body)
         except UPSTREAM_FAILURES as exc:
             if response is not None:
                 await response.aclose()

@@ -9,6 +9,7 @@ second that is most of the gateway's own CPU time."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
@@ -40,20 +41,25 @@ async def sse_data(blocks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     """The data of each event of an SSE body, in order: `data:` lines joined by newlines, an
     event ending at a blank line (or at the end of the body). Lines end in LF or CRLF;
     comments (`:`) and other fields are skipped."""
-    line = bytearray()
+    cut: list[bytes] = []  # the start of a line a block's end cut, waiting for its rest
+    cut_bytes = 0
     data: list[bytes] = []
     async for block in blocks:
         start = 0
         while (end := block.find(b"\n", start)) != -1:
-            line += block[start:end]
-            start = end + 1
-            if (event := _take_line(bytes(line), data)) is not None:
+            line = block[start:end]
+            if cut:
+                line, cut_bytes = b"".join((*cut, line)), 0
+                cut.clear()
+            if (event := _take_line(line, data)) is not None:
                 yield event
-            line.clear()
-        line += block[start:]
-        if len(line) > MAX_EVENT_BYTES:
-            raise bad_response("event_too_large")
-    if line and (event := _take_line(bytes(line), data)) is not None:
+            start = end + 1
+        if start < len(block):
+            cut.append(block[start:])
+            cut_bytes += len(block) - start
+            if cut_bytes > MAX_EVENT_BYTES:
+                raise bad_response("event_too_large")
+    if cut and (event := _take_line(b"".join(cut), data)) is not None:
         yield event
     if data:
         yield b"\n".join(data)
@@ -171,8 +177,14 @@ def _count(value: Any) -> int | None:
 
 def model_name(raw: str | None) -> str | None:
     """The model the server says answered, made fit for a row and a rollup key: a server's
-    odd name (control characters, NUL, 300 characters) must not cost the answer its finish."""
+    odd name (control characters, NUL, 300 characters) must not cost the answer its finish.
+    Every chunk names the model, nearly always the same one: each name is cleaned once."""
     if not raw:
         return None
+    return _fit_model_name(raw)
+
+
+@functools.lru_cache(maxsize=256)
+def _fit_model_name(raw: str) -> str | None:
     printable = "".join(ch for ch in clean_text(raw) if ch.isprintable())
     return printable[:MODEL_NAME_MAX_CHARS].strip() or None

@@ -39,7 +39,7 @@ async def served(body: bytes, **answer: str) -> AsyncIterator[UpstreamClient]:
             upstream_read_timeout_s=5.0, upstream_connect_timeout_s=2.0))
         http = make_http_client(config)
         try:
-            yield UpstreamClient(make_openai_client(config, http), config)
+            yield UpstreamClient(make_openai_client(config, http), config, http)
         finally:
             await http.aclose()
 

@@ -32,7 +32,7 @@ async def read(base_url: str, params: dict[str, Any]) -> list[ChoiceChunk]:
                         first_token_timeout_s=5)
     config = upstream_config(settings)
     http = make_http_client(config)
-    client = UpstreamClient(make_openai_client(config, http), config)
+    client = UpstreamClient(make_openai_client(config, http), config, http)
     try:
         stream = await open_choice_stream(client, [{"role": "user", "content": "hi"}], params)
         try:

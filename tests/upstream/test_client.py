@@ -5,11 +5,13 @@ the code a client acts on (upstream_unavailable / upstream_error / upstream_time
 from __future__ import annotations
 
 import asyncio
+import gzip
 import math
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import openai
 import pytest
 import structlog
@@ -20,6 +22,7 @@ from app.turns.inputs import ProviderUsage, UpstreamChunk
 from app.upstream import (
     UpstreamClient,
     UpstreamError,
+    UpstreamStream,
     make_http_client,
     make_openai_client,
 )
@@ -69,7 +72,7 @@ async def make_client(demo_llm: DemoLlm) -> AsyncIterator[MakeClient]:
         config = upstream_config(settings)
         http = make_http_client(config)
         http_clients.append(http)
-        return UpstreamClient(make_openai_client(config, http), config)
+        return UpstreamClient(make_openai_client(config, http), config, http)
 
     yield make
     for http in http_clients:
@@ -223,3 +226,26 @@ async def test_malformed_stream_data_is_a_bad_response_after_the_text_so_far(
             await stream.close()
     assert received == "Hello"
     assert broken.value.code == "upstream_bad_response"
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+async def test_a_content_encoded_stream_reads_like_a_plain_one(encoding: str) -> None:
+    """An event stream is read raw unless the server encoded it; a gzip one is decoded."""
+    body = (b'data: {"choices": [{"delta": {"content": "Hi"}, "finish_reason": "stop"}]}\n\n'
+            b"data: [DONE]\n\n")
+    headers = {"content-type": "text/event-stream"}
+    if encoding == "gzip":
+        body, headers["content-encoding"] = gzip.compress(body), "gzip"
+    async def arriving() -> AsyncIterator[bytes]:  # a body on the wire, not one in memory
+        for start in range(0, len(body), 7):
+            yield body[start:start + 7]
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, headers=headers, content=arriving())))
+    async with http:
+        response = await http.send(http.build_request("GET", "http://model.test/"),
+                                   stream=True)
+        stream = UpstreamStream(response, time.monotonic() + 5)
+        chunks = [chunk async for chunk in stream.chunks()]
+        await stream.close()
+    assert [(c.text, c.finish_reason) for c in chunks] == [("Hi", "stop")]
