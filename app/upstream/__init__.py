@@ -1,4 +1,5 @@
-"""The OpenAI-compatible upstream: one shared httpx.AsyncClient under an AsyncOpenAI client."""
+"""The OpenAI-compatible upstream: one shared httpx.AsyncClient, for the streamed calls and
+under the AsyncOpenAI client of the short ones."""
 
 from app.upstream.client import (
     UpstreamClient,

@@ -1,6 +1,7 @@
 """Streaming chat completions over the shared clients, in the gateway's own small types.
-The SDK builds and sends the request (retries, status errors); the streamed body is read by
-hand (app.upstream.wire), so a cut or malformed answer is told from a whole one.
+The streamed request goes over the shared httpx client (app.upstream.sending: retries, status
+errors) and its body is read by hand (app.upstream.wire), so a cut or malformed answer is
+told from a whole one; the short non-streamed calls go through the openai SDK.
 
 The first-token deadline (from sending the request to the first content delta) is separate
 from the read timeout (the longest silence between bytes once the answer flows): a model may
