@@ -147,9 +147,10 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
         if thread_id is None:
             await guard(session)
             return None
-        thread = await thread_store.get_thread(session, user_id, thread_id, lock=True)
-        if thread is None:
+        opened = await thread_store.open_for_turn(session, user_id, thread_id)
+        if opened is None:
             raise ThreadNotFound(str(thread_id))
+        thread = opened.thread
         await guard(session)  # after the thread, in open_turn's order
         last = last_user_index(request.messages)
         tool_round = last != len(request.messages) - 1
@@ -160,7 +161,7 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
                 session, thread, process_id=deps.process_id)
         else:
             user, assistant = await message_store.open_exchange(
-                session, thread, text, max_chars=deps.settings.max_content_chars,
+                session, opened, text, max_chars=deps.settings.max_content_chars,
                 process_id=deps.process_id)
     history = tuple(ClientItem(str(m.get("role")), content_text(m.get("content")),
                                assistant.created_at) for m in request.messages[:last or 0])

@@ -74,15 +74,16 @@ async def open_turn(
     lease = await TurnLease.take(deps.slots, deps.checkpoints)
     try:
         async with deps.db.transaction() as session:
-            thread = await thread_store.get_thread(session, user_id, thread_id, lock=True)
-            if thread is None:
+            opened = await thread_store.open_for_turn(session, user_id, thread_id)
+            if opened is None:
                 raise ThreadNotFound(str(thread_id))
+            thread = opened.thread
             if guard is not None:
                 await guard(session, thread)
             history = await message_store.context_rows(
                 session, thread.id, limit=CONTEXT_HISTORY_LIMIT)
             user, assistant = await message_store.open_exchange(
-                session, thread, content, synthetic=synthetic, trigger_type=trigger_type,
+                session, opened, content, synthetic=synthetic, trigger_type=trigger_type,
                 trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars,
                 process_id=deps.process_id)
     except BaseException:

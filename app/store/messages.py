@@ -29,7 +29,7 @@ from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotF
 from app.store.followups import cancel_pending_for_thread
 from app.store.models import LlmCall, Message, Thread
 from app.store.sanitize import clean_message
-from app.store.threads import touch_thread
+from app.store.threads import OpenedThread, touch_thread
 from app.store.usage import record_turn_usage, utc_day
 from app.store.visibility import visible_sql
 from app.synthetic import real_user_metadata
@@ -43,19 +43,16 @@ STREAMING_INDEX = "uq_messages_one_streaming_per_thread"
 async def _next_created_at(s: AsyncSession, thread_id: uuid.UUID) -> dt.datetime:
     """Now, or just after the thread's newest message: order by created_at is turn order even
     when clocks of several processes disagree or two writes share a microsecond."""
-    newest = await s.scalar(
-        select(func.max(Message.created_at)).where(Message.thread_id == thread_id)
-    )
+    return _after(await s.scalar(
+        select(func.max(Message.created_at)).where(Message.thread_id == thread_id)))
+
+
+def _after(newest: dt.datetime | None) -> dt.datetime:
+    """Now, or just after `newest` when the clock has not passed it."""
     now = utcnow()
     if newest is not None and now <= newest:
         return newest + dt.timedelta(microseconds=1)
     return now
-
-
-def _just_after(newest: dt.datetime) -> dt.datetime:
-    """Now, or just after `newest` (the row this transaction just stored)."""
-    now = utcnow()
-    return newest + dt.timedelta(microseconds=1) if now <= newest else now
 
 
 def check_length(content: str, max_chars: int = MAX_CONTENT_CHARS) -> None:
@@ -82,7 +79,7 @@ async def append_user_message(
 
 
 async def open_exchange(
-    s: AsyncSession, thread: Thread, content: str, *, synthetic: bool = False,
+    s: AsyncSession, opened: OpenedThread, content: str, *, synthetic: bool = False,
     trigger_type: str | None = None, trigger_reason: str | None = None,
     max_chars: int = MAX_CONTENT_CHARS, process_id: str | None = None,
 ) -> tuple[Message, Message]:
@@ -90,11 +87,13 @@ async def open_exchange(
     assistant message, `streaming` and empty, just after it (as open_assistant_message).
     Raises ContentTooLong, or ThreadBusy when the thread already streams; either ends the
     caller's transaction, which stores nothing of the turn. The rows are inserted as plain
-    values (no savepoint, no unit of work: this runs once per turn) and returned unattached."""
+    values (no savepoint, no unit of work: this runs once per turn) and returned unattached.
+    `opened` (threads.open_for_turn) moved the thread to the top already."""
+    thread = opened.thread
     user = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
                      trigger_reason=trigger_reason, max_chars=max_chars,
-                     now=await _next_created_at(s, thread.id))
-    assistant = _assistant_row(thread, _just_after(user.created_at), process_id)
+                     now=_after(opened.newest_message_at))
+    assistant = _assistant_row(thread, _after(user.created_at), process_id)
     try:
         await s.execute(insert(_tables()[0]),
                         [_inserted(user), _inserted(assistant)])
@@ -102,7 +101,8 @@ async def open_exchange(
         if _is_streaming_conflict(error):
             raise ThreadBusy(f"thread {thread.id} already has a streaming message") from error
         raise
-    await _after_user_message(s, thread.id, synthetic=user.synthetic)
+    if not user.synthetic:
+        await cancel_pending_for_thread(s, thread.id, claimed_too=True)
     return user, assistant
 
 

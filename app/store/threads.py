@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import Select, Table, delete, func, select, update
@@ -47,6 +49,40 @@ async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID, *,
         query = with_thread_lock(s, query)
     result = await s.execute(query)
     return result.scalar_one_or_none()
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedThread:
+    """A thread a turn has opened: locked and moved to the top of the list, with the time of
+    its newest message (the new ones are ordered after it)."""
+
+    thread: Thread
+    newest_message_at: dt.datetime | None
+
+
+async def open_for_turn(s: AsyncSession, user_id: str, thread_id: uuid.UUID
+                        ) -> OpenedThread | None:
+    """The user's thread opened for a turn in ONE statement (UPDATE ... RETURNING): the
+    UPDATE takes the row lock get_thread(lock=True) takes, so every turn locks its thread
+    first, and moves the thread to the top; the newest message's time comes with it. None
+    for a missing or foreign thread. The Thread is not tracked by the session."""
+    threads, messages = cast(Table, Thread.__table__), cast(Table, Message.__table__)
+    # Bound to the id given, not correlated: SQLite writes RETURNING's columns unqualified,
+    # so a correlated `threads.id` would read as the subquery's own `messages.id`.
+    newest = (select(func.max(messages.c.created_at))
+              .where(messages.c.thread_id == thread_id).scalar_subquery())
+    result = await s.execute(
+        update(threads)
+        .where(threads.c.id == thread_id, threads.c.user_id == user_id)
+        .values(updated_at=utcnow())
+        .returning(*threads.c, newest.label("newest_message_at"))
+    )
+    row = result.one_or_none()
+    if row is None:
+        return None
+    values = dict(row._mapping)
+    newest_at = values.pop("newest_message_at")
+    return OpenedThread(Thread(**values), newest_at)
 
 
 def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:

@@ -26,6 +26,23 @@ async def test_create_and_get_is_scoped_by_user(db: Database) -> None:
     assert theirs is None and missing is None
 
 
+async def test_opening_for_a_turn_moves_the_thread_up_and_knows_its_newest_message(
+    db: Database,
+) -> None:
+    thread = await new_thread(db, "alice", "Trip to Prague")
+    async with db.transaction() as s:
+        assert await threads_store.open_for_turn(s, "bob", thread.id) is None
+        assert await threads_store.open_for_turn(s, "alice", uuid.uuid4()) is None
+        empty = await threads_store.open_for_turn(s, "alice", thread.id)
+    assert empty is not None and empty.newest_message_at is None
+    assert empty.thread.title == "Trip to Prague" and empty.thread.updated_at > thread.updated_at
+    _, answer = await turn(db, thread, "hello", "hi")
+    async with db.transaction() as s:
+        opened = await threads_store.open_for_turn(s, "alice", thread.id)
+    assert opened is not None and opened.newest_message_at == answer.created_at
+    assert opened.newest_message_at is not None and opened.newest_message_at.tzinfo is not None
+
+
 async def test_list_counts_and_previews_ignore_synthetic_and_legacy(db: Database) -> None:
     thread = await new_thread(db, "alice")
     await turn(db, thread, "What is the capital of France?", "Paris.")
