@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import cast
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
-from app.store.models import Followup
+from app.store.models import Followup, table_of
 
 
 async def schedule_followup(
@@ -36,7 +35,7 @@ async def cancel_pending_for_thread(
     finds the claim cancelled under the thread lock and stands down, whatever the clocks of
     the two processes say. (One already streaming holds the thread: the user gets 409.)"""
     statuses = ("pending", "claimed") if claimed_too else ("pending",)
-    followups = cast(Table, Followup.__table__)  # Core: no search of the session's objects
+    followups = table_of(Followup)
     result = await s.execute(
         update(followups)
         .where(followups.c.thread_id == thread_id, followups.c.status.in_(statuses))

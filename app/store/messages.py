@@ -6,11 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     Select,
-    Table,
     and_,
     bindparam,
     exists,
@@ -27,7 +26,7 @@ from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread
-from app.store.models import LlmCall, Message, Thread
+from app.store.models import LlmCall, Message, Thread, table_of
 from app.store.sanitize import clean_message
 from app.store.threads import OpenedThread, touch_thread
 from app.store.usage import record_turn_usage, utc_day
@@ -38,6 +37,8 @@ from app.synthetic import real_user_metadata
 # default; the API passes the configured value).
 MAX_CONTENT_CHARS = 32_000
 STREAMING_INDEX = "uq_messages_one_streaming_per_thread"
+#: The tables, for the Core statements of a turn's opening and finish.
+_MESSAGES, _THREADS = table_of(Message), table_of(Thread)
 
 
 async def _next_created_at(s: AsyncSession, thread_id: uuid.UUID) -> dt.datetime:
@@ -95,7 +96,7 @@ async def open_exchange(
                      now=_after(opened.newest_message_at))
     assistant = _assistant_row(thread, _after(user.created_at), process_id)
     try:
-        await s.execute(insert(_tables()[0]),
+        await s.execute(insert(_MESSAGES),
                         [_inserted(user), _inserted(assistant)])
     except IntegrityError as error:
         if _is_streaming_conflict(error):
@@ -106,13 +107,9 @@ async def open_exchange(
     return user, assistant
 
 
-def _tables() -> tuple[Table, Table]:
-    return cast(Table, Message.__table__), cast(Table, Thread.__table__)
-
-
 def _unattached(row: Mapping[Any, Any]) -> Message:
     """A messages row read by a Core statement as a Message the session does not track."""
-    values = {column.key: row[column] for column in _tables()[0].c}
+    values = {column.key: row[column] for column in _MESSAGES.c}
     values["meta"] = values.pop("metadata")
     return Message(**values)
 
@@ -200,9 +197,9 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
     now = utcnow()
     # The thread row first, as open_turn locks it: one lock order for both transactions, so a
     # concurrent open (answered 409) cannot deadlock with a finish. It also moves the thread
-    # to the top of the list. Both statements are Core: an ORM UPDATE costs a turn about as
-    # much CPU as the rest of its finish.
-    messages, threads = _tables()
+    # to the top of the list. Both are Core statements: an ORM UPDATE would first search the
+    # session's objects for the row, work a turn's finish does not need.
+    messages, threads = _MESSAGES, _THREADS
     await s.execute(
         update(threads)
         .where(threads.c.id == select(messages.c.thread_id)
@@ -245,7 +242,7 @@ async def _record_calls(
     """One llm_calls row per call (one Core INSERT: no ORM object per row, nothing for the
     unit of work to sort) and the day's rollup, in the caller's transaction."""
     if calls:
-        await s.execute(insert(cast(Table, LlmCall.__table__)), [{
+        await s.execute(insert(table_of(LlmCall)), [{
             "id": uuid.uuid4(), "message_id": message_id, "thread_id": thread_id,
             "user_id": user_id, "stage": call.stage, "model": call.model,
             "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
@@ -332,7 +329,7 @@ async def checkpoint_contents(
     checkpoint that lost the race. (No count: asyncpg's executemany reports none.)"""
     if not contents:
         return
-    table = cast(Table, Message.__table__)
+    table = table_of(Message)
     statement = (
         update(table)
         .where(table.c.id == bindparam("mid"), table.c.status == "streaming")

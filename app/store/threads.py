@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from sqlalchemy import Select, Table, delete, func, select, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.sanitize import SanitizeReport, clean_json, clean_text
-from app.store.models import Message, Thread
+from app.store.models import Message, Thread, table_of
 from app.store.records import ThreadSummary
 from app.store.visibility import visible_sql
 
@@ -66,7 +66,7 @@ async def open_for_turn(s: AsyncSession, user_id: str, thread_id: uuid.UUID
     UPDATE takes the row lock get_thread(lock=True) takes, so every turn locks its thread
     first, and moves the thread to the top; the newest message's time comes with it. None
     for a missing or foreign thread. The Thread is not tracked by the session."""
-    threads, messages = cast(Table, Thread.__table__), cast(Table, Message.__table__)
+    threads, messages = table_of(Thread), table_of(Message)
     # Bound to the id given, not correlated: SQLite writes RETURNING's columns unqualified,
     # so a correlated `threads.id` would read as the subquery's own `messages.id`.
     newest = (select(func.max(messages.c.created_at))
@@ -169,5 +169,5 @@ async def set_autonomy(
 async def touch_thread(s: AsyncSession, thread_id: uuid.UUID) -> None:
     """Mark activity on a thread (it moves to the top of the list). A Core UPDATE: the ORM's
     would first look for the row among the session's objects, once per turn, for nothing."""
-    threads = cast(Table, Thread.__table__)
+    threads = table_of(Thread)
     await s.execute(update(threads).where(threads.c.id == thread_id).values(updated_at=utcnow()))

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Executable, Table, func
+from sqlalchemy import Executable, func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.records import CallRecord
-from app.store.models import UserTokenUsage
+from app.store.models import UserTokenUsage, table_of
 from app.usage.figures import UsageFigures, deltas_by_model
 
 PERIOD_DAY = "day"
@@ -41,7 +41,7 @@ def _rollup_upsert(dialect: str) -> Executable:
     statement = _UPSERTS.get(dialect)
     if statement is None:
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        table = cast(Table, UserTokenUsage.__table__)
+        table = table_of(UserTokenUsage)
         row = insert(table)
         t, new = table.c, row.excluded
         set_: dict[str, Any] = {name: t[name] + new[name] for name in _SUMMED}

@@ -52,7 +52,8 @@ def test_bench_repair_defaults_to_a_scratch_sqlite_file() -> None:
 
 def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
     out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5",
-                     "--concurrency", "1,2", "--open-streams", "3", "--max-seconds", "120")
+                     "--concurrency", "1,2", "--open-streams", "3", "--long-tokens", "50",
+                     "--history", "10", "--workers-concurrency", "4", "--max-seconds", "120")
     assert re.search(r"CPU per 5-token turn \(10 concurrent\): upstream [\d.]+ ms, "
                      r"gateway [\d.]+ ms, ratio ([\d.]+x|n/a)", out), out
     rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │\s+(\d+) │$", out,

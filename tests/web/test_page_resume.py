@@ -10,7 +10,7 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Locator, Page, expect
 
 from app.demo_llm.scenarios import long_answer_text
-from tests.support.live import DemoLlm, StartGatewayProcess
+from tests.support.live import DemoLlm, StartGatewayProcess, start_demo_llm
 from tests.web.page_helpers import BROWSER_TESTS
 from tests.web.test_page import wait_turn_over
 
@@ -27,10 +27,19 @@ RECORD_LIVE_TEXT = """() => {
 }"""
 
 
+@pytest.fixture(scope="module")
+def brisk_demo_llm() -> Iterator[DemoLlm]:
+    """4 ms a delta: the long answer streams for about four seconds, time enough to drop,
+    reload or stop in the middle of it."""
+    demo = start_demo_llm(delay_ms=4, slow_first_s=2.0)
+    yield demo
+    demo.stop()
+
+
 @pytest.fixture
 def resumable_gateway_url(start_gateway_process: StartGatewayProcess,
-                          slow_demo_llm: DemoLlm) -> Iterator[str]:
-    gateway = start_gateway_process("sqlite", upstream=slow_demo_llm, env={
+                          brisk_demo_llm: DemoLlm) -> Iterator[str]:
+    gateway = start_gateway_process("sqlite", upstream=brisk_demo_llm, env={
         "CHATGATE_AUTH_MODE": "off", "CHATGATE_RESUME_GRACE_S": "30"})
     yield gateway.url
 
