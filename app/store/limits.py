@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Executable, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.store.models import Message, RateLimitWindow, UserTokenUsage
+from app.store.models import Message, RateLimitWindow, UserTokenUsage, table_of
 from app.store.usage import PERIOD_DAY
 
 #: First key of the two-key advisory locks taken here, so they never meet another
@@ -39,16 +39,28 @@ async def count_request(s: AsyncSession, user_id: str, window_start: dt.datetime
     """Add one request to the user's window and return the window's count, this one
     included: one atomic upsert (concurrent requests never lose a count). The user's older
     windows are deleted on the way, so the table holds at most a row per user."""
-    await s.execute(delete(RateLimitWindow).where(
-        RateLimitWindow.user_id == user_id, RateLimitWindow.window_start < window_start))
-    insert = postgresql.insert if s.get_bind().dialect.name == "postgresql" else sqlite.insert
-    row = insert(RateLimitWindow).values(
-        user_id=user_id, window_start=window_start, request_count=1)
-    upsert = row.on_conflict_do_update(
-        index_elements=["user_id", "window_start"],
-        set_={"request_count": RateLimitWindow.request_count + 1},
-    ).returning(RateLimitWindow.request_count)
-    return int((await s.execute(upsert)).scalar_one())
+    windows = table_of(RateLimitWindow)
+    await s.execute(delete(windows).where(
+        windows.c.user_id == user_id, windows.c.window_start < window_start))
+    upsert = _count_upsert(s.get_bind().dialect.name)
+    return int((await s.execute(upsert, {"user_id": user_id, "window_start": window_start,
+                                         "request_count": 1})).scalar_one())
+
+
+#: The counting upsert per dialect, built once (as the usage rollup's): it runs on every turn.
+_COUNT_UPSERTS: dict[str, Executable] = {}
+
+
+def _count_upsert(dialect: str) -> Executable:
+    statement = _COUNT_UPSERTS.get(dialect)
+    if statement is None:
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        windows = table_of(RateLimitWindow)
+        statement = _COUNT_UPSERTS[dialect] = insert(windows).on_conflict_do_update(
+            index_elements=["user_id", "window_start"],
+            set_={"request_count": windows.c.request_count + 1},
+        ).returning(windows.c.request_count)
+    return statement
 
 
 async def usage_of_day(s: AsyncSession, user_id: str, day: dt.date) -> tuple[int, float]:
