@@ -30,8 +30,9 @@ async def lock_user(s: AsyncSession, user_id: str) -> None:
 
 async def count_streaming(s: AsyncSession, user_id: str) -> int:
     """The user's assistant messages still `streaming` (in every thread and process)."""
-    query = select(func.count()).select_from(Message).where(
-        Message.user_id == user_id, Message.status == "streaming", Message.role == "assistant")
+    m = table_of(Message).c  # a Core query: it runs before every turn
+    query = select(func.count()).select_from(table_of(Message)).where(
+        m.user_id == user_id, m.status == "streaming", m.role == "assistant")
     return int(await s.scalar(query) or 0)
 
 

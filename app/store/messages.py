@@ -278,16 +278,13 @@ async def visible_history(
 def _context_select(thread_id: uuid.UUID, limit: int, *columns: Any) -> Select[Any]:
     """The newest `limit` messages the model may see, newest first: rows still streaming,
     failed assistant rows and empty rows left out."""
-    failed_assistant = and_(Message.role == "assistant", Message.status == "failed")
+    m = _MESSAGES.c  # table columns: with plain columns selected, a Core statement
+    failed_assistant = and_(m.role == "assistant", m.status == "failed")
     return (
         select(*columns)
-        .where(
-            Message.thread_id == thread_id,
-            Message.status != "streaming",
-            not_(failed_assistant),
-            Message.content != "",
-        )
-        .order_by(Message.created_at.desc(), Message.id.desc())
+        .where(m.thread_id == thread_id, m.status != "streaming", not_(failed_assistant),
+               m.content != "")
+        .order_by(m.created_at.desc(), m.id.desc())
         .limit(limit)
     )
 
@@ -302,9 +299,10 @@ async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) 
 async def context_rows(s: AsyncSession, thread_id: uuid.UUID, *, limit: int
                        ) -> list[tuple[str, str, dt.datetime]]:
     """context_history as (role, content, created_at), oldest first: a turn needs no more,
-    and plain rows cost a fraction of ORM objects (a long thread has hundreds)."""
-    result = await s.execute(_context_select(
-        thread_id, limit, Message.role, Message.content, Message.created_at))
+    and plain rows of a Core query cost a fraction of ORM objects (a long thread has
+    hundreds)."""
+    m = _MESSAGES.c
+    result = await s.execute(_context_select(thread_id, limit, m.role, m.content, m.created_at))
     return [(role, content, at) for role, content, at in reversed(result.all())]
 
 
