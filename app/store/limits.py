@@ -5,6 +5,7 @@ service's (app/services/limits.py); nothing here refuses anything."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 from sqlalchemy import Executable, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -48,20 +49,16 @@ async def count_request(s: AsyncSession, user_id: str, window_start: dt.datetime
                                          "request_count": 1})).scalar_one())
 
 
-#: The counting upsert per dialect, built once (as the usage rollup's): it runs on every turn.
-_COUNT_UPSERTS: dict[str, Executable] = {}
-
-
+@functools.cache
 def _count_upsert(dialect: str) -> Executable:
-    statement = _COUNT_UPSERTS.get(dialect)
-    if statement is None:
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        windows = table_of(RateLimitWindow)
-        statement = _COUNT_UPSERTS[dialect] = insert(windows).on_conflict_do_update(
-            index_elements=["user_id", "window_start"],
-            set_={"request_count": windows.c.request_count + 1},
-        ).returning(windows.c.request_count)
-    return statement
+    """The counting upsert, built once per dialect (as the usage rollup's): it runs on every
+    turn."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    windows = table_of(RateLimitWindow)
+    return insert(windows).on_conflict_do_update(
+        index_elements=["user_id", "window_start"],
+        set_={"request_count": windows.c.request_count + 1},
+    ).returning(windows.c.request_count)
 
 
 async def usage_of_day(s: AsyncSession, user_id: str, day: dt.date) -> tuple[int, float]:

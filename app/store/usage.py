@@ -8,6 +8,7 @@ app.usage.figures, shared with the backfill; this module only writes what it say
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,25 +33,21 @@ def utc_day(moment: dt.datetime) -> dt.date:
 _SUMMED = ("total_tokens", "prompt_tokens", "completion_tokens", "message_count",
            "llm_call_count", "unpriced_call_count")
 
-#: The upsert per dialect, built once: building it (its `excluded` alias, its SET clause)
-#: costs more CPU than running it, and only its parameters change from turn to turn.
-_UPSERTS: dict[str, Executable] = {}
 
-
+@functools.cache
 def _rollup_upsert(dialect: str) -> Executable:
-    statement = _UPSERTS.get(dialect)
-    if statement is None:
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        table = table_of(UserTokenUsage)
-        row = insert(table)
-        t, new = table.c, row.excluded
-        set_: dict[str, Any] = {name: t[name] + new[name] for name in _SUMMED}
-        # NULL + x is NULL: keep whichever side is known, the sum when both are.
-        set_["cost_usd"] = func.coalesce(t.cost_usd + new.cost_usd, t.cost_usd, new.cost_usd)
-        set_["updated_at"] = new.updated_at
-        statement = _UPSERTS[dialect] = row.on_conflict_do_update(
-            index_elements=["user_id", "period_type", "period_start", "model"], set_=set_)
-    return statement
+    """The upsert, built once per dialect: building it (its `excluded` alias, its SET clause)
+    costs more CPU than running it, and only its parameters change from turn to turn."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    table = table_of(UserTokenUsage)
+    row = insert(table)
+    t, new = table.c, row.excluded
+    set_: dict[str, Any] = {name: t[name] + new[name] for name in _SUMMED}
+    # NULL + x is NULL: keep whichever side is known, the sum when both are.
+    set_["cost_usd"] = func.coalesce(t.cost_usd + new.cost_usd, t.cost_usd, new.cost_usd)
+    set_["updated_at"] = new.updated_at
+    return row.on_conflict_do_update(
+        index_elements=["user_id", "period_type", "period_start", "model"], set_=set_)
 
 
 async def add_to_rollup(
