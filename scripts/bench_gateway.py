@@ -562,9 +562,12 @@ def main(
 
 
 def gateway_argv(port: int) -> list[str]:
+    """The gateway under uvicorn. Its keep-alive outlasts a step: the load generator's pooled
+    connections sit idle between steps, and uvicorn's 5 s default closes some just as the
+    client reuses them (a reset that is the client's race, not a failed turn)."""
     return [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-            "--no-access-log"]
+            "--no-access-log", "--timeout-keep-alive", "120"]
 
 
 def new_client() -> httpx.AsyncClient:
