@@ -11,8 +11,9 @@ Fixtures (registered for every test directory by the root conftest.py)
                     database_url is given (restart on the same database); every gateway is
                     stopped and its database dropped after the test
     start_gateway_process
-                    the same factory for a gateway SUBPROCESS (GatewayProcess, kill9()): for
-                    what only a process shows (a crash, two processes on one database)
+                    the same factory for a gateway PROCESS (GatewayProcess, kill9()): for what
+                    only a process shows (a crash, two processes on one database); forked from
+                    a server that has the gateway imported (tests/support/gateway_fork.py)
     start_gateway_processes
                     start_gateway_processes(backend, count, ...): several at once, one database
     live_backend    "sqlite" | "postgresql", parametrised per MODULE (PostgreSQL skips loudly
