@@ -10,6 +10,7 @@ think long before it starts, but must not stall mid-answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -130,6 +131,7 @@ class UpstreamStream:
                 except UPSTREAM_FAILURES as exc:
                     raise classify(exc) from exc
                 if data.strip() == DONE:
+                    await _drain(events)
                     return
                 chunk = parse(decode(data))
                 finished = finished or chunk.finish_reason is not None
@@ -156,6 +158,22 @@ class UpstreamStream:
         if not self._closed:
             self._closed = True
             await self._response.aclose()
+
+
+#: After `[DONE]` only the body's end should follow; what comes within this long (and these
+#: few events) is read, so the connection goes back to the pool for the next turn.
+DRAIN_S, DRAIN_EVENTS = 1.0, 4
+
+
+async def _drain(events: AsyncIterator[bytes]) -> None:
+    """The rest of a finished answer's body, normally just its last chunk, already here. A
+    body that is not read to its end cannot be reused: every turn would open a new connection
+    to the model server. A server that holds the body open or keeps sending after [DONE] is
+    cut (the answer is whole either way)."""
+    with contextlib.suppress(StopAsyncIteration, TimeoutError, UpstreamError, *UPSTREAM_FAILURES):
+        async with asyncio.timeout(DRAIN_S):
+            for _ in range(DRAIN_EVENTS):
+                await anext(events)
 
 
 def _body_blocks(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -28,7 +28,7 @@ from app.upstream import (
 )
 from app.upstream.errors import classify
 from tests.support.live import DemoLlm, free_port
-from tests.support.scripted_upstream import scripted_upstream, sse_body
+from tests.support.scripted_upstream import finish_chunk, scripted_upstream, sse_body
 
 SYSTEM = "Be brief."
 META = '<!-- METADATA: {"language": "en", "sources": [], "awaiting": null} -->'
@@ -249,3 +249,39 @@ async def test_a_content_encoded_stream_reads_like_a_plain_one(encoding: str) ->
         chunks = [chunk async for chunk in stream.chunks()]
         await stream.close()
     assert [(c.text, c.finish_reason) for c in chunks] == [("Hi", "stop")]
+
+
+async def test_finished_answers_reuse_one_connection_to_the_model_server(
+    make_client: MakeClient,
+) -> None:
+    """A whole answer's body is read to its end, so the next turn reuses the connection
+    instead of opening one per turn."""
+    body = sse_body(["Hel", "lo"], tail=f"data: {finish_chunk()}\n\ndata: [DONE]\n\n")
+    connections: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        try:
+            while True:  # keep-alive: one chunked event stream per request
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                await reader.readexactly(length)
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                             b"transfer-encoding: chunked\r\n\r\n")
+                for event in body.split(b"\n\n")[:-1]:
+                    writer.write(b"%x\r\n%s\n\n\r\n" % (len(event) + 2, event))
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        client = make_client(upstream_base_url=f"http://127.0.0.1:{port}/v1")
+        for _ in range(3):
+            assert "".join(c.text for c in await stream_all(client, "Hi")) == "Hello"
+    assert len(connections) == 1
