@@ -36,18 +36,10 @@ async def create_thread(s: AsyncSession, user_id: str, title: str | None = None)
     return thread
 
 
-async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID, *,
-                     lock: bool = False) -> Thread | None:
-    """The thread if it exists AND belongs to user_id; another user's thread is None.
-
-    `lock`: hold the thread row until the transaction ends (PostgreSQL; SQLite's write
-    transactions are serialised already). Every transaction that writes a thread's messages
-    takes this lock before anything else, so a user's turn, the follow-up worker's turn and a
-    finish all lock in one order and cannot deadlock."""
-    query = select(Thread).where(Thread.id == thread_id, Thread.user_id == user_id)
-    if lock:
-        query = with_thread_lock(s, query)
-    result = await s.execute(query)
+async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Thread | None:
+    """The thread if it exists AND belongs to user_id; another user's thread is None."""
+    result = await s.execute(
+        select(Thread).where(Thread.id == thread_id, Thread.user_id == user_id))
     return result.scalar_one_or_none()
 
 
@@ -62,10 +54,13 @@ class OpenedThread:
 
 async def open_for_turn(s: AsyncSession, user_id: str, thread_id: uuid.UUID
                         ) -> OpenedThread | None:
-    """The user's thread opened for a turn in ONE statement (UPDATE ... RETURNING): the
-    UPDATE takes the row lock get_thread(lock=True) takes, so every turn locks its thread
-    first, and moves the thread to the top; the newest message's time comes with it. None
-    for a missing or foreign thread. The Thread is not tracked by the session."""
+    """The user's thread opened for a turn in ONE statement (UPDATE ... RETURNING). The
+    UPDATE holds the thread row until the transaction ends (PostgreSQL; SQLite's write
+    transactions are serialised already): every transaction that writes a thread's messages
+    takes this lock before anything else (with_thread_lock for the follow-up worker, the
+    thread's UPDATE first in a finish), so they all lock in one order and cannot deadlock.
+    It also moves the thread to the top, and brings the newest message's time. None for a
+    missing or foreign thread. The Thread is not tracked by the session."""
     threads, messages = table_of(Thread), table_of(Message)
     # Bound to the id given, not correlated: SQLite writes RETURNING's columns unqualified,
     # so a correlated `threads.id` would read as the subquery's own `messages.id`.
