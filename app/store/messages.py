@@ -26,7 +26,7 @@ from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread
-from app.store.models import LlmCall, Message, Thread, table_of
+from app.store.models import LlmCall, Message, Thread, table_of, unattached
 from app.store.sanitize import clean_message
 from app.store.threads import OpenedThread, touch_thread
 from app.store.usage import record_turn_usage, utc_day
@@ -102,16 +102,8 @@ async def open_exchange(
         if _is_streaming_conflict(error):
             raise ThreadBusy(f"thread {thread.id} already has a streaming message") from error
         raise
-    if not user.synthetic:
-        await cancel_pending_for_thread(s, thread.id, claimed_too=True)
+    await _cancel_followups_if_real(s, thread.id, synthetic=user.synthetic)
     return user, assistant
-
-
-def _unattached(row: Mapping[Any, Any]) -> Message:
-    """A messages row read by a Core statement as a Message the session does not track."""
-    values = {column.key: row[column] for column in _MESSAGES.c}
-    values["meta"] = values.pop("metadata")
-    return Message(**values)
 
 
 def _inserted(message: Message) -> dict[str, Any]:
@@ -160,9 +152,15 @@ def _assistant_row(thread: Thread, now: dt.datetime, process_id: str | None) -> 
 async def _after_user_message(s: AsyncSession, thread_id: uuid.UUID, *, synthetic: bool
                               ) -> None:
     """A real message cancels the thread's follow-ups; any moves the thread to the top."""
+    await _cancel_followups_if_real(s, thread_id, synthetic=synthetic)
+    await touch_thread(s, thread_id)
+
+
+async def _cancel_followups_if_real(s: AsyncSession, thread_id: uuid.UUID, *, synthetic: bool
+                                    ) -> None:
+    """The user wrote: the thread's follow-ups, claimed ones too, are no longer wanted."""
     if not synthetic:
         await cancel_pending_for_thread(s, thread_id, claimed_too=True)
-    await touch_thread(s, thread_id)
 
 
 def _is_streaming_conflict(error: IntegrityError) -> bool:
@@ -199,19 +197,18 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
     # concurrent open (answered 409) cannot deadlock with a finish. It also moves the thread
     # to the top of the list. Both are Core statements: an ORM UPDATE would first search the
     # session's objects for the row, work a turn's finish does not need.
-    messages, threads = _MESSAGES, _THREADS
     await s.execute(
-        update(threads)
-        .where(threads.c.id == select(messages.c.thread_id)
-               .where(messages.c.id == finished.message_id).scalar_subquery())
+        update(_THREADS)
+        .where(_THREADS.c.id == select(_MESSAGES.c.thread_id)
+               .where(_MESSAGES.c.id == finished.message_id).scalar_subquery())
         .values(updated_at=now)
     )
     result = await s.execute(
-        update(messages)
-        .where(messages.c.id == finished.message_id, messages.c.completed_at.is_(None))
+        update(_MESSAGES)
+        .where(_MESSAGES.c.id == finished.message_id, _MESSAGES.c.completed_at.is_(None))
         .values({"content": content, "metadata": metadata, "status": finished.status,
                  "completed_at": now, "updated_at": now})
-        .returning(*messages.c)
+        .returning(*_MESSAGES.c)
     )
     row = result.one_or_none()
     if row is None:
@@ -219,7 +216,7 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
         if not found:
             raise MessageNotFound(str(finished.message_id))
         raise MessageAlreadyFinished(str(finished.message_id))
-    message = _unattached(row._mapping)
+    message = unattached(Message, row._mapping)
     await _record_calls(s, finished.llm_calls, message.user_id, now,
                         message_id=message.id, thread_id=message.thread_id)
     return message

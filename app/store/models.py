@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     false,
     text,
 )
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -90,10 +92,21 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
+ModelT = TypeVar("ModelT", bound=Base)
+
+
 def table_of(model: type[Base]) -> Table:
     """A model's table, for the Core statements of the hot path: no ORM work per row, no
     search of the session's objects."""
     return cast(Table, model.__table__)
+
+
+def unattached(model: type[ModelT], row: Mapping[Any, Any]) -> ModelT:
+    """A row a Core statement returned (its table's columns; other labels are ignored) as a
+    `model` object the session does not track: each column under its attribute's name."""
+    mapper = sa_inspect(model)
+    return model(**{mapper.get_property_by_column(column).key: row[column]
+                    for column in table_of(model).c})
 
 
 class Thread(Base):

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.sanitize import SanitizeReport, clean_json, clean_text
-from app.store.models import Message, Thread, table_of
+from app.store.models import Message, Thread, table_of, unattached
 from app.store.records import ThreadSummary
 from app.store.visibility import visible_sql
 
@@ -75,9 +75,7 @@ async def open_for_turn(s: AsyncSession, user_id: str, thread_id: uuid.UUID
     row = result.one_or_none()
     if row is None:
         return None
-    values = dict(row._mapping)
-    newest_at = values.pop("newest_message_at")
-    return OpenedThread(Thread(**values), newest_at)
+    return OpenedThread(unattached(Thread, row._mapping), row.newest_message_at)
 
 
 def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:
