@@ -14,7 +14,7 @@ from app.logging import get_logger
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler, TurnView
 from app.store import followup_queue
-from app.store import threads as thread_store
+from app.store.messages import FinishedRow
 from app.turns.finish import TurnOutcome
 
 log = get_logger("followups.scheduler")
@@ -37,19 +37,21 @@ class _ScheduleHandler(TurnHandler):
         self.scheduler = scheduler
         self.view = view
 
+    def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
+        """Only a complete reply on a thread whose autonomy is on, as the finish read it:
+        the settings may have changed while the reply streamed."""
+        return (finished.status == "complete"
+                and effective(row.thread_autonomy, self.scheduler.defaults).enabled)
+
     async def in_finish_transaction(
-        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
+        row: FinishedRow,
     ) -> None:
-        if finished.status != "complete":
+        if not self.writes_in_finish(finished, row):
             return
-        # Re-read: the autonomy settings may have changed while the reply streamed.
-        thread = await thread_store.get_thread(session, self.view.user_id, self.view.thread_id)
-        if thread is None:
-            return
-        autonomy = effective(thread.autonomy, self.scheduler.defaults)
-        if not autonomy.enabled:
-            return
-        consecutive = await followup_queue.consecutive_followups(session, thread.id)
+        autonomy = effective(row.thread_autonomy, self.scheduler.defaults)
+        thread_id, user_id = self.view.thread_id, self.view.user_id
+        consecutive = await followup_queue.consecutive_followups(session, thread_id)
         if cap_reached(consecutive, autonomy.max_followups):
             log.info("followup_cap_reached", consecutive=consecutive,
                      max_followups=autonomy.max_followups)
@@ -59,7 +61,7 @@ class _ScheduleHandler(TurnHandler):
         reason = trigger_reason(autonomy.idle_seconds, awaiting)
         due_at = self.scheduler.clock() + dt.timedelta(seconds=autonomy.idle_seconds)
         followup = await followup_queue.schedule_one(
-            session, thread_id=thread.id, user_id=thread.user_id, trigger_type=trigger,
+            session, thread_id=thread_id, user_id=user_id, trigger_type=trigger,
             reason=reason, due_at=due_at,
         )
         log.info("followup_scheduled", followup_id=str(followup.id), trigger_type=trigger,

@@ -10,6 +10,7 @@ from app.events.bus import MessageBus
 from app.events.notices import MessageNotice
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler, TurnView
+from app.store.messages import FinishedRow
 from app.turns.finish import TurnOutcome
 
 
@@ -33,11 +34,12 @@ class _AnnounceHandler(TurnHandler):
         self.notice = notice
 
     async def in_finish_transaction(
-        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
+        row: FinishedRow,
     ) -> None:
         await self.bus.announce_in_transaction(session, self.notice)
 
-    def writes_in_finish(self) -> bool:
+    def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
         """Only a bus that announces inside the transaction (PostgreSQL's NOTIFY)."""
         return type(self.bus).announce_in_transaction is not MessageBus.announce_in_transaction
 

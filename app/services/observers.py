@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.context import ContextItem, build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.records import CallRecord, FinishedMessage
+from app.store.messages import FinishedRow
 from app.store.models import Message, Thread
 from app.store.visibility import is_hidden
 from app.stream import FilterWarning
@@ -109,13 +110,15 @@ class TurnHandler:
         """Each filter warning with its chunk index and offset."""
 
     async def in_finish_transaction(
-        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
+        row: FinishedRow,
     ) -> None:
-        """Writes that must commit with the message, or not at all."""
+        """Writes that must commit with the message, or not at all. `row` is the message as
+        stored and its thread as the finish read it, under the thread's lock."""
 
-    def writes_in_finish(self) -> bool:
-        """Whether in_finish_transaction has anything to do: each hook that has costs the
-        finishing transaction a savepoint (two statements, on SQLite two thread hops)."""
+    def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
+        """Whether in_finish_transaction has anything to do for this finish: each hook that
+        has costs the finishing transaction a savepoint (two statements)."""
         return type(self).in_finish_transaction is not TurnHandler.in_finish_transaction
 
     async def after_finish(

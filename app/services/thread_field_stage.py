@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler
+from app.store.messages import FinishedRow
 from app.turns.finish import TurnOutcome
 
 
@@ -29,12 +30,13 @@ class ThreadFieldHandler(TurnHandler):
         """One log line once the value is committed."""
 
     async def in_finish_transaction(
-        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
+        row: FinishedRow,
     ) -> None:
         if self.value is not None:
             await self.store(session, self.value)
 
-    def writes_in_finish(self) -> bool:
+    def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
         return self.value is not None
 
     async def after_finish(

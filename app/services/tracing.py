@@ -23,6 +23,7 @@ from app.records import FinishedMessage
 from app.replay import warning_event
 from app.services.observers import TurnHandler, TurnView
 from app.store import traces
+from app.store.messages import FinishedRow
 from app.turns.finish import TurnOutcome
 
 log = get_logger("services.tracing")
@@ -63,7 +64,8 @@ class _TraceHandler(TurnHandler):
         self.traced = False
 
     async def in_finish_transaction(
-        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
+        row: FinishedRow,
     ) -> None:
         self.traced = False
         if outcome.raw_chunks is None or not wants_trace(self.mode, outcome, finished):

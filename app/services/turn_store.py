@@ -40,13 +40,14 @@ class TurnStore:
         for attempt in range(1, attempts + 1):
             try:
                 async with self.db.transaction() as session:
-                    await message_store.finish_assistant_message(session, finished)
+                    row = await message_store.finish_assistant_message(session, finished)
                     for handler in self.handlers:
-                        if not handler.writes_in_finish():
+                        if not handler.writes_in_finish(finished, row):
                             continue
                         try:
                             async with session.begin_nested():
-                                await handler.in_finish_transaction(session, finished, outcome)
+                                await handler.in_finish_transaction(
+                                    session, finished, outcome, row)
                         except Exception as exc:  # a failing hook never costs the answer
                             log.exception("turn_observer_failed", hook="in_finish_transaction",
                                           observer=type(handler).__name__,

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from app.store.errors import DatabaseBusy, DatabaseUnavailable, StoreError
+from app.store.sqlite_driver import one_trip_creator
 from app.store.unavailable import is_pool_timeout, is_unavailable, unavailable_sentence
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -86,6 +87,7 @@ def create_engine_for(
             # A small pool: SQLite has one writer at a time; WAL lets readers run beside it.
             engine_kwargs.setdefault("pool_size", 5)
             engine_kwargs.setdefault("max_overflow", 5)
+        engine_kwargs.setdefault("async_creator", one_trip_creator(parsed))
         engine = create_async_engine(parsed, **engine_kwargs)
         _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys,
                               busy_timeout_ms=sqlite_busy_timeout_ms)

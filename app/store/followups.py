@@ -4,9 +4,10 @@ The claiming worker belongs to the follow-up work and adds its functions here.""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 
-from sqlalchemy import select, update
+from sqlalchemy import Update, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -34,14 +35,23 @@ async def cancel_pending_for_thread(
     claimed ones too (`claimed_too`): a worker that claimed one but has not stored its prompt
     finds the claim cancelled under the thread lock and stands down, whatever the clocks of
     the two processes say. (One already streaming holds the thread: the user gets 409.)"""
+    result = await s.execute(_cancel_pending(claimed_too),
+                             {"of_thread": thread_id, "now": utcnow()})
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _cancel_pending(claimed_too: bool) -> Update:
+    """Built once each way: a real user message runs it on every turn."""
     statuses = ("pending", "claimed") if claimed_too else ("pending",)
     followups = table_of(Followup)
-    result = await s.execute(
+    return (
         update(followups)
-        .where(followups.c.thread_id == thread_id, followups.c.status.in_(statuses))
-        .values(status="cancelled", finished_at=utcnow(), lease_expires_at=None)
+        .where(followups.c.thread_id == bindparam("of_thread", type_=followups.c.thread_id.type),
+               followups.c.status.in_(statuses))
+        .values(status="cancelled", lease_expires_at=None,
+                finished_at=bindparam("now", type_=followups.c.finished_at.type))
     )
-    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def list_followups(s: AsyncSession, thread_id: uuid.UUID) -> list[Followup]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 
-from sqlalchemy import Executable, delete, func, select
+from sqlalchemy import Executable, bindparam, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -31,10 +31,13 @@ async def lock_user(s: AsyncSession, user_id: str) -> None:
 
 async def count_streaming(s: AsyncSession, user_id: str) -> int:
     """The user's assistant messages still `streaming` (in every thread and process)."""
-    m = table_of(Message).c  # a Core query: it runs before every turn
-    query = select(func.count()).select_from(table_of(Message)).where(
-        m.user_id == user_id, m.status == "streaming", m.role == "assistant")
-    return int(await s.scalar(query) or 0)
+    return int(await s.scalar(_COUNT_STREAMING, {"user_id": user_id}) or 0)
+
+
+#: Built once, a Core query: it runs before every turn.
+_COUNT_STREAMING = select(func.count()).select_from(table_of(Message)).where(
+    table_of(Message).c.user_id == bindparam("user_id", type_=table_of(Message).c.user_id.type),
+    table_of(Message).c.status == "streaming", table_of(Message).c.role == "assistant")
 
 
 async def count_request(s: AsyncSession, user_id: str, window_start: dt.datetime) -> int:

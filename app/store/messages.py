@@ -4,8 +4,10 @@ histories (what the user sees, what the model sees)."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -96,14 +98,16 @@ async def open_exchange(
                      now=_after(opened.newest_message_at))
     assistant = _assistant_row(thread, _after(user.created_at), process_id)
     try:
-        await s.execute(insert(_MESSAGES),
-                        [_inserted(user), _inserted(assistant)])
+        await s.execute(_INSERT_MESSAGES, [_inserted(user), _inserted(assistant)])
     except IntegrityError as error:
         if _is_streaming_conflict(error):
             raise ThreadBusy(f"thread {thread.id} already has a streaming message") from error
         raise
     await _cancel_followups_if_real(s, thread.id, synthetic=user.synthetic)
     return user, assistant
+
+
+_INSERT_MESSAGES = insert(_MESSAGES)
 
 
 def _inserted(message: Message) -> dict[str, Any]:
@@ -185,7 +189,38 @@ async def open_assistant_message(s: AsyncSession, thread: Thread, *,
     return message
 
 
-async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -> Message:
+@dataclass(frozen=True, slots=True)
+class FinishedRow:
+    """A finished message as stored, and its thread's autonomy settings as the finish read
+    them, under the thread's lock: as they are now, not as they were when the turn opened."""
+
+    message: Message
+    thread_autonomy: dict[str, Any]
+
+
+#: A turn's finish, built once (building a statement costs more CPU than running it). The
+#: thread row first, as open_turn locks it: one lock order for both transactions, so a
+#: concurrent open (answered 409) cannot deadlock with a finish. It also moves the thread to
+#: the top of the list, and reads its autonomy settings under the lock.
+_TOUCH_THREAD_OF_MESSAGE = (
+    update(_THREADS)
+    .where(_THREADS.c.id == select(_MESSAGES.c.thread_id)
+           .where(_MESSAGES.c.id == bindparam("message_id", type_=_MESSAGES.c.id.type))
+           .scalar_subquery())
+    .values(updated_at=bindparam("now", type_=_THREADS.c.updated_at.type))
+    .returning(_THREADS.c.autonomy)
+)
+_FINISH_MESSAGE = (
+    update(_MESSAGES)
+    .where(_MESSAGES.c.id == bindparam("message_id", type_=_MESSAGES.c.id.type),
+           _MESSAGES.c.completed_at.is_(None))
+    .values({column: bindparam(f"new_{column}", type_=_MESSAGES.c[column].type)
+             for column in ("content", "metadata", "status", "completed_at", "updated_at")})
+    .returning(*_MESSAGES.c)
+)
+
+
+async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -> FinishedRow:
     """Write the final content, metadata, status and completed_at, one llm_calls row per call,
     and the daily usage rollup, all in the caller's transaction. Finishing twice raises
     MessageAlreadyFinished (usage must not be counted twice)."""
@@ -193,24 +228,12 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
         raise ValueError("a finished message cannot be streaming")
     content, metadata = clean_message(finished.content, finished.metadata)
     now = utcnow()
-    # The thread row first, as open_turn locks it: one lock order for both transactions, so a
-    # concurrent open (answered 409) cannot deadlock with a finish. It also moves the thread
-    # to the top of the list. Both are Core statements: an ORM UPDATE would first search the
-    # session's objects for the row, work a turn's finish does not need.
-    await s.execute(
-        update(_THREADS)
-        .where(_THREADS.c.id == select(_MESSAGES.c.thread_id)
-               .where(_MESSAGES.c.id == finished.message_id).scalar_subquery())
-        .values(updated_at=now)
-    )
-    result = await s.execute(
-        update(_MESSAGES)
-        .where(_MESSAGES.c.id == finished.message_id, _MESSAGES.c.completed_at.is_(None))
-        .values({"content": content, "metadata": metadata, "status": finished.status,
-                 "completed_at": now, "updated_at": now})
-        .returning(*_MESSAGES.c)
-    )
-    row = result.one_or_none()
+    autonomy = (await s.execute(_TOUCH_THREAD_OF_MESSAGE, {
+        "message_id": finished.message_id, "now": now})).scalar_one_or_none()
+    row = (await s.execute(_FINISH_MESSAGE, {
+        "message_id": finished.message_id, "new_content": content, "new_metadata": metadata,
+        "new_status": finished.status, "new_completed_at": now, "new_updated_at": now,
+    })).one_or_none()
     if row is None:
         found = await s.scalar(select(exists().where(Message.id == finished.message_id)))
         if not found:
@@ -219,7 +242,7 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
     message = unattached(Message, row._mapping)
     await _record_calls(s, finished.llm_calls, message.user_id, now,
                         message_id=message.id, thread_id=message.thread_id)
-    return message
+    return FinishedRow(message, autonomy or {})
 
 
 async def record_calls_without_message(
@@ -232,6 +255,9 @@ async def record_calls_without_message(
     await _record_calls(s, calls, user_id, utcnow(), message_id=None, thread_id=None)
 
 
+_INSERT_CALLS = insert(table_of(LlmCall))
+
+
 async def _record_calls(
     s: AsyncSession, calls: Sequence[CallRecord], user_id: str, now: dt.datetime, *,
     message_id: uuid.UUID | None, thread_id: uuid.UUID | None,
@@ -239,7 +265,7 @@ async def _record_calls(
     """One llm_calls row per call (one Core INSERT: no ORM object per row, nothing for the
     unit of work to sort) and the day's rollup, in the caller's transaction."""
     if calls:
-        await s.execute(insert(table_of(LlmCall)), [{
+        await s.execute(_INSERT_CALLS, [{
             "id": uuid.uuid4(), "message_id": message_id, "thread_id": thread_id,
             "user_id": user_id, "stage": call.stage, "model": call.model,
             "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
@@ -272,15 +298,16 @@ async def visible_history(
     return list(result.scalars())
 
 
-def _context_select(thread_id: uuid.UUID, limit: int, *columns: Any) -> Select[Any]:
+def _context_select(limit: int, *columns: Any) -> Select[Any]:
     """The newest `limit` messages the model may see, newest first: rows still streaming,
-    failed assistant rows and empty rows left out."""
+    failed assistant rows and empty rows left out. For the thread of the `thread_id`
+    parameter."""
     m = _MESSAGES.c  # table columns: with plain columns selected, a Core statement
     failed_assistant = and_(m.role == "assistant", m.status == "failed")
     return (
         select(*columns)
-        .where(m.thread_id == thread_id, m.status != "streaming", not_(failed_assistant),
-               m.content != "")
+        .where(m.thread_id == bindparam("thread_id", type_=m.thread_id.type),
+               m.status != "streaming", not_(failed_assistant), m.content != "")
         .order_by(m.created_at.desc(), m.id.desc())
         .limit(limit)
     )
@@ -289,7 +316,7 @@ def _context_select(thread_id: uuid.UUID, limit: int, *columns: Any) -> Select[A
 async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) -> list[Message]:
     """What the model sees: the newest `limit` messages, oldest first, synthetic prompts
     included; rows still streaming, failed assistant rows and empty rows left out."""
-    result = await s.execute(_context_select(thread_id, limit, Message))
+    result = await s.execute(_context_select(limit, Message), {"thread_id": thread_id})
     return list(reversed(result.scalars().all()))
 
 
@@ -298,9 +325,15 @@ async def context_rows(s: AsyncSession, thread_id: uuid.UUID, *, limit: int
     """context_history as (role, content, created_at), oldest first: a turn needs no more,
     and plain rows of a Core query cost a fraction of ORM objects (a long thread has
     hundreds)."""
-    m = _MESSAGES.c
-    result = await s.execute(_context_select(thread_id, limit, m.role, m.content, m.created_at))
+    result = await s.execute(_context_rows_select(limit), {"thread_id": thread_id})
     return [(role, content, at) for role, content, at in reversed(result.all())]
+
+
+@functools.cache
+def _context_rows_select(limit: int) -> Select[Any]:
+    """Built once per limit: every turn reads its context with it."""
+    m = _MESSAGES.c
+    return _context_select(limit, m.role, m.content, m.created_at)
 
 
 async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -> int:

@@ -28,6 +28,7 @@ from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.errors import ThreadBusy
+from app.store.messages import FinishedRow
 from app.store.models import LlmCall, Thread, UserTokenUsage
 from app.turns.events import Delta
 from app.turns.finish import TurnOutcome
@@ -75,7 +76,8 @@ class Spy(TurnHandler):
         draft.summary = "SUMMARY <of> earlier & older turns"
 
     async def in_finish_transaction(
-        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
+        row: FinishedRow,
     ) -> None:
         self.calls.append(f"in_finish_transaction:{finished.status}")
 
@@ -293,7 +295,8 @@ class BrokenHook(TurnHandler):
         return self
 
     async def in_finish_transaction(
-        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
+        row: FinishedRow,
     ) -> None:
         await thread_store.set_title(session, self.thread_id, "written by a broken hook")
         raise RuntimeError("hook failed")

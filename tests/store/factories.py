@@ -47,7 +47,7 @@ async def turn(
         finished = await messages_store.finish_assistant_message(
             s, FinishedMessage(assistant.id, answer, meta, status, calls)  # type: ignore[arg-type]
         )
-    return user, finished
+    return user, finished.message
 
 
 async def legacy_prompt(db: Database, thread: Thread, content: str) -> Message:

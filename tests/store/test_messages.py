@@ -317,6 +317,6 @@ async def test_interrupt_stale_streaming(db: Database) -> None:
     assert live is not None and live.status == "streaming"
     # The thread is free again, and a slow process that was still alive may still finish.
     async with db.transaction() as s:
-        late = await messages_store.finish_assistant_message(
-            s, FinishedMessage(stale.id, "late but real", {}, "complete", []))
+        late = (await messages_store.finish_assistant_message(
+            s, FinishedMessage(stale.id, "late but real", {}, "complete", []))).message
     assert late.status == "complete" and late.content == "late but real"

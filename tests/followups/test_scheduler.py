@@ -1,0 +1,55 @@
+"""The scheduler decides on the thread's autonomy as it is when the reply ends, read under the
+thread's lock by the finish itself: a user who turns follow-ups on or off while an answer
+streams gets what they asked for."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+import pytest
+
+from app.main import build_runtime
+from app.services.runtime import Runtime
+from app.services.turn import open_turn
+from app.settings import Settings
+from app.store import followups as followup_store
+from app.store import threads as thread_store
+from app.turns.events import Delta
+from tests.support.live import DemoLlm
+
+
+@pytest.fixture
+async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    settings = Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
+                        upstream_max_retries=0, first_token_timeout_s=5)
+    rt = build_runtime(settings)
+    yield rt
+    await rt.http.aclose()
+    await rt.db.dispose()
+
+
+async def _set_autonomy(runtime: Runtime, thread_id: object, enabled: bool) -> None:
+    async with runtime.db.transaction() as s:
+        assert await thread_store.set_autonomy(
+            s, "sched", thread_id, {"enabled": enabled})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("on_at_open", "on_at_end"), [(False, True), (True, False)])
+async def test_the_autonomy_set_while_the_reply_streams_decides_the_followup(
+    runtime: Runtime, on_at_open: bool, on_at_end: bool
+) -> None:
+    async with runtime.db.transaction() as s:
+        thread = await thread_store.create_thread(s, "sched", None)
+    await _set_autonomy(runtime, thread.id, on_at_open)
+    turn = await open_turn(runtime.turn_deps, "sched", thread.id, "a question")
+    changed = False
+    async with aclosing(turn.events()) as events:
+        async for event in events:
+            if isinstance(event, Delta) and not changed:
+                await _set_autonomy(runtime, thread.id, on_at_end)
+                changed = True
+    assert changed and turn.status == "complete"
+    async with runtime.db.transaction() as s:
+        followups = await followup_store.list_followups(s, thread.id)
+    assert [f.status for f in followups] == (["pending"] if on_at_end else [])
