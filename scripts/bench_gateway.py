@@ -65,6 +65,8 @@ START_TIMEOUT_S = 30.0
 #: The open-streams step stops waiting for more streams once none started for this long (or
 #: all did), and measures the streams open then.
 OPEN_STALL_S = 15.0
+#: How long a step waits for the streams a former step left (the resume grace is 30 s).
+DRAIN_WAIT_S = 90.0
 #: A clean refusal of an overloaded gateway: 503 with one of these codes and a Retry-After.
 REFUSAL_CODES = ("gateway_busy", "database_unavailable")
 
@@ -232,6 +234,14 @@ async def run_batch(turn: Turn, client: httpx.AsyncClient, targets: list[str],
     return batch
 
 
+def active_streams(metrics: str) -> float:
+    """The gateway's `chatgate_active_streams` from its /metrics text (0 when absent)."""
+    for line in metrics.splitlines():
+        if line.startswith("chatgate_active_streams "):
+            return float(line.split()[1])
+    return 0.0
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -370,7 +380,19 @@ class Bench:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.drained()
         return (busy - idle) / max(1, opened), opened, fds, failures
+
+    async def drained(self) -> None:
+        """Until the gateway streams nothing (its `chatgate_active_streams`): streams whose
+        client left run on for the resume grace, holding upstream slots a later step would
+        be refused for. Bounded by DRAIN_WAIT_S and the deadline."""
+        until = min(self.deadline, time.monotonic() + DRAIN_WAIT_S)
+        while time.monotonic() < until:
+            metrics = (await self.client.get(f"{self.gateway}/metrics")).text
+            if active_streams(metrics) == 0:
+                return
+            await asyncio.sleep(0.5)
 
 
 async def seed_history(database_url: str, thread_urls: list[str], messages: int) -> None:
@@ -396,9 +418,12 @@ async def seed_history(database_url: str, thread_urls: list[str], messages: int)
 
 
 async def turns_per_second(client: httpx.AsyncClient, turn: Turn, targets: list[str],
-                           concurrency: int, deadline: float) -> float:
+                           concurrency: int, deadline: float, failures: Counter[str]
+                           ) -> float:
+    """Turns finished per second; how the others failed is added to `failures`."""
     began = time.perf_counter()
     batch = await run_batch(turn, client, targets, concurrency, deadline)
+    failures.update(batch.kinds)
     return len(batch.firsts) / (time.perf_counter() - began)
 
 
@@ -406,15 +431,20 @@ async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: in
                          ) -> tuple[float, float, float]:
     """(direct, one process, several workers) turns per second, interleaved in halves."""
     rates: list[list[float]] = [[], [], []]
+    failures: list[Counter[str]] = [Counter(), Counter(), Counter()]
     async with bench.client, other.client:
         for _ in range(2):
             rates[0].append(await turns_per_second(
                 bench.client, direct_turn, [bench.upstream] * (turns // 2), concurrency,
-                bench.deadline))
-            for rate, gateway in zip(rates[1:], (bench, other), strict=True):
+                bench.deadline, failures[0]))
+            for rate, failed, gateway in zip(rates[1:], failures[1:], (bench, other),
+                                             strict=True):
                 targets = await gateway.threads(turns // 2)
                 rate.append(await turns_per_second(gateway.client, gateway_turn, targets,
-                                                   concurrency, gateway.deadline))
+                                                   concurrency, gateway.deadline, failed))
+    for name, failed in zip(("direct", "1 process", "workers"), failures, strict=True):
+        if failed:
+            console.print(f"workers step, {name} failed: {dict(failed)}", highlight=False)
     direct, one, several = (sum(r) / len(r) for r in rates)
     return direct, one, several
 
@@ -551,7 +581,7 @@ def main(
                     bench = Bench(upstream, gateway, up, gw, deadline, new_client())
                     rates = asyncio.run(worker_scaling(bench, other, turns,
                                                        workers_concurrency))
-                ratio = f"{rates[2] / rates[1]:.2f}x" if rates[1] else "n/a: out of time"
+                ratio = f"{rates[2] / rates[1]:.2f}x" if rates[1] else "n/a: no turn finished"
                 console.print(
                     f"turns per second at {workers_concurrency} concurrent: direct upstream "
                     f"{rates[0]:.1f}, gateway 1 process {rates[1]:.1f}, {workers} workers "

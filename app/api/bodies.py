@@ -26,20 +26,23 @@ async def _read_capped(request: Request) -> bytes:
     when it is absurdly large."""
     limit = max_body_bytes(runtime(request).settings.max_content_chars)
     declared = request.headers.get("content-length", "")
-    too_large = ApiError(413, "body_too_large", f"the request body exceeds {limit} bytes")
     if declared.isdigit() and int(declared) > limit:
-        raise too_large
+        raise _too_large(limit)
     parts: list[bytes] = []
     size = 0
     try:
         async for part in request.stream():
             size += len(part)
             if size > limit:
-                raise too_large
+                raise _too_large(limit)
             parts.append(part)
     except ClientDisconnect as exc:  # nobody to answer; a 4xx keeps it out of the 500 path
         raise ApiError(400, "client_disconnected", "the client left while sending") from exc
     return b"".join(parts)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, "body_too_large", f"the request body exceeds {limit} bytes")
 
 
 def _require_json_media_type(request: Request) -> None:
