@@ -40,16 +40,18 @@ class _ScheduleHandler(TurnHandler):
     def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
         """Only a complete reply on a thread whose autonomy is on, as the finish read it:
         the settings may have changed while the reply streamed."""
-        return (finished.status == "complete"
-                and effective(row.thread_autonomy, self.scheduler.defaults).enabled)
+        return finished.status == "complete" and self._autonomy(row).enabled
+
+    def _autonomy(self, row: FinishedRow) -> Autonomy:
+        return effective(row.thread_autonomy, self.scheduler.defaults)
 
     async def in_finish_transaction(
         self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
         row: FinishedRow,
     ) -> None:
-        if not self.writes_in_finish(finished, row):
+        autonomy = self._autonomy(row)
+        if finished.status != "complete" or not autonomy.enabled:
             return
-        autonomy = effective(row.thread_autonomy, self.scheduler.defaults)
         thread_id, user_id = self.view.thread_id, self.view.user_id
         consecutive = await followup_queue.consecutive_followups(session, thread_id)
         if cap_reached(consecutive, autonomy.max_followups):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 
-from sqlalchemy import Executable, bindparam, delete, func, select
+from sqlalchemy import Executable, Select, bindparam, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -34,10 +34,15 @@ async def count_streaming(s: AsyncSession, user_id: str) -> int:
     return int(await s.scalar(_COUNT_STREAMING, {"user_id": user_id}) or 0)
 
 
+def _count_streaming() -> Select[int]:
+    m = table_of(Message).c
+    return select(func.count()).select_from(table_of(Message)).where(
+        m.user_id == bindparam("user_id", type_=m.user_id.type),
+        m.status == "streaming", m.role == "assistant")
+
+
 #: Built once, a Core query: it runs before every turn.
-_COUNT_STREAMING = select(func.count()).select_from(table_of(Message)).where(
-    table_of(Message).c.user_id == bindparam("user_id", type_=table_of(Message).c.user_id.type),
-    table_of(Message).c.status == "streaming", table_of(Message).c.role == "assistant")
+_COUNT_STREAMING = _count_streaming()
 
 
 async def count_request(s: AsyncSession, user_id: str, window_start: dt.datetime) -> int:
