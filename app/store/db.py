@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -92,14 +93,29 @@ def create_engine_for(
         _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys,
                               busy_timeout_ms=sqlite_busy_timeout_ms)
         return engine
-    # PostgreSQL: connections are shared by short transactions, never held while streaming.
-    # pre_ping survives a server restart; several gateway processes each keep their own pool.
+    # PostgreSQL: connections are shared by short transactions, never held while streaming;
+    # several gateway processes each keep their own pool.
     if "poolclass" not in engine_kwargs:
         engine_kwargs.setdefault("pool_size", 10)
         engine_kwargs.setdefault("max_overflow", 10)
         engine_kwargs.setdefault("pool_recycle", 1800)
-    engine_kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(parsed, **engine_kwargs)
+    engine = create_async_engine(parsed, **engine_kwargs)
+    if not engine_kwargs.get("pool_pre_ping"):
+        _install_closed_check(engine)
+    return engine
+
+
+def _install_closed_check(engine: AsyncEngine) -> None:
+    """A pooled connection the server closed (a restart, a failover, a terminated backend) is
+    replaced at checkout. asyncpg knows it without a round trip: the socket's end reached its
+    protocol while the connection sat in the pool. SQLAlchemy's pre-ping asked the server
+    instead, a round trip at every checkout, twice a turn. (A connection cut without a word,
+    no FIN or RST, fails its first statement instead; the turn's finish retries.)"""
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if record.driver_connection.is_closed():
+            raise DisconnectionError("the server closed this pooled connection")
 
 
 class Database:

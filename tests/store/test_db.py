@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select, text
+from sqlalchemy.pool import NullPool
 
 from app.store import threads as threads_store
 from app.store.db import Database
@@ -112,3 +113,27 @@ async def test_plain_driverless_urls_use_the_async_drivers(database_url: str) ->
         assert await current_revisions(db) == head_revisions()
     finally:
         await db.dispose()
+
+
+async def test_a_pooled_connection_the_server_closed_is_replaced_at_checkout(
+    db: Database,
+) -> None:
+    """A restart, a failover or a terminated backend closes connections the pool holds: the
+    next transaction gets a new connection instead of failing on the closed one."""
+    if db.backend == "sqlite":
+        pytest.skip("a SQLite connection is a file, no server closes it")
+    async with db.transaction() as s:
+        pid = await s.scalar(text("SELECT pg_backend_pid()"))
+        pooled = (await (await s.connection()).get_raw_connection()).driver_connection
+    killer = Database(db.url, poolclass=NullPool)
+    try:
+        async with killer.transaction() as s:
+            assert await s.scalar(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    finally:
+        await killer.dispose()
+    for _ in range(500):  # until the socket's end has reached the pooled connection
+        if pooled is not None and pooled.is_closed():
+            break
+        await asyncio.sleep(0.01)
+    async with db.transaction() as s:
+        assert await s.scalar(text("SELECT pg_backend_pid()")) != pid
