@@ -10,7 +10,9 @@ turn costs on SQLite.
 
 The connection is still aiosqlite's (its thread, queue, commit, rollback and close); only
 its cursor changes, and a rollback with no transaction open makes no trip. SQLAlchemy gets
-it through `create_async_engine(async_creator=...)`."""
+it through `create_async_engine(async_creator=...)`. Rows are read whole in the trip, as
+SQLAlchemy reads an ordinary cursor's anyway; a streamed result (`stream_results`) would be
+read whole too, so the store does not ask for one."""
 
 from __future__ import annotations
 
