@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from app.clock import utcnow
+from app.main import build_runtime
+from app.services.runtime import Runtime
+from app.settings import Settings
 from tests.followups.helpers import FAST_ENV, HandClock
 from tests.support.live import DemoLlm, InProcessGateway, _GatewayPool
 
@@ -21,6 +24,17 @@ def fast_gateway(live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
         yield pool.start(live_backend, upstream=demo_llm, env=FAST_ENV)
     finally:
         pool.close()
+
+
+@pytest.fixture
+async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """An in-process runtime on the slow demo model: a reply streams long enough to be cut
+    mid-way, or to change the thread while it streams."""
+    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
+                                upstream_max_retries=0, title_calls=False))
+    yield rt
+    await rt.http.aclose()
+    await rt.db.dispose()
 
 
 @pytest.fixture

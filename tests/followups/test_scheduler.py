@@ -4,29 +4,15 @@ streams gets what they asked for."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 import pytest
 
-from app.main import build_runtime
 from app.services.runtime import Runtime
 from app.services.turn import open_turn
-from app.settings import Settings
 from app.store import followups as followup_store
 from app.store import threads as thread_store
 from app.turns.events import Delta
-from tests.support.live import DemoLlm
-
-
-@pytest.fixture
-async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
-    settings = Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
-                        upstream_max_retries=0, first_token_timeout_s=5)
-    rt = build_runtime(settings)
-    yield rt
-    await rt.http.aclose()
-    await rt.db.dispose()
 
 
 async def _set_autonomy(runtime: Runtime, thread_id: object, enabled: bool) -> None:

@@ -27,16 +27,6 @@ from tests.support.live import DemoLlm
 
 
 @pytest.fixture
-async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
-    """On the slow demo model: a reply streams long enough to be cut mid-way."""
-    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
-                                upstream_max_retries=0, title_calls=False))
-    yield rt
-    await rt.http.aclose()
-    await rt.db.dispose()
-
-
-@pytest.fixture
 async def quick_runtime(database_url: str, demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
     """On the fast demo model: for tests that let every follow-up run to its end."""
     rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
