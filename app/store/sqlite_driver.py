@@ -5,8 +5,8 @@ back to the event loop. SQLAlchemy's adapter makes three or four such trips per 
 (open a cursor, execute, fetch the rows, close the cursor); each costs a queue hand-off, a
 thread wake-up and a wake-up of the event loop, more CPU than the statement itself. Here the
 cursor is opened, run, read and closed in one trip, and its rows wait in memory for
-SQLAlchemy to take them. A turn runs about fifteen statements, so this is a third of what a
-turn costs on SQLite.
+SQLAlchemy to take them. A turn runs about a dozen statements: measured in process, its two
+transactions cost 7.3 ms of CPU with SQLAlchemy's trips and 5.1 ms with these.
 
 The connection is still aiosqlite's (its thread, queue, commit, rollback and close); only
 its cursor changes, and a rollback with no transaction open makes no trip. SQLAlchemy gets
