@@ -172,6 +172,7 @@ async def set_autonomy(
 
 async def touch_thread(s: AsyncSession, thread_id: uuid.UUID) -> None:
     """Mark activity on a thread (it moves to the top of the list). A Core UPDATE: the ORM's
-    would first look for the row among the session's objects, once per turn, for nothing."""
+    would first look for the row among the session's objects, for nothing. (A turn does not
+    call this: open_for_turn and the finish move the thread in their own statements.)"""
     threads = table_of(Thread)
     await s.execute(update(threads).where(threads.c.id == thread_id).values(updated_at=utcnow()))
