@@ -143,7 +143,7 @@ async def open_completion(
 async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
                 thread_id: uuid.UUID | None, guard: UserGuard) -> TurnView | None:
     """The limits in one transaction; with a thread, its rows too (as open_turn does)."""
-    async with deps.db.transaction() as session:
+    async with deps.db.transaction(quick=True) as session:
         if thread_id is None:
             await guard(session)
             return None
@@ -313,7 +313,7 @@ class CompletionCall:
         calls = self.draft.recorder.calls
         for attempt in range(1, USAGE_ATTEMPTS + 1):
             try:
-                async with self.deps.db.transaction() as session:
+                async with self.deps.db.transaction(quick=True) as session:
                     await message_store.record_calls_without_message(
                         session, self.user_id, calls)
                 return True

@@ -67,21 +67,23 @@ async def open_turn(
     trigger_reason: str | None = None, guard: TurnGuard | None = None,
 ) -> Turn:
     """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
-    stored). `guard` runs first in the transaction and may raise to store nothing (the
-    follow-up worker checks there, atomically, that the user has not replied meanwhile; the
-    turn limits count the user's streams there). The slot is taken before the transaction,
-    so no transaction (on SQLite: the write lock) is held while waiting for one."""
+    stored). `guard` runs in the transaction before anything is stored, and may raise to
+    store nothing (the follow-up worker checks there, atomically, that the user has not
+    replied meanwhile; the turn limits count the user's streams there, under a lock of the
+    user's that is held to the commit, so the history is read before it, with the thread
+    already held). The slot is taken before the transaction, so no transaction (on SQLite:
+    the write lock) is held while waiting for one."""
     lease = await TurnLease.take(deps.slots, deps.checkpoints)
     try:
-        async with deps.db.transaction() as session:
+        async with deps.db.transaction(quick=True) as session:
             opened = await thread_store.open_for_turn(session, user_id, thread_id)
             if opened is None:
                 raise ThreadNotFound(str(thread_id))
             thread = opened.thread
-            if guard is not None:
-                await guard(session, thread)
             history = await message_store.context_rows(
                 session, thread.id, limit=CONTEXT_HISTORY_LIMIT)
+            if guard is not None:
+                await guard(session, thread)
             user, assistant = await message_store.open_exchange(
                 session, opened, content, synthetic=synthetic, trigger_type=trigger_type,
                 trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars,

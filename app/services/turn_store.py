@@ -39,7 +39,7 @@ class TurnStore:
         """The transaction, retried on transient errors (deadlock, lost connection)."""
         for attempt in range(1, attempts + 1):
             try:
-                async with self.db.transaction() as session:
+                async with self.db.transaction(quick=True) as session:
                     row = await message_store.finish_assistant_message(session, finished)
                     for handler in self.handlers:
                         if not handler.writes_in_finish(finished, row):

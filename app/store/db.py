@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from app.store.errors import DatabaseBusy, DatabaseUnavailable, StoreError
-from app.store.sqlite_driver import one_trip_creator
+from app.store.sqlite_driver import ON_LOOP, one_trip_creator
 from app.store.unavailable import is_pool_timeout, is_unavailable, unavailable_sentence
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -88,7 +88,7 @@ def create_engine_for(
             # A small pool: SQLite has one writer at a time; WAL lets readers run beside it.
             engine_kwargs.setdefault("pool_size", 5)
             engine_kwargs.setdefault("max_overflow", 5)
-        engine_kwargs.setdefault("async_creator", one_trip_creator(parsed))
+        engine_kwargs.setdefault("async_creator", one_trip_creator(parsed, sqlite_busy_timeout_ms))
         engine = create_async_engine(parsed, **engine_kwargs)
         _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys,
                               busy_timeout_ms=sqlite_busy_timeout_ms)
@@ -142,12 +142,16 @@ class Database:
         return self.url.get_backend_name()
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncSession]:
+    async def transaction(self, *, quick: bool = False) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on any error.
+        `quick`: a few indexed statements, run on every turn (its opening, its finish); on
+        SQLite they run on the event loop's thread, which holds the write lock for their CPU
+        time only (app.store.sqlite_driver); on PostgreSQL nothing changes.
         An error meaning the database cannot be reached or used is raised as
         DatabaseUnavailable (app.store.unavailable says which), whether it came from the
         connection, a statement or the commit. Do not nest transactions of one Database: on
         SQLite the inner one would wait for the outer one and fail after the busy timeout."""
+        on_loop = ON_LOOP.set(quick and self._sqlite_writer is not None)
         try:
             async with self._transaction() as session:
                 yield session
@@ -159,20 +163,40 @@ class Database:
             if is_unavailable(exc):
                 raise DatabaseUnavailable(unavailable_sentence(self.url, exc)) from exc
             raise
+        finally:
+            ON_LOOP.reset(on_loop)
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncSession]:
         if self._sqlite_writer is None:
-            async with self.sessionmaker() as session, session.begin():
+            async with self._session() as session:
                 yield session
             return
         async with asyncio.timeout(self._busy_timeout_ms / 1000):
             await self._sqlite_writer.acquire()
         try:
-            async with self.sessionmaker() as session, session.begin():
+            async with self._session() as session:
                 yield session
         finally:
             self._sqlite_writer.release()
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[AsyncSession]:
+        """A session in a transaction, closed. SQLAlchemy's own exit closes it in a task of
+        its own, so that a cancellation cannot abandon a close halfway: three passes of the
+        event loop, each of which waits for every other stream under load, and on SQLite
+        with the write lock held. After a commit the close has nothing to say to the
+        database (the pool's reset finds no transaction), so it cannot be abandoned halfway
+        and runs here; after an error, a rollback may still be due, and SQLAlchemy's exit
+        does it."""
+        session = self.sessionmaker()
+        try:
+            async with session.begin():
+                yield session
+        except BaseException:
+            await session.__aexit__(None, None, None)
+            raise
+        await session.close()
 
     async def dispose(self) -> None:
         """Close every pooled connection (on shutdown, and before dropping a test database)."""

@@ -44,7 +44,7 @@ class DatabaseRateWindows:
 
     async def take(self, user_id: str, window_start: dt.datetime, limit: int) -> bool:
         try:
-            async with self.db.transaction() as session:
+            async with self.db.transaction(quick=True) as session:
                 if await limit_store.count_request(session, user_id, window_start) > limit:
                     raise _Full
         except _Full:

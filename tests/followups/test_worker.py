@@ -72,9 +72,14 @@ async def test_shutdown_before_the_turn_starts_gives_the_followup_back(
     runtime = quick_runtime
     worker = FollowupWorker(runtime.turn_deps)
     thread, claim = await claimed(runtime, worker)
+    slots = runtime.turn_deps.slots
+    assert slots is not None and slots.timeout_s > 0
+    taken = [await slots.acquire() for _ in range(slots.free)]
     task = asyncio.create_task(worker._run_claim(claim))
-    await asyncio.sleep(0)  # started, still opening the turn
+    await asyncio.sleep(0)  # started, opening the turn: waiting for an upstream slot
     await cancel(task)
+    for slot in taken:
+        slot.release()
     assert await state(runtime, thread) == (("pending", None), [])
     # ... and the next process takes it and runs it to the end.
     successor = FollowupWorker(runtime.turn_deps)

@@ -189,7 +189,7 @@ async def test_opening_a_turn_holds_its_thread_first(runtime: Runtime) -> None:
 
     opening = asyncio.create_task(
         open_turn(runtime.turn_deps, "svc", thread.id, "hi", guard=guard))
-    await in_guard.wait()  # the opening transaction has read its thread, nothing more
+    await in_guard.wait()  # the opening transaction holds its thread, has stored nothing
     with pytest.raises(DBAPIError, match="could not obtain lock"):
         async with runtime.db.transaction() as session:
             await session.execute(_lock_now(thread.id))

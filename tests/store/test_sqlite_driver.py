@@ -1,17 +1,21 @@
-"""SQLite statements make one trip each to the connection's thread, and still behave as the
-sqlite3 module's: rows, counts, many rows at once, errors, transactions."""
+"""SQLite statements make one trip each to the connection's thread, none in a quick
+transaction, and still behave as the sqlite3 module's: rows, counts, many rows at once,
+errors, transactions, another process's lock."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 
-from app.store.db import Database
+from app.store.db import SQLITE_BUSY_TIMEOUT_MS, Database
 from app.store.sqlite_driver import OneTripConnection
 
 
@@ -72,3 +76,112 @@ async def test_a_failed_statement_raises_the_usual_error_and_rolls_back(db: Data
     async with db.transaction() as s:
         names = (await s.scalars(text("SELECT name FROM t"))).all()
     assert names == ["taken"]
+
+
+class LoopPasses:
+    """Counts the passes of the event loop while it runs: a task that yields at each."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def run(self) -> None:
+        while True:
+            self.count += 1
+            await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def passes() -> AsyncIterator[LoopPasses]:
+    counter = LoopPasses()
+    task = asyncio.create_task(counter.run())
+    await asyncio.sleep(0)
+    yield counter
+    task.cancel()
+
+
+async def test_a_quick_transaction_makes_no_trip_and_lets_no_other_task_in(
+    db: Database, trips: list[str], passes: LoopPasses
+) -> None:
+    """Another task never runs in the middle: the write lock is held for the CPU time only."""
+    before = passes.count
+    async with db.transaction(quick=True) as s:
+        await s.execute(text("INSERT INTO t (name) VALUES ('a'), ('b')"))
+        rows = (await s.execute(text("SELECT name FROM t ORDER BY id"))).all()
+    assert [r.name for r in rows] == ["a", "b"]
+    assert trips == [] and passes.count == before
+    # The other transactions still make their trips, and the loop runs between them.
+    async with db.transaction() as s:
+        assert await s.scalar(text("SELECT count(*) FROM t")) == 2
+    assert trips == ["_run", "_run", "commit"] and passes.count > before
+
+
+async def test_a_quick_transaction_that_fails_rolls_back_on_the_loop(
+    db: Database, trips: list[str]
+) -> None:
+    async with db.transaction() as s:
+        await s.execute(text("INSERT INTO t (name) VALUES ('taken')"))
+    trips.clear()
+    with pytest.raises(IntegrityError):
+        async with db.transaction(quick=True) as s:
+            await s.execute(text("INSERT INTO t (name) VALUES ('kept back')"))
+            await s.execute(text("INSERT INTO t (name) VALUES ('taken')"))
+    assert trips == []
+    async with db.transaction(quick=True) as s:
+        names = (await s.scalars(text("SELECT name FROM t"))).all()
+    assert names == ["taken"]
+
+
+async def test_a_quick_transaction_waits_for_another_process_lock_on_the_thread(
+    db: Database, tmp_path: Path, trips: list[str], passes: LoopPasses
+) -> None:
+    """Another process's write transaction (a script, another gateway) must not stop the
+    event loop: the BEGIN that cannot have the lock at once is not waited for on the loop
+    (busy timeout 0 there) but on the thread, and the loop runs on meanwhile."""
+    statements = traced_statements(db)
+    await db.engine.dispose()
+    async with db.transaction() as s:  # a new connection, traced
+        await s.execute(text("SELECT 1"))
+    trips.clear()
+    other = sqlite3.connect(tmp_path / "driver.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("INSERT INTO t (name) VALUES ('from the other process')")
+
+        async def quick_insert() -> None:
+            async with db.transaction(quick=True) as s:
+                await s.execute(text("INSERT INTO t (name) VALUES ('ours')"))
+
+        task = asyncio.create_task(quick_insert())
+        for _ in range(10_000):  # until the BEGIN is on the thread, waiting
+            if trips:
+                break
+            await asyncio.sleep(0)
+        assert trips == ["_run"] and not task.done()
+        waiting = passes.count
+        await asyncio.sleep(0)
+        assert passes.count > waiting
+        other.execute("COMMIT")
+        await task
+    finally:
+        other.close()
+    loop_thread = threading.get_ident()
+    begins = [(on_loop == loop_thread, sql) for on_loop, sql in statements
+              if "busy_timeout" in sql or sql.startswith("BEGIN")]
+    assert begins[-4:] == [(True, "PRAGMA busy_timeout = 0"), (True, "BEGIN IMMEDIATE"),
+                           (True, f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}"),
+                           (False, "BEGIN IMMEDIATE")]
+    async with db.transaction(quick=True) as s:
+        names = (await s.scalars(text("SELECT name FROM t ORDER BY id"))).all()
+    assert names == ["from the other process", "ours"]
+
+
+def traced_statements(db: Database) -> list[tuple[int, str]]:
+    """(thread id, SQL) of each statement that the database's new connections run."""
+    seen: list[tuple[int, str]] = []
+
+    @event.listens_for(db.engine.sync_engine, "connect")
+    def _trace(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.driver_connection._conn.set_trace_callback(
+            lambda sql: seen.append((threading.get_ident(), sql)))
+
+    return seen
