@@ -49,9 +49,7 @@ class _ScheduleHandler(TurnHandler):
         self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
         row: FinishedRow,
     ) -> None:
-        autonomy = self._autonomy(row)
-        if finished.status != "complete" or not autonomy.enabled:
-            return
+        autonomy = self._autonomy(row)  # on: writes_in_finish said so
         thread_id, user_id = self.view.thread_id, self.view.user_id
         consecutive = await followup_queue.consecutive_followups(session, thread_id)
         if cap_reached(consecutive, autonomy.max_followups):

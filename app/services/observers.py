@@ -117,8 +117,9 @@ class TurnHandler:
         stored and its thread as the finish read it, under the thread's lock."""
 
     def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
-        """Whether in_finish_transaction has anything to do for this finish: each hook that
-        has costs the finishing transaction a savepoint (two statements)."""
+        """Whether in_finish_transaction has anything to do for this finish; it runs only
+        when this says so. Each hook that has costs the finishing transaction a savepoint
+        (two statements)."""
         return type(self).in_finish_transaction is not TurnHandler.in_finish_transaction
 
     async def after_finish(
