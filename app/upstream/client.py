@@ -26,6 +26,7 @@ from app.upstream.errors import (
     LOGGED_DETAIL_CHARS,
     UPSTREAM_FAILURES,
     UpstreamError,
+    body_head,
     classify,
     upstream_failure,
 )
@@ -186,20 +187,11 @@ def _body_blocks(response: httpx.Response) -> AsyncIterator[bytes]:
 async def _refuse_non_stream(response: httpx.Response) -> UpstreamError:
     """A 200 that is not an event stream (a proxy's HTML page, a JSON answer): its type and
     the start of its body go to the log, the connection is dropped."""
-    head = b""
-    try:
-        async for block in response.aiter_bytes():
-            head += block
-            if len(head) >= LOGGED_DETAIL_CHARS:
-                break
-    except UPSTREAM_FAILURES:
-        pass
-    finally:
-        await response.aclose()
+    head = await body_head(response, LOGGED_DETAIL_CHARS)
     return upstream_failure(
         "upstream_bad_response", http_status=response.status_code,
         reason=f"content_type={response.headers.get('content-type', '')[:100]}",
-        detail=head.decode("utf-8", "replace"))
+        detail=head)
 
 
 class UpstreamClient:

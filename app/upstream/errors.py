@@ -66,6 +66,22 @@ def upstream_failure(code: UpstreamErrorCode, *, http_status: int | None = None,
     return UpstreamError(code, http_status=http_status)
 
 
+async def body_head(response: httpx.Response, limit: int) -> str:
+    """The start of an answer's body that is no streamed answer, for the log: at most
+    `limit` bytes are read (an error page may be large), then the connection is dropped."""
+    head = b""
+    try:
+        async for block in response.aiter_bytes():
+            head += block
+            if len(head) >= limit:
+                break
+    except UPSTREAM_FAILURES:
+        pass
+    finally:
+        await response.aclose()
+    return head[:limit].decode("utf-8", "replace")
+
+
 def logged_detail(text: str) -> str:
     """The model server's words as a log line may keep them."""
     cleaned = clean_and_strip_markers(text).text

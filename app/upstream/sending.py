@@ -18,7 +18,13 @@ from typing import Any
 import httpx
 import orjson
 
-from app.upstream.errors import LOGGED_DETAIL_CHARS, UpstreamError, classify, upstream_failure
+from app.upstream.errors import (
+    LOGGED_DETAIL_CHARS,
+    UpstreamError,
+    body_head,
+    classify,
+    upstream_failure,
+)
 
 RETRIED_STATUSES = frozenset({408, 409, 429})
 RETRY_AFTER_MAX_S = 60.0
@@ -88,13 +94,8 @@ class StreamSender:
 
 
 async def _status_error(response: httpx.Response) -> UpstreamError:
-    """The model server answered with an error status: its body goes to the log."""
-    try:
-        body = (await response.aread())[:LOGGED_DETAIL_CHARS * 4]
-    except httpx.HTTPError:
-        body = b""
-    finally:
-        await response.aclose()
+    """The model server answered with an error status: the start of its body goes to the
+    log (more than is logged: the markers removed from it may shorten it)."""
     return upstream_failure("upstream_error", http_status=response.status_code,
                             reason=f"HTTP {response.status_code}",
-                            detail=body.decode("utf-8", "replace"))
+                            detail=await body_head(response, LOGGED_DETAIL_CHARS * 4))
