@@ -44,6 +44,7 @@ from pathlib import Path
 
 import httpx
 import typer
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
@@ -236,10 +237,9 @@ async def run_batch(turn: Turn, client: httpx.AsyncClient, targets: list[str],
 
 def active_streams(metrics: str) -> float:
     """The gateway's `chatgate_active_streams` from its /metrics text (0 when absent)."""
-    for line in metrics.splitlines():
-        if line.startswith("chatgate_active_streams "):
-            return float(line.split()[1])
-    return 0.0
+    return next((sample.value for family in text_string_to_metric_families(metrics)
+                 for sample in family.samples if sample.name == "chatgate_active_streams"),
+                0.0)
 
 
 def pct(values: list[float], q: float) -> float:
