@@ -45,19 +45,25 @@ class FrameResponse(Response):
     """Streams `frames` (complete SSE frames as bytes). A client too slow to take one write
     within `send_timeout_s` is the client's problem: logged at INFO with `log_ids`, not raised
     to the 500 path. With `revocation`, the stream ends with an `error` event `key_revoked`
-    once its key is revoked, as if its client had left."""
+    once its key is revoked, as if its client had left. `on_revoked`, called the moment the
+    revocation is seen, may end the source at once and say so (True): the frames it still
+    makes are then written before `key_revoked`, so that a stopped turn's client has what
+    the turn stores."""
 
     def __init__(self, frames: AsyncGenerator[bytes, None], *, ping_s: float, send_timeout_s: float,
                  log_ids: Mapping[str, str] | None = None,
-                 revocation: RevocationGuard | None = None) -> None:
+                 revocation: RevocationGuard | None = None,
+                 on_revoked: Callable[[], bool] | None = None) -> None:
         self.status_code, self.background, self.raw_headers = 200, None, list(HEADERS)
         self._frames = frames
         self._ping_s, self._send_timeout_s = ping_s, send_timeout_s
         self._log_ids = dict(log_ids or {})
-        self._revocation = revocation
+        self._revocation, self._on_revoked = revocation, on_revoked
         self._pending: list[bytes] = []
         self._waiter: asyncio.Future[None] | None = None
         self._produced = self._gone = self._revoked = self._started = False
+        #: Revoked, and the source ends soon: its last frames are still written.
+        self._draining = False
 
     @property
     def revoked(self) -> bool:
@@ -92,27 +98,30 @@ class FrameResponse(Response):
 
     async def _write(self, send: Send) -> None:
         """Everything pending in one write, then wait for more; a ping after `ping_s` of
-        silence. Ends once the producer is done and its last frames are out."""
+        silence. Ends once the producer is done and its last frames are out (the body too,
+        unless revoked: `key_revoked` follows)."""
         loop = asyncio.get_running_loop()
         await self._send(send, {"type": "http.response.start", "status": 200,
                                 "headers": self.raw_headers})
         self._started = True
         last_write = loop.time()
         while True:
-            if self._gone or self._revoked:
+            if self._gone or (self._revoked and not self._draining):
                 return
             if self._pending:
+                last = self._produced and not self._revoked
                 body = b"".join(self._pending)
                 self._pending.clear()
                 await self._send(send, {"type": "http.response.body", "body": body,
-                                        "more_body": not self._produced})
-                if self._produced:
+                                        "more_body": not last})
+                if last:
                     return
                 last_write = loop.time()
                 continue
             if self._produced:
-                await self._send(send, {"type": "http.response.body", "body": b"",
-                                        "more_body": False})
+                if not self._revoked:
+                    await self._send(send, {"type": "http.response.body", "body": b"",
+                                            "more_body": False})
                 return
             waiter = self._waiter = loop.create_future()
             ping = loop.call_at(last_write + self._ping_s, self._wake)
@@ -152,6 +161,7 @@ class FrameResponse(Response):
     async def _watch_revocation(self, revoked: asyncio.Event) -> None:
         await revoked.wait()
         self._revoked = True
+        self._draining = self._on_revoked is not None and self._on_revoked()
         self._wake()
 
     async def _end_revoked(self, scope: Scope, receive: Receive, send: Send) -> None:

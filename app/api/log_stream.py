@@ -5,7 +5,8 @@ every resume are the same kind of response, written by app.api.event_stream's Fr
 `CatchUp` (the stored message, when the events are no longer kept) is one `catch_up` event.
 
 However the response ends, its reader is closed (shielded), which tells the turn it lost a
-reader; a revoked key also stops the turn."""
+reader; a revoked key also stops the turn: at once when it runs here, and the response then
+sends the turn's last events before `key_revoked`, so the client has what is stored."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ class LogStreamResponse(FrameResponse):
                  log_ids: Mapping[str, str] | None = None,
                  revocation: RevocationGuard | None = None) -> None:
         super().__init__(_frames(stream), ping_s=ping_s, send_timeout_s=send_timeout_s,
-                         log_ids=log_ids, revocation=revocation)
+                         log_ids=log_ids, revocation=revocation,
+                         on_revoked=lambda: stream.stop_here("key_revoked"))
         self._stream = stream
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

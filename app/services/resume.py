@@ -69,6 +69,11 @@ class ResumeStream(Protocol):
 
     def events(self) -> AsyncIterator[ResumeEvent]: ...
 
+    def stop_here(self, reason: str) -> bool:
+        """End the turn at once when it runs in this process; True when its events then end
+        soon, each of them what the turn stores (False: the turn is elsewhere, or over)."""
+        ...
+
     async def close(self, *, stop: str | None = None) -> None: ...
 
 
@@ -204,6 +209,9 @@ class StoredStream:
     async def events(self) -> AsyncIterator[ResumeEvent]:
         yield CatchUp(message_json(self._message))
 
+    def stop_here(self, reason: str) -> bool:
+        return False
+
     async def close(self, *, stop: str | None = None) -> None:
         return None
 
@@ -228,6 +236,10 @@ class SharedStream:
             catch_up = await self._resumes.catch_up(self._user_id, self._message_id)
             if catch_up is not None:
                 yield catch_up
+
+    def stop_here(self, reason: str) -> bool:
+        """The turn runs in another process: close(stop=...) asks it to stop."""
+        return False
 
     async def close(self, *, stop: str | None = None) -> None:
         if stop is not None:

@@ -162,6 +162,12 @@ class RunReader:
                 return
             await turn_log.wait(position)
 
+    def stop_here(self, reason: str) -> bool:
+        """End the turn now (it runs here): its task is cancelled before it reads another
+        chunk, so the log's events up to its close are what it stores."""
+        self.run.stop(reason)
+        return True
+
     async def close(self, *, stop: str | None = None) -> None:
         """The connection is over. `stop`: end the turn too (a revoked key). A turn stopped
         by this (or by the last reader leaving without a grace) is stored before this

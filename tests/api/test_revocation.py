@@ -1,5 +1,6 @@
 """A revoked API key's open SSE streams (a turn and a thread's events) end within the
-revocation check interval, the turn stored `interrupted`; the key is refused afterwards.
+revocation check interval, the turn stored `interrupted` with exactly the text its client
+got; the key is refused afterwards.
 The interval is a setting (0.1 s here): no real-clock deadline of seconds is waited on."""
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ async def test_revoking_a_key_ends_its_open_streams(
     assert events[-1] == SseEvent("error", {"code": "key_revoked",
                                             "message": "the API key was revoked"}, None)
     assert turn[-1].data["code"] == "key_revoked"
+    # The turn was stopped at once, and its end sent before the revocation's error.
+    assert (turn[-2].event, turn[-2].data["status"]) == ("message_end", "interrupted")
     assert refused.status_code == 401
     async with db.transaction() as s:
         row = await message_store.get_message(
