@@ -125,7 +125,7 @@ async def open_completion(
     async def opener() -> CompletionCall:
         lease = await TurnLease.take(deps.slots, deps.checkpoints)
         guard = (gate.rowless_guard(principal, lease) if thread_id is None
-                 else gate.user_guard(principal))
+                 else gate.user_guard(principal, inserted=1))
         try:
             view = await _open(deps, principal.user_id, request, thread_id, guard)
         except BaseException:
@@ -142,7 +142,8 @@ async def open_completion(
 
 async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
                 thread_id: uuid.UUID | None, guard: UserGuard) -> TurnView | None:
-    """The limits in one transaction; with a thread, its rows too (as open_turn does)."""
+    """The limits in one transaction; with a thread, its rows too, the limits last (as
+    open_turn does)."""
     async with deps.db.transaction(quick=True) as session:
         if thread_id is None:
             await guard(session)
@@ -151,7 +152,6 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
         if opened is None:
             raise ThreadNotFound(str(thread_id))
         thread = opened.thread
-        await guard(session)  # after the thread, in open_turn's order
         last = last_user_index(request.messages)
         tool_round = last != len(request.messages) - 1
         text = content_text(request.messages[last]["content"]) if last is not None else ""
@@ -163,6 +163,7 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
             user, assistant = await message_store.open_exchange(
                 session, opened, text, max_chars=deps.settings.max_content_chars,
                 process_id=deps.process_id)
+        await guard(session)  # last, once the rows are in, as in open_turn
     history = tuple(ClientItem(str(m.get("role")), content_text(m.get("content")),
                                assistant.created_at) for m in request.messages[:last or 0])
     return TurnView(

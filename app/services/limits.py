@@ -6,11 +6,13 @@ A turn request passes, in this order, before anything is stored or sent upstream
    counted in the database (one atomic upsert) or in Redis, shared by every process; a
    refused request is not counted -> 429 `rate_limited`;
 2. an upstream slot of this process (app.services.upstream_slots) -> 503 `gateway_busy`;
-3. in open_turn's transaction, serialised per user (a PostgreSQL advisory lock; SQLite's
-   BEGIN IMMEDIATE): the user's `streaming` answers, every process and thread together,
-   against `max_streams_per_user` -> 429 `too_many_streams` (with the calls without a thread
-   this process runs: app.services.rowless_streams); then the key's daily budget
-   (tokens, cost) against the user's rollup of the UTC day -> 429 `budget_exceeded`.
+3. last in open_turn's transaction, once the turn's rows are in: the key's daily budget
+   (tokens, cost) against the user's rollup of the UTC day -> 429 `budget_exceeded`; then,
+   serialised per user (a PostgreSQL advisory lock held from this one statement to the
+   commit; SQLite's BEGIN IMMEDIATE), the user's other `streaming` answers, every process and
+   thread together, against `max_streams_per_user` -> 429 `too_many_streams` (with the calls
+   without a thread this process runs: app.services.rowless_streams). A refusal rolls the
+   rows back: nothing is stored.
 
 Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
 a few per process at most, and a user's cap or budget must not lose them; their streaming
@@ -33,7 +35,7 @@ from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.services.api_keys import Principal
 from app.services.rowless_streams import RowlessStreams
-from app.services.turn import Turn, open_turn
+from app.services.turn import Turn, TurnAdmission, open_turn
 from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
 from app.services.upstream_slots import GatewayBusy, TurnRefused
@@ -44,8 +46,9 @@ from app.store.rate_windows import RateWindows
 log = get_logger("services.limits")
 
 T = TypeVar("T")
-#: The limits checked inside an opening transaction, for any call of the user's.
-UserGuard = Callable[[AsyncSession], Awaitable[None]]
+#: The limits checked inside an opening transaction, for any call of the user's, as its last
+#: statements before the commit.
+UserGuard = TurnAdmission
 
 RATE_WINDOW = dt.timedelta(minutes=1)
 #: When to try again at the stream cap: no one knows when a stream ends; answers take seconds.
@@ -107,11 +110,11 @@ class TurnGate:
     async def open(self, principal: Principal, thread_id: uuid.UUID, content: str) -> Turn:
         """The opened turn; raises TurnRefused (counted and logged here), or open_turn's
         ThreadNotFound, ThreadBusy, ContentTooLong."""
-        guard = self.user_guard(principal)
+        guard = self.user_guard(principal, inserted=1)
 
         async def opener() -> Turn:
             return await open_turn(self.deps, principal.user_id, thread_id, content,
-                                   guard=lambda session, _thread: guard(session))
+                                   admit=guard)
 
         return await self.admit(principal, opener)
 
@@ -138,31 +141,39 @@ class TurnGate:
         if not await self.windows.take(user_id, start, self.per_minute):
             raise rate_limited(self.per_minute, (start + RATE_WINDOW - now).total_seconds())
 
-    def user_guard(self, principal: Principal) -> UserGuard:
-        """The stream cap and the daily budget, to run in the opening transaction."""
+    def user_guard(self, principal: Principal, inserted: int) -> UserGuard:
+        """The daily budget and the stream cap, to run last in the opening transaction, once
+        `inserted` streaming rows of the user's are in (1 for a turn, 0 for a call storing
+        none): the user's lock is then held over one statement and the commit only."""
 
         async def guard(session: AsyncSession) -> None:
-            await limit_store.lock_user(session, principal.user_id)
-            if self.max_streams > 0:
-                streaming = (await limit_store.count_streaming(session, principal.user_id)
-                             + self.rowless.count(principal.user_id))
-                if streaming >= self.max_streams:
-                    raise too_many_streams(self.max_streams)
-            if principal.daily_token_budget is None and principal.daily_cost_budget_usd is None:
-                return
-            now = self.clock()
-            tokens, cost = await limit_store.usage_of_day(
-                session, principal.user_id, now.astimezone(dt.UTC).date())
-            if over_budget(principal, tokens, cost):
-                raise budget_exceeded(seconds_to_next_day(now))
+            await self._check_budget(session, principal)
+            await self._check_streams(session, principal.user_id, inserted)
 
         return guard
+
+    async def _check_budget(self, session: AsyncSession, principal: Principal) -> None:
+        if principal.daily_token_budget is None and principal.daily_cost_budget_usd is None:
+            return
+        now = self.clock()
+        tokens, cost = await limit_store.usage_of_day(
+            session, principal.user_id, now.astimezone(dt.UTC).date())
+        if over_budget(principal, tokens, cost):
+            raise budget_exceeded(seconds_to_next_day(now))
+
+    async def _check_streams(self, session: AsyncSession, user_id: str, inserted: int) -> None:
+        if self.max_streams <= 0:
+            return
+        others = (await limit_store.lock_user_and_count_streaming(session, user_id)
+                  - inserted + self.rowless.count(user_id))
+        if others >= self.max_streams:
+            raise too_many_streams(self.max_streams)
 
     def rowless_guard(self, principal: Principal, lease: TurnLease) -> UserGuard:
         """user_guard for a call that stores no message: once it passes, the call counts among
         the user's streams until its lease is given back. The hold is taken inside the
         transaction, so the user's next guard, serialised behind this one, sees it."""
-        guard = self.user_guard(principal)
+        guard = self.user_guard(principal, inserted=0)
 
         async def rowless(session: AsyncSession) -> None:
             await guard(session)

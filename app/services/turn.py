@@ -55,6 +55,8 @@ CONTEXT_HISTORY_LIMIT = 200
 
 #: A check inside open_turn's transaction, before anything is stored (see open_turn).
 TurnGuard = Callable[[AsyncSession, Thread], Awaitable[None]]
+#: A check inside an opening transaction, last before its commit (see open_turn).
+TurnAdmission = Callable[[AsyncSession], Awaitable[None]]
 
 
 class ThreadNotFound(Exception):
@@ -65,14 +67,16 @@ async def open_turn(
     deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
     synthetic: bool = False, trigger_type: str | None = None,
     trigger_reason: str | None = None, guard: TurnGuard | None = None,
+    admit: TurnAdmission | None = None,
 ) -> Turn:
     """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
-    stored). `guard` runs in the transaction before anything is stored, and may raise to
-    store nothing (the follow-up worker checks there, atomically, that the user has not
-    replied meanwhile; the turn limits count the user's streams there, under a lock of the
-    user's that is held to the commit, so the history is read before it, with the thread
-    already held). The slot is taken before the transaction, so no transaction (on SQLite:
-    the write lock) is held while waiting for one."""
+    stored). Two checks may raise to store nothing: `guard` runs in the transaction before
+    anything is stored (the follow-up worker checks there, atomically, that the user has not
+    replied meanwhile); `admit` runs once the turn's rows are in, last before the commit (the
+    turn limits count the user's streams there, under a lock of the user's held to the
+    commit, so the lock spans their statement and the commit only). The slot is taken before
+    the transaction, so no transaction (on SQLite: the write lock) is held while waiting for
+    one."""
     lease = await TurnLease.take(deps.slots, deps.checkpoints)
     try:
         async with deps.db.transaction(quick=True) as session:
@@ -88,6 +92,8 @@ async def open_turn(
                 session, opened, content, synthetic=synthetic, trigger_type=trigger_type,
                 trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars,
                 process_id=deps.process_id)
+            if admit is not None:
+                await admit(session)
     except BaseException:
         lease.give_back()
         raise

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 
-from sqlalchemy import Executable, Select, bindparam, delete, func, select
+from sqlalchemy import Executable, Select, String, bindparam, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -19,14 +19,22 @@ from app.store.usage import PERIOD_DAY
 USER_LOCK_NAMESPACE = 0x43474C4D  # "CGLM"
 
 
-async def lock_user(s: AsyncSession, user_id: str) -> None:
-    """Serialise the turn openings of one user until the transaction ends, across processes:
-    a count of streaming rows followed by an insert must not interleave with another's.
-    PostgreSQL: a transaction-level advisory lock on a hash of the user id (a collision only
-    serialises two users more than needed). SQLite: BEGIN IMMEDIATE already does it."""
+async def lock_user_and_count_streaming(s: AsyncSession, user_id: str) -> int:
+    """The user's streaming answers (as count_streaming), counted under a lock of the user's
+    held until the transaction ends, across processes: openings that insert their rows first
+    and then call this are serialised over this call and their commit only, and each counts
+    the rows the ones before it committed. PostgreSQL: one statement, a function taking a
+    transaction-level advisory lock on a hash of the user id (a collision only serialises two
+    users more than needed) and counting after it (migration 0007). SQLite: BEGIN IMMEDIATE
+    already serialises the whole transaction."""
     if s.get_bind().dialect.name == "postgresql":
-        await s.execute(select(func.pg_advisory_xact_lock(
-            USER_LOCK_NAMESPACE, func.hashtext(user_id))))
+        return int(await s.scalar(_LOCK_AND_COUNT, {"user_id": user_id}) or 0)
+    return await count_streaming(s, user_id)
+
+
+#: Built once, a Core query: it runs before every turn.
+_LOCK_AND_COUNT = select(func.chatgate_lock_user_streams(
+    USER_LOCK_NAMESPACE, bindparam("user_id", type_=String())))
 
 
 async def count_streaming(s: AsyncSession, user_id: str) -> int:

@@ -4,6 +4,7 @@ upstream, is logged in one line and counted in /metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import os
@@ -20,6 +21,7 @@ from app.services.api_keys import Principal
 from app.services.completions import CompletionRequest, open_completion
 from app.services.limits import window_start
 from app.services.turn import Turn
+from app.services.upstream_slots import TurnRefused
 from app.store import limits, usage
 from app.store.rate_windows import RedisRateWindows
 from app.usage.figures import UsageFigures
@@ -94,6 +96,30 @@ async def test_a_user_at_the_stream_cap_is_refused_before_any_upstream_call(
             assert (await post(client, threads[2])).last_event == "message_end"
             await finish_all(held[1:])
         assert await gw.refusals() == {"too_many_streams": 1}
+
+
+async def test_concurrent_openings_of_one_user_stop_at_the_cap(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    """Five turns of one user opened at once against a cap of two: each opening stores its
+    rows before it counts, so each must count the rows of the ones admitted before it, and
+    only its own rows are not counted against it. Exactly two open; the others store
+    nothing."""
+    async with in_process_gateway(database_url, demo_llm, max_streams_per_user=2) as gw:
+        alice = await gw.api_key("alice")
+        async with gw.client(alice) as client:
+            threads = [await new_thread(client) for _ in range(5)]
+            results = await asyncio.gather(*(gw.hold_turn("alice", t) for t in threads),
+                                           return_exceptions=True)
+            opened = [r for r in results if isinstance(r, Turn)]
+            refused = [r for r in results if isinstance(r, TurnRefused)]
+            assert (len(opened), len(refused)) == (2, 3), results
+            assert {r.code for r in refused} == {"too_many_streams"}
+            async with gw.runtime.db.transaction() as s:
+                assert await limits.count_streaming(s, "alice") == 2
+            stored = [len(await messages(client, t)) for t in threads]
+            assert sorted(stored) == [0, 0, 0, 2, 2]
+            await finish_all(opened)
 
 
 async def test_openai_calls_without_a_thread_count_in_the_stream_cap(

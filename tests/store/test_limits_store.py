@@ -1,5 +1,5 @@
 """app/store/limits.py on both backends: the window counter never loses a concurrent request,
-the per-user lock serialises a count-then-insert across connections, streaming rows and a
+the per-user lock serialises an insert-then-count across connections, streaming rows and a
 day's usage are counted per user."""
 
 from __future__ import annotations
@@ -52,19 +52,20 @@ async def test_streaming_rows_and_the_days_usage_are_counted_per_user(db: Databa
         assert await limits.usage_of_day(s, "alice", dt.date(2026, 11, 23)) == (0, 0.0)
 
 
-async def test_the_user_lock_serialises_count_then_insert(db: Database) -> None:
-    """Two openings of one user's turn: the second counts after the first committed its row
-    (without the lock, on PostgreSQL both would count zero)."""
-    threads = [await new_thread(db, "alice") for _ in range(2)]
+async def test_the_user_lock_serialises_insert_then_count(db: Database) -> None:
+    """Three openings of one user's turn, each inserting its rows and then counting under the
+    user's lock: each counts its own row and the rows of the ones committed before it. On
+    PostgreSQL, without the lock all three would count one; with a count whose snapshot
+    predates the lock's wait, too."""
+    threads = [await new_thread(db, "alice") for _ in range(3)]
     seen: list[int] = []
 
     async def open_one(index: int) -> None:
         async with db.transaction() as s:
-            await limits.lock_user(s, "alice")
-            seen.append(await limits.count_streaming(s, "alice"))
-            await asyncio.sleep(0.05)  # widen the race window; no deadline depends on it
             await messages_store.append_user_message(s, threads[index], "hi")
             await messages_store.open_assistant_message(s, threads[index])
+            seen.append(await limits.lock_user_and_count_streaming(s, "alice"))
+            await asyncio.sleep(0.05)  # widen the race window; no deadline depends on it
 
-    await asyncio.gather(open_one(0), open_one(1))
-    assert sorted(seen) == [0, 1]
+    await asyncio.gather(*(open_one(index) for index in range(3)))
+    assert sorted(seen) == [1, 2, 3]
