@@ -7,16 +7,20 @@ waits are joined into ONE write (a client or socket slower than the model gets t
 bytes, in the same order, in fewer pieces), the send timeout is one deadline per write, and
 the keep-alive ping is one timer per stream that only fires on silence.
 
-Tasks per stream: the response's own (the writer), the producer, and the disconnect watcher
-(plus the revocation watcher when a guard is given). Any way the stream ends (client gone,
+Tasks per stream: the response's own (the writer), the disconnect watcher, and, for frames
+that come from an async generator, the producer. A `FrameSource` (a running turn's log) is
+polled by the writer itself: the turn's task appends an event and wakes the writer, with no
+task in between. A revocation is a callback, no task. Any way the stream ends (client gone,
 key revoked, a send that blocks past the timeout, cancellation) cancels the producer and
-waits for it, so the source generator's cleanup has run when the response returns."""
+waits for it, so the source generator's cleanup has run when the response returns (a
+FrameSource's owner closes it: app.api.log_stream closes the turn's reader)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractContextManager, aclosing
+from typing import Protocol, runtime_checkable
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -26,8 +30,9 @@ from app.logging import get_logger
 
 log = get_logger("api.event_stream")
 
-#: Opens the stream's watch on its API key: an event set once the key is revoked.
-RevocationGuard = Callable[[], AbstractContextManager[asyncio.Event]]
+#: Opens the stream's watch on its API key: while open, the callback given is called once the
+#: key is revoked.
+RevocationGuard = Callable[[Callable[[], None]], AbstractContextManager[None]]
 
 PING_FRAME = b": ping\n\n"
 KEY_REVOKED_FRAME = (b'event: error\ndata: {"code":"key_revoked",'
@@ -37,25 +42,41 @@ HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
            (b"x-accel-buffering", b"no")]
 
 
-class _Stop(Exception):
-    """The writer stops: the client left, or its key was revoked."""
+@runtime_checkable
+class FrameSource(Protocol):
+    """Frames the writer polls when it is free to write (all that is ready at once)."""
+
+    def take(self) -> list[bytes]:
+        """The frames ready now, maybe none."""
+        ...
+
+    @property
+    def ended(self) -> bool:
+        """Every frame was taken and none follows."""
+        ...
+
+    def notify(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve `waiter` once take() may return more, or ended turn True."""
+        ...
 
 
 class FrameResponse(Response):
-    """Streams `frames` (complete SSE frames as bytes). A client too slow to take one write
-    within `send_timeout_s` is the client's problem: logged at INFO with `log_ids`, not raised
-    to the 500 path. With `revocation`, the stream ends with an `error` event `key_revoked`
-    once its key is revoked, as if its client had left. `on_revoked`, called the moment the
-    revocation is seen, may end the source at once and say so (True): the frames it still
-    makes are then written before `key_revoked`, so that a stopped turn's client has what
-    the turn stores."""
+    """Streams `frames` (complete SSE frames as bytes, from an async generator or a
+    FrameSource). A client too slow to take one write within `send_timeout_s` is the
+    client's problem: logged at INFO with `log_ids`, not raised to the 500 path. With
+    `revocation`, the stream ends with an `error` event `key_revoked` once its key is
+    revoked, as if its client had left. `on_revoked`, called the moment the revocation is
+    seen, may end the source at once and say so (True): the frames it still makes are then
+    written before `key_revoked`, so that a stopped turn's client has what the turn
+    stores."""
 
-    def __init__(self, frames: AsyncGenerator[bytes, None], *, ping_s: float, send_timeout_s: float,
-                 log_ids: Mapping[str, str] | None = None,
+    def __init__(self, frames: AsyncGenerator[bytes, None] | FrameSource, *, ping_s: float,
+                 send_timeout_s: float, log_ids: Mapping[str, str] | None = None,
                  revocation: RevocationGuard | None = None,
                  on_revoked: Callable[[], bool] | None = None) -> None:
         self.status_code, self.background, self.raw_headers = 200, None, list(HEADERS)
-        self._frames = frames
+        self._source = frames if isinstance(frames, FrameSource) else None
+        self._frames = None if isinstance(frames, FrameSource) else frames
         self._ping_s, self._send_timeout_s = ping_s, send_timeout_s
         self._log_ids = dict(log_ids or {})
         self._revocation, self._on_revoked = revocation, on_revoked
@@ -72,26 +93,25 @@ class FrameResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._revocation is None:
-            await self._respond(scope, receive, send, None)
+            await self._respond(scope, receive, send)
             return
-        with self._revocation() as revoked:
-            await self._respond(scope, receive, send, revoked)
+        with self._revocation(self._revoke):
+            await self._respond(scope, receive, send)
 
-    async def _respond(self, scope: Scope, receive: Receive, send: Send,
-                       revoked: asyncio.Event | None) -> None:
-        watchers = [asyncio.ensure_future(self._watch_disconnect(receive))]
-        if revoked is not None:
-            watchers.append(asyncio.ensure_future(self._watch_revocation(revoked)))
-        producer = asyncio.ensure_future(self._produce())
+    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = asyncio.ensure_future(self._watch_disconnect(receive))
+        producer = (None if self._frames is None
+                    else asyncio.ensure_future(self._produce(self._frames)))
+        tasks = [watcher] if producer is None else [watcher, producer]
         try:
             await self._write(send)
         except TimeoutError:
             log.info("sse_send_timeout", path=scope.get("path"), **self._log_ids)
         finally:
-            for task in (producer, *watchers):
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(producer, *watchers, return_exceptions=True)
-        if not producer.cancelled() and (error := producer.exception()) is not None:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if producer and not producer.cancelled() and (error := producer.exception()):
             raise error
         if self._revoked:
             await self._end_revoked(scope, receive, send)
@@ -108,6 +128,9 @@ class FrameResponse(Response):
         while True:
             if self._gone or (self._revoked and not self._draining):
                 return
+            if self._source is not None:
+                self._pending.extend(self._source.take())
+                self._produced = self._source.ended
             if self._pending:
                 last = self._produced and not self._revoked
                 body = b"".join(self._pending)
@@ -124,6 +147,8 @@ class FrameResponse(Response):
                                             "more_body": False})
                 return
             waiter = self._waiter = loop.create_future()
+            if self._source is not None:
+                self._source.notify(waiter)
             ping = loop.call_at(last_write + self._ping_s, self._wake)
             try:
                 await waiter
@@ -141,10 +166,10 @@ class FrameResponse(Response):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def _produce(self) -> None:
+    async def _produce(self, source: AsyncGenerator[bytes, None]) -> None:
         # aclosing: the source's cleanup (a turn's finish) runs now, also when cancelled.
         try:
-            async with aclosing(self._frames) as frames:
+            async with aclosing(source) as frames:
                 async for frame in frames:
                     self._pending.append(frame)
                     self._wake()
@@ -158,8 +183,9 @@ class FrameResponse(Response):
         self._gone = True
         self._wake()
 
-    async def _watch_revocation(self, revoked: asyncio.Event) -> None:
-        await revoked.wait()
+    def _revoke(self) -> None:
+        if self._revoked:
+            return
         self._revoked = True
         self._draining = self._on_revoked is not None and self._on_revoked()
         self._wake()

@@ -5,6 +5,7 @@ metadata, created_at}} per message. A foreign or unknown thread is 404."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
@@ -49,4 +50,4 @@ async def thread_events_stream(request: Request) -> Response:
     return StreamResponse(_encoded(events), ping=rt.settings.keepalive_s, sep="\n",
                           send_timeout=rt.settings.sse_send_timeout_s,
                           log_ids={"user_id": principal.user_id, "thread_id": str(thread_id)},
-                          revocation=lambda: rt.revocations.stream(principal.key_id))
+                          revocation=functools.partial(rt.revocations.stream, principal.key_id))

@@ -10,15 +10,17 @@ sends the turn's last events before `key_revoked`, so the client has what is sto
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Mapping
 
 from starlette.types import Receive, Scope, Send
 
-from app.api.event_stream import FrameResponse, RevocationGuard
+from app.api.event_stream import FrameResponse, FrameSource, RevocationGuard
 from app.api.sse import encode, frame
 from app.services.resume import CatchUp, ResumeStream
 from app.services.shield import run_shielded
 from app.services.turn_log import LogTrimmed
+from app.services.turn_runs import RunReader
 
 RESUME_EXPIRED = frame("error", {
     "code": "resume_expired",
@@ -36,11 +38,38 @@ async def _frames(stream: ResumeStream) -> AsyncGenerator[bytes, None]:
         yield RESUME_EXPIRED
 
 
+class LogFrames:
+    """A running turn's log as a FrameSource: each delta the turn's task appends wakes the
+    writer, which encodes and writes all that is there, with no task in between."""
+
+    def __init__(self, reader: RunReader) -> None:
+        self._reader = reader
+        self._trimmed = False
+
+    def take(self) -> list[bytes]:
+        if self._trimmed:
+            return []
+        try:
+            return [encode(event) for event in self._reader.take()]
+        except LogTrimmed:
+            self._trimmed = True
+            return [RESUME_EXPIRED]
+
+    @property
+    def ended(self) -> bool:
+        return self._trimmed or self._reader.ended
+
+    def notify(self, waiter: asyncio.Future[None]) -> None:
+        self._reader.notify(waiter)
+
+
 class LogStreamResponse(FrameResponse):
     def __init__(self, stream: ResumeStream, *, ping_s: float, send_timeout_s: float,
                  log_ids: Mapping[str, str] | None = None,
                  revocation: RevocationGuard | None = None) -> None:
-        super().__init__(_frames(stream), ping_s=ping_s, send_timeout_s=send_timeout_s,
+        frames: FrameSource | AsyncGenerator[bytes, None] = (
+            LogFrames(stream) if isinstance(stream, RunReader) else _frames(stream))
+        super().__init__(frames, ping_s=ping_s, send_timeout_s=send_timeout_s,
                          log_ids=log_ids, revocation=revocation,
                          on_revoked=lambda: stream.stop_here("key_revoked"))
         self._stream = stream

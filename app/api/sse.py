@@ -96,21 +96,20 @@ class StreamResponse(EventSourceResponse):
         """The response, cancelled from outside (one cancel scope per stream, nothing per
         event) when the key's revocation is seen; the stream then ends cleanly for the
         client if its headers were sent."""
-        started = False
+        started = revoked = False
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        with revocation() as revoked:
-            async with anyio.create_task_group() as group:
-                async def cancel_when_revoked() -> None:
-                    await revoked.wait()
-                    group.cancel_scope.cancel()
+        with anyio.CancelScope() as cancel:
+            def on_revoked() -> None:
+                nonlocal revoked
+                revoked = True
+                cancel.cancel()
 
-                group.start_soon(cancel_when_revoked)
+            with revocation(on_revoked):
                 await super().__call__(scope, receive, tracking_send)
-                group.cancel_scope.cancel()
-        if revoked.is_set():
+        if revoked:
             await end_revoked(scope, receive, send, started=started, log_ids=self._log_ids)

@@ -4,6 +4,8 @@ it as SSE."""
 
 from __future__ import annotations
 
+import functools
+
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -39,4 +41,4 @@ async def post_message(request: Request) -> Response:
     return LogStreamResponse(
         rt.runs.start(turn), ping_s=rt.settings.keepalive_s,
         send_timeout_s=rt.settings.sse_send_timeout_s, log_ids=turn.log_ids,
-        revocation=lambda: rt.revocations.stream(principal.key_id))
+        revocation=functools.partial(rt.revocations.stream, principal.key_id))

@@ -3,15 +3,15 @@
 A key is checked once, when a request authenticates; a stream opened before the revocation
 would otherwise keep receiving (a thread's events for hours). One watcher per process asks
 the database every `interval_s`, in one query, which of the keys holding open streams are
-revoked, and sets those streams' events: the response then ends them (a turn so ended is
-stored `interrupted`, as when its client leaves). No query runs while no stream is open.
+revoked, and calls those streams' callbacks: the response then ends them (a turn so ended is
+stored `interrupted`, as when its client leaves). No query runs while no stream is open, and
+an open stream costs an entry in a set, not a task waiting on an event.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from app.logging import get_logger
@@ -29,23 +29,23 @@ class RevocationWatcher:
     def __init__(self, db: Database, interval_s: float,
                  metrics: GatewayMetrics | None = None) -> None:
         self.db, self.interval_s, self.metrics = db, interval_s, metrics
-        self._open: dict[uuid.UUID, set[asyncio.Event]] = {}
+        self._open: dict[uuid.UUID, set[Callable[[], None]]] = {}
 
     @contextmanager
-    def stream(self, key_id: uuid.UUID | None) -> Iterator[asyncio.Event]:
-        """An event set when `key_id` is revoked, for as long as the stream is open
-        (`None`, auth mode off: never set)."""
-        revoked = asyncio.Event()
+    def stream(self, key_id: uuid.UUID | None, on_revoked: Callable[[], None]
+               ) -> Iterator[None]:
+        """While open, `on_revoked` is called (once, on the event loop, from the check) when
+        `key_id` is seen revoked; it must not block. `None` (auth mode off): never."""
         if key_id is None:
-            yield revoked
+            yield
             return
-        self._open.setdefault(key_id, set()).add(revoked)
+        self._open.setdefault(key_id, set()).add(on_revoked)
         try:
-            yield revoked
+            yield
         finally:
             streams = self._open.get(key_id)
             if streams is not None:
-                streams.discard(revoked)
+                streams.discard(on_revoked)
                 if not streams:
                     del self._open[key_id]
 
@@ -58,8 +58,8 @@ class RevocationWatcher:
         ended = 0
         for key_id in revoked:
             streams = self._open.pop(key_id, set())
-            for event in streams:
-                event.set()
+            for on_revoked in streams:
+                on_revoked()
             ended += len(streams)
             log.info("revoked_key_streams_ended", key_id=str(key_id), streams=len(streams))
         if ended and self.metrics is not None:

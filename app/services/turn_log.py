@@ -69,9 +69,14 @@ class TurnLog:
             raise LogTrimmed(start)
         return self._events[start - self._first:]
 
+    def notify(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve `waiter` at the next append or close (a reader that polls, waiting on a
+        future of its own that other things may resolve first)."""
+        self._waiters.append(waiter)
+
     async def wait(self, position: int) -> None:
         """Return once an event at `position` exists or the log is closed."""
         while position >= self.end and not self.closed:
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            self.notify(waiter)
             await waiter

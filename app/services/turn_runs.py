@@ -150,17 +150,31 @@ class RunReader:
 
     async def events(self) -> AsyncIterator[TurnEvent]:
         """The log's events from `start`, live, until the turn's last (raises LogTrimmed
-        when this reader fell behind what the log keeps)."""
-        position, turn_log = self.start, self.run.log
+        when this reader fell behind what the log keeps): take() until ended."""
         while True:
-            events = turn_log.read(position)
-            for event in events:
+            for event in self.take():
                 yield event
-            position += len(events)
-            self.run.read_to(position)
-            if turn_log.closed and position >= turn_log.end:
+            if self.ended:
                 return
-            await turn_log.wait(position)
+            await self.run.log.wait(self.start)
+
+    def take(self) -> list[TurnEvent]:
+        """The log's events from this reader's position that exist now, the position moved
+        past them (raises LogTrimmed), for a reader that polls."""
+        events = self.run.log.read(self.start)
+        if events:
+            self.start += len(events)
+            self.run.read_to(self.start)
+        return events
+
+    @property
+    def ended(self) -> bool:
+        """Every event was taken and none follows."""
+        return self.run.log.closed and self.start >= self.run.log.end
+
+    def notify(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve `waiter` once take() may return more (or ended may turn True)."""
+        self.run.log.notify(waiter)
 
     def stop_here(self, reason: str) -> bool:
         """End the turn now (it runs here): its task is cancelled before it reads another

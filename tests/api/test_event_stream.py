@@ -1,5 +1,6 @@
-"""app.api.event_stream in-process: frames ready together go out in one write, and every
-way a stream ends (done, client gone, stuck client) closes its source."""
+"""app.api.event_stream in-process: frames ready together go out in one write (from a
+generator or a polled source), and every way a stream ends (done, client gone, stuck client)
+closes its source."""
 
 from __future__ import annotations
 
@@ -92,3 +93,66 @@ async def test_a_client_that_stops_reading_ends_the_stream_quietly() -> None:
     assert closed.is_set()
     assert [entry["event"] for entry in logs] == ["sse_send_timeout"]
     assert ids.items() <= logs[0].items()
+
+
+class AppendedFrames:
+    """A FrameSource as a running turn's log is one: another task appends, the writer
+    polls."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.taken = 0
+        self.closed = False
+        self.waiters: list[asyncio.Future[None]] = []
+
+    def append(self, frame: bytes | None) -> None:
+        if frame is None:
+            self.closed = True
+        else:
+            self.frames.append(frame)
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+    def take(self) -> list[bytes]:
+        ready, self.taken = self.frames[self.taken:], len(self.frames)
+        return ready
+
+    @property
+    def ended(self) -> bool:
+        return self.closed and self.taken == len(self.frames)
+
+    def notify(self, waiter: asyncio.Future[None]) -> None:
+        self.waiters.append(waiter)
+
+
+async def test_a_polled_source_is_written_as_it_is_appended_and_ends_the_body() -> None:
+    """No task between the appending task and the writer: what is appended while the
+    writer is busy goes out in its next write, in order, and the body ends with the
+    source."""
+    source = AppendedFrames()
+    sent: list[dict[str, Any]] = []
+    slow_send = asyncio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message.get("body") == b"a":
+            source.append(b"b")  # appended while this write is under way
+            source.append(b"c")
+            await slow_send.wait()
+
+    async def appender() -> None:
+        await asyncio.sleep(0)
+        source.append(b"a")
+        await asyncio.sleep(0.01)
+        slow_send.set()
+        await asyncio.sleep(0.01)
+        source.append(b"d")
+        source.append(None)
+
+    response = FrameResponse(source, ping_s=60, send_timeout_s=5)
+    await asyncio.wait_for(asyncio.gather(response(SCOPE, never_disconnects, send),
+                                          appender()), 5)
+    assert [m.get("body") for m in sent[1:]] == [b"a", b"bc", b"d"]
+    assert sent[-1]["more_body"] is False

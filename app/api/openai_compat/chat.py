@@ -3,6 +3,7 @@ render in OpenAI's format."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
@@ -39,7 +40,7 @@ async def chat_completions(request: Request) -> Response:
         return CompletionStreamResponse(
             call, include_usage=parsed.include_usage, ping_s=rt.settings.keepalive_s,
             send_timeout_s=rt.settings.sse_send_timeout_s,
-            revocation=lambda: rt.revocations.stream(principal.key_id))
+            revocation=functools.partial(rt.revocations.stream, principal.key_id))
     deltas = await call.run_to_end()
     if call.closing.failure is not None:
         raise failure_error(call.closing.failure)
