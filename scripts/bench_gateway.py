@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.api.auth import LOCAL_USER  # noqa: E402
+from app.heap import freeze_startup_heap  # noqa: E402
 from app.records import FinishedMessage  # noqa: E402
 from app.store import messages as message_store  # noqa: E402
 from app.store import threads as thread_store  # noqa: E402
@@ -427,31 +428,71 @@ async def turns_per_second(client: httpx.AsyncClient, turn: Turn, targets: list[
     return len(batch.firsts) / (time.perf_counter() - began)
 
 
-async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: int
-                         ) -> tuple[float, float, float]:
-    """(direct, one process, several workers) turns per second, interleaved in halves."""
+def machine_ticks() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the whole machine so far, every core together (/proc/stat)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+@dataclass
+class Scaling:
+    """Turns per second of the direct upstream, one gateway process and several workers, and
+    how busy the machine's cores were meanwhile (0 to 1): a ratio of workers measured on a
+    machine near 1 is the machine's limit, not the gateway's."""
+
+    rates: tuple[float, float, float]
+    busy: tuple[float, float, float]
+
+
+async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: int) -> Scaling:
+    """The three rates, interleaved in halves."""
     rates: list[list[float]] = [[], [], []]
+    ticks = [[0, 0], [0, 0], [0, 0]]
     failures: list[Counter[str]] = [Counter(), Counter(), Counter()]
+
+    async def measure_one(column: int, run: Awaitable[float]) -> None:
+        busy, total = machine_ticks()
+        rates[column].append(await run)
+        after = machine_ticks()
+        ticks[column][0] += after[0] - busy
+        ticks[column][1] += after[1] - total
+
     async with bench.client, other.client:
         for _ in range(2):
-            rates[0].append(await turns_per_second(
+            await measure_one(0, turns_per_second(
                 bench.client, direct_turn, [bench.upstream] * (turns // 2), concurrency,
                 bench.deadline, failures[0]))
-            for rate, failed, gateway in zip(rates[1:], failures[1:], (bench, other),
-                                             strict=True):
+            for column, gateway in ((1, bench), (2, other)):
                 targets = await gateway.threads(turns // 2)
-                rate.append(await turns_per_second(gateway.client, gateway_turn, targets,
-                                                   concurrency, gateway.deadline, failed))
+                await measure_one(column, turns_per_second(
+                    gateway.client, gateway_turn, targets, concurrency, gateway.deadline,
+                    failures[column]))
     for name, failed in zip(("direct", "1 process", "workers"), failures, strict=True):
         if failed:
             console.print(f"workers step, {name} failed: {dict(failed)}", highlight=False)
     direct, one, several = (sum(r) / len(r) for r in rates)
-    return direct, one, several
+    busy = tuple(b / t if t else 0.0 for b, t in ticks)
+    return Scaling((direct, one, several), (busy[0], busy[1], busy[2]))
+
+
+def report_scaling(scaling: Scaling, workers: int, concurrency: int) -> None:
+    direct, one, several = scaling.rates
+    ratio = f"{several / one:.2f}x" if one else "n/a: no turn finished"
+    console.print(
+        f"turns per second at {concurrency} concurrent: direct upstream {direct:.1f}, "
+        f"gateway 1 process {one:.1f}, {workers} workers {several:.1f} ({ratio}); "
+        f"the machine's {os.cpu_count()} cores busy meanwhile: "
+        + ", ".join(f"{b:.0%}" for b in scaling.busy), highlight=False)
+
+
+def ratio_text(numerator: float, denominator: float) -> str:
+    """/proc counts CPU in clock ticks (10 ms): a short run may see none at all."""
+    return f"{numerator / denominator:.1f}x" if denominator > 0 else "n/a (too short)"
 
 
 def report_cpu(upstream_ms: float, gateway_ms: float, tokens: int) -> None:
-    # /proc counts CPU in clock ticks (10 ms): a short run may see none for the upstream.
-    ratio = f"{gateway_ms / upstream_ms:.1f}x" if upstream_ms > 0 else "n/a (too short)"
+    ratio = ratio_text(gateway_ms, upstream_ms)
     console.print(f"CPU per {tokens}-token turn (10 concurrent): upstream {upstream_ms:.1f} ms, "
                   f"gateway {gateway_ms:.1f} ms, ratio {ratio}", highlight=False)
 
@@ -493,7 +534,7 @@ async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int
         if extra.long_tokens:
             short, long = await bench.long_answer_cost(turns, extra.tokens, extra.long_tokens)
             console.print(f"CPU per turn, {extra.tokens} vs {extra.long_tokens} tokens: "
-                          f"{short:.1f} ms vs {long:.1f} ms, ratio {long / short:.1f}x "
+                          f"{short:.1f} ms vs {long:.1f} ms, ratio {ratio_text(long, short)} "
                           f"(tokens ratio {extra.long_tokens / extra.tokens:.0f}x)",
                           highlight=False)
         if extra.history:
@@ -550,6 +591,10 @@ def main(
     workers_concurrency: int = typer.Option(20, min=1, max=500),
     serve_upstream_port: int | None = typer.Option(None, "--serve-upstream", hidden=True),
 ) -> None:
+    # The load generator and the upstream freeze their startup heap as the gateway does
+    # (app/heap.py): a full collection over the imported packages paused either for 60 to
+    # 90 ms, a pause its measurements would have charged to whichever turn it hit.
+    freeze_startup_heap()
     if serve_upstream_port is not None:
         asyncio.run(serve_upstream(serve_upstream_port, tokens))
         return
@@ -579,13 +624,9 @@ def main(
                 with started(argv, gateway_env(upstream, url), f"{several}/healthz") as pid:
                     other = Bench(upstream, several, up, pid, deadline, new_client())
                     bench = Bench(upstream, gateway, up, gw, deadline, new_client())
-                    rates = asyncio.run(worker_scaling(bench, other, turns,
-                                                       workers_concurrency))
-                ratio = f"{rates[2] / rates[1]:.2f}x" if rates[1] else "n/a: no turn finished"
-                console.print(
-                    f"turns per second at {workers_concurrency} concurrent: direct upstream "
-                    f"{rates[0]:.1f}, gateway 1 process {rates[1]:.1f}, {workers} workers "
-                    f"{rates[2]:.1f} ({ratio})", highlight=False)
+                    scaling = asyncio.run(worker_scaling(bench, other, turns,
+                                                         workers_concurrency))
+                report_scaling(scaling, workers, workers_concurrency)
             if compare_url:
                 asyncio.run(compare(compare_url, compare_pid, upstream, turns, levels,
                                     deadline))

@@ -1,0 +1,35 @@
+"""app/heap.py in a fresh interpreter (a freeze is for the life of the process): the startup
+garbage is collected, not frozen, and a second freeze in the same process freezes nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROGRAM = """
+import gc, weakref
+from app.heap import freeze_startup_heap
+
+class Node:
+    pass
+
+garbage = Node(); garbage.me = garbage; ref = weakref.ref(garbage); del garbage
+freeze_startup_heap()
+assert ref() is None, "startup garbage was frozen instead of collected"
+frozen = gc.get_freeze_count()
+assert frozen > 1000, frozen
+later = Node(); later.me = later; later_ref = weakref.ref(later); del later
+freeze_startup_heap()
+assert gc.get_freeze_count() == frozen, "a second call froze again"
+gc.collect()
+assert later_ref() is None, "what a later call saw alive was frozen"
+"""
+
+
+def test_the_startup_heap_is_frozen_once_its_garbage_collected_first() -> None:
+    done = subprocess.run([sys.executable, "-c", PROGRAM], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
