@@ -5,6 +5,8 @@ the turn's memories (MSG_CONTEXT `memories`)."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
+from collections.abc import Sequence
 
 from app.context import ContextItem, select_within_budget
 from app.followups.recall_query import choose_query_source
@@ -20,9 +22,9 @@ MEMORY_LIMIT = 3
 MEMORY_MAX_CHARS = 1000
 
 
-def window_start(view: TurnView, budget_chars: int) -> dt.datetime:
-    """The oldest message MSG_CONTEXT's history will hold; memories are older than it."""
-    window = select_within_budget(view.history, budget_chars)
+def window_start(view: TurnView, window: Sequence[ContextItem]) -> dt.datetime:
+    """The oldest message MSG_CONTEXT's history will hold (`window`: select_within_budget of
+    the history); memories are older than it."""
     return window[0].time if window else view.user_message_at
 
 
@@ -43,6 +45,11 @@ class _RecallHandler(TurnHandler):
         self.recall = recall
         self.view = view
 
+    @functools.cached_property
+    def _window(self) -> list[ContextItem]:
+        """The history MSG_CONTEXT will hold, chosen once for both of its uses here."""
+        return select_within_budget(self.view.history, self.recall.settings.context_budget_chars)
+
     async def before_main(self, draft: ContextDraft) -> None:
         if not self.view.synthetic and self._window_holds_everything():
             return
@@ -57,10 +64,7 @@ class _RecallHandler(TurnHandler):
         failed answer) are never older than its oldest message, which its question is.
         Follow-up prompts (a few per process) still ask: their query source may be missing,
         which is logged."""
-        view = self.view
-        return view.history_complete and len(
-            select_within_budget(view.history, self.recall.settings.context_budget_chars)
-        ) == len(view.history)
+        return self.view.history_complete and len(self._window) == len(self.view.history)
 
     async def _recall(self, draft: ContextDraft) -> None:
         view, recall = self.view, self.recall
@@ -80,7 +84,7 @@ class _RecallHandler(TurnHandler):
             log.debug("memory_query_source", source=source.name)
             found = await memory.search_thread(
                 session, view.thread_id, source.text,
-                before=window_start(view, recall.settings.context_budget_chars),
+                before=window_start(view, self._window),
                 limit=recall.limit,
             )
         draft.memories = [

@@ -12,14 +12,27 @@ triggers with the table and must re-create them (see FTS_SQLITE_TRIGGERS)."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, column, func, literal_column, select, table
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    column,
+    func,
+    literal_column,
+    select,
+    table,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.store.models import Message
+from app.store.models import Message, table_of
 from app.store.visibility import visible_sql
 
 FTS_CONFIG = "english"
@@ -67,63 +80,64 @@ def search_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:
     return terms
 
 
-def _memory_conditions(thread_id: uuid.UUID, before: dt.datetime) -> list[ColumnElement[bool]]:
-    """Older, visible, settled, non-empty messages of the thread."""
-    return [
-        Message.thread_id == thread_id,
-        Message.created_at < before,
-        Message.status != "streaming",
-        Message.content != "",
-        visible_sql(),
-    ]
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A message found by the search: what a turn's memories need of it."""
+
+    id: uuid.UUID
+    role: str
+    content: str
+    created_at: dt.datetime
 
 
 async def search_thread(
     s: AsyncSession, thread_id: uuid.UUID, query_text: str, *, before: dt.datetime, limit: int
-) -> list[Message]:
+) -> list[Memory]:
     """The thread's messages created before `before` that best match query_text, best first.
-    Synthetic prompts are never memories. No usable term: []."""
+    Synthetic prompts are never memories. No usable term: []. One statement built once per
+    backend (the search runs before every turn on a thread longer than the context window),
+    plain rows, no ORM objects."""
     terms = search_terms(query_text)
     if not terms or limit <= 0:
         return []
-    if s.get_bind().dialect.name == "postgresql":
-        return await _search_postgresql(s, thread_id, terms, before, limit)
-    return await _search_sqlite(s, thread_id, terms, before, limit)
+    dialect = s.get_bind().dialect.name
+    match = (" or ".join(terms) if dialect == "postgresql"
+             else " OR ".join('"' + term.replace('"', '""') + '"' for term in terms))
+    result = await s.execute(_search(dialect), {
+        "thread_id": thread_id, "before": before, "match": match, "limit": limit})
+    return [Memory(*row) for row in result.all()]
 
 
-async def _search_postgresql(
-    s: AsyncSession, thread_id: uuid.UUID, terms: list[str], before: dt.datetime, limit: int
-) -> list[Message]:
-    config: ColumnElement[Any] = literal_column(f"'{FTS_CONFIG}'::regconfig")
-    vector = func.to_tsvector(config, Message.content)  # the indexed expression, exactly
-    query = func.websearch_to_tsquery(config, " or ".join(terms))
-    result = await s.execute(
-        select(Message)
-        .where(vector.op("@@")(query), *_memory_conditions(thread_id, before))
-        .order_by(func.ts_rank(vector, query).desc(), Message.created_at.desc())
-        .limit(limit)
+@functools.cache
+def _search(dialect: str) -> Select[Any]:
+    m = table_of(Message).c
+    columns = (m.id, m.role, m.content, m.created_at)
+    conditions = (
+        m.thread_id == bindparam("thread_id", type_=m.thread_id.type),
+        m.created_at < bindparam("before", type_=m.created_at.type),
+        m.status != "streaming", m.content != "", visible_sql(),
     )
-    return list(result.scalars())
+    match = bindparam("match", type_=String())
+    if dialect == "postgresql":
+        config: ColumnElement[Any] = literal_column(f"'{FTS_CONFIG}'::regconfig")
+        vector = func.to_tsvector(config, m.content)  # the indexed expression, exactly
+        query = func.websearch_to_tsquery(config, match)
+        statement = (select(*columns).where(vector.op("@@")(query), *conditions)
+                     .order_by(func.ts_rank(vector, query).desc(), m.created_at.desc()))
+    else:
+        fts: ColumnElement[Any] = literal_column(SQLITE_FTS_TABLE)
+        statement = (
+            select(*columns)
+            .select_from(table_of(Message)
+                         .join(_search_map, _search_map.c.message_id == m.id)
+                         .join(_fts, _fts.c.rowid == _search_map.c.id))
+            .where(fts.op("MATCH")(match), *conditions)
+            .order_by(func.bm25(fts), m.created_at.desc()))
+    return statement.limit(bindparam("limit", type_=Integer()))
 
 
 _search_map = table(SQLITE_MAP_TABLE, column("id"), column("message_id"))
 _fts = table(SQLITE_FTS_TABLE, column("rowid"))
-
-
-async def _search_sqlite(
-    s: AsyncSession, thread_id: uuid.UUID, terms: list[str], before: dt.datetime, limit: int
-) -> list[Message]:
-    fts: ColumnElement[Any] = literal_column(SQLITE_FTS_TABLE)
-    match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-    result = await s.execute(
-        select(Message)
-        .join(_search_map, _search_map.c.message_id == Message.id)
-        .join(_fts, _fts.c.rowid == _search_map.c.id)
-        .where(fts.op("MATCH")(match), *_memory_conditions(thread_id, before))
-        .order_by(func.bm25(fts), Message.created_at.desc())
-        .limit(limit)
-    )
-    return list(result.scalars())
 
 
 async def last_real_user_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:
