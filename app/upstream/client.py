@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from app.upstream.errors import (
     classify,
     upstream_failure,
 )
+from app.upstream.pool import ShardedTransport
 from app.upstream.sending import StreamSender
 from app.upstream.wire import DONE, decode, model_name, parse_chunk, sse_data, usage_of
 
@@ -54,16 +56,20 @@ class UpstreamConfig:
 def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
     """The process-wide HTTP client; its pool is shared by every upstream call. The gateway
     lets at most `pool_size` turns use it at once (app.services.upstream_slots), so a turn
-    never waits here for a connection and a pool timeout is not mistaken for the model's."""
+    never waits here for a connection and a pool timeout is not mistaken for the model's.
+    The pool is sharded (app.upstream.pool) unless the environment names a proxy: httpx's own
+    pool then applies it, with its NO_PROXY rules, as any httpx client would."""
     timeout = httpx.Timeout(
         connect=config.connect_timeout_s,
         read=config.read_timeout_s,
         write=config.connect_timeout_s,
         pool=config.connect_timeout_s,
     )
-    limits = httpx.Limits(max_connections=config.pool_size,
-                          max_keepalive_connections=min(50, config.pool_size))
-    return httpx.AsyncClient(timeout=timeout, limits=limits)
+    if urllib.request.getproxies():
+        limits = httpx.Limits(max_connections=config.pool_size,
+                              max_keepalive_connections=min(50, config.pool_size))
+        return httpx.AsyncClient(timeout=timeout, limits=limits)
+    return httpx.AsyncClient(timeout=timeout, transport=ShardedTransport(config.pool_size))
 
 
 def make_openai_client(config: UpstreamConfig, http_client: httpx.AsyncClient
