@@ -35,6 +35,7 @@ from app.services.message_announcer import MessageAnnouncer
 from app.services.metrics_observer import MetricsObserver
 from app.services.observers import TurnObserver
 from app.services.periodic import every
+from app.services.precedence import Precedence
 from app.services.processes import ProcessRegistry
 from app.services.resume import TurnResumes
 from app.services.revocation import RevocationWatcher
@@ -135,7 +136,7 @@ def build_runtime(settings: Settings) -> Runtime:
     checkpoints = Checkpointer(db, settings.checkpoint_interval_s, metrics)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
                     observers=observers, slots=slots, process_id=processes.process_id,
-                    checkpoints=checkpoints)
+                    checkpoints=checkpoints, precedence=Precedence(metrics=metrics))
     gate = TurnGate(deps, metrics, rate_windows(settings, db))
     runs = turn_runs(settings, metrics)
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
@@ -227,6 +228,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await integrity.check_synthetic_roundtrip(rt.db)
             await start_crash_recovery(rt)
             rt.background.start("revocations", rt.revocations.run_forever)
+            if rt.turn_deps.precedence is not None:
+                rt.background.start("loop_lag", rt.turn_deps.precedence.watch)
             if rt.runs.shared is not None:
                 rt.background.start("turn_stops", rt.runs.listen_for_stops)
             app.state.runtime = rt

@@ -26,6 +26,10 @@ library's global one, so two apps in one process do not share or clash).
     chatgate_refusals_total{reason}              turn requests refused before anything was
                                                  stored or sent: too_many_streams |
                                                  rate_limited | budget_exceeded | gateway_busy
+    chatgate_event_loop_lag_seconds              how late the last probe's timer fired: the
+                                                 process is saturated past a few milliseconds
+    chatgate_chunks_held_total                   chunks of streaming turns that waited for
+                                                 opening ones (app/services/precedence.py)
 
 Several worker processes: each has its own values. When PROMETHEUS_MULTIPROC_DIR is set in
 the environment before the process starts (prometheus_client reads it at import), values are
@@ -106,6 +110,14 @@ class GatewayMetrics:
             "chatgate_turns_stopped",
             "Running turns ended before their answer did, by reason (client_left, "
             "grace_expired, stop_request, key_revoked, shutdown).", ["reason"], registry=r)
+        self.loop_lag = Gauge(
+            "chatgate_event_loop_lag_seconds",
+            "How late the event loop ran a timer at its last probe.", registry=r,
+            multiprocess_mode="livemax")
+        self.chunks_held = Counter(
+            "chatgate_chunks_held",
+            "Chunks of streaming turns that waited for opening turns (saturated loop).",
+            registry=r)
         self.resumes = Counter(
             "chatgate_stream_resumes",
             "Resume requests by outcome (local, shared, stored, or the refusal's code).",

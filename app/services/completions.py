@@ -123,7 +123,7 @@ async def open_completion(
     if request.model not in offered_models(deps):
         raise ModelNotFound(request.model)
     async def opener() -> CompletionCall:
-        lease = await TurnLease.take(deps.slots, deps.checkpoints)
+        lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence)
         guard = (gate.rowless_guard(principal, lease) if thread_id is None
                  else gate.user_guard(principal, inserted=1))
         try:
@@ -243,6 +243,10 @@ class CompletionCall:
                     self._report_warnings()
                     for delta in deltas:
                         yield delta
+                    if deltas:
+                        self._lease.delta_sent()
+                    if (held := self._lease.hold()) is not None:
+                        await held
             deltas = self.choices.end()
             self._report_warnings()
             for delta in deltas:

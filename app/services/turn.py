@@ -77,7 +77,7 @@ async def open_turn(
     commit, so the lock spans their statement and the commit only). The slot is taken before
     the transaction, so no transaction (on SQLite: the write lock) is held while waiting for
     one."""
-    lease = await TurnLease.take(deps.slots, deps.checkpoints)
+    lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence)
     try:
         async with deps.db.transaction(quick=True) as session:
             opened = await thread_store.open_for_turn(session, user_id, thread_id)
@@ -178,6 +178,9 @@ class Turn:
                     self._report_warnings()
                     if delta:
                         yield delta
+                        self._lease.delta_sent()
+                    if (held := self._lease.hold()) is not None:
+                        await held
             last = self.answer.end()
             self._report_warnings()
             if last:

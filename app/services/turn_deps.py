@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from app.services.checkpoints import Checkpointer
 from app.services.observers import TurnObserver
+from app.services.precedence import Precedence
 from app.services.upstream_slots import UpstreamSlots
 from app.settings import Settings
 from app.store.db import Database
@@ -29,3 +30,5 @@ class TurnDeps:
     process_id: str | None = None
     #: Writes the partial text of running turns on its own schedule.
     checkpoints: Checkpointer | None = None
+    #: Opening turns go first while the process is saturated (None: never).
+    precedence: Precedence | None = None

@@ -1,17 +1,21 @@
 """What a running turn holds of its process, taken when it opens and given back once when
 it finishes: an upstream slot (a bound on the connections to the model server, so a flood
-is refused as `gateway_busy` instead of queueing in the HTTP pool) and a place among the
-streams the checkpointer writes (so a crash loses at most one checkpoint interval); for a call
-that stores no message, its place among the user's streams (app.services.rowless_streams)."""
+is refused as `gateway_busy` instead of queueing in the HTTP pool), a place among the
+streams the checkpointer writes (so a crash loses at most one checkpoint interval) and,
+until its first delta is out, a place among the opening turns that go first when the
+process is saturated (app.services.precedence); for a call that stores no message, its place
+among the user's streams (app.services.rowless_streams)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
 from app.logging import get_logger
 from app.services.checkpoints import Checkpointer, ContentReader
+from app.services.precedence import Opening, Precedence
 from app.services.rowless_streams import StreamHold
 from app.services.upstream_slots import Slot, UpstreamSlots
 
@@ -28,12 +32,31 @@ class TurnLease:
     checkpoints: Checkpointer | None
     message_id: uuid.UUID | None = None
     stream_hold: StreamHold | None = None
+    precedence: Precedence | None = None
+    opening: Opening | None = None
 
     @classmethod
-    async def take(cls, slots: UpstreamSlots | None, checkpoints: Checkpointer | None
-                   ) -> TurnLease:
-        """Raises GatewayBusy when no slot frees up in time."""
-        return cls(await slots.acquire() if slots is not None else None, checkpoints)
+    async def take(cls, slots: UpstreamSlots | None, checkpoints: Checkpointer | None,
+                   precedence: Precedence | None = None) -> TurnLease:
+        """Raises GatewayBusy when no slot frees up in time. The turn is opening from here
+        (the slot's wait is not counted: it waits for other turns' ends, not for CPU)."""
+        lease = cls(await slots.acquire() if slots is not None else None, checkpoints)
+        if precedence is not None:
+            lease.precedence, lease.opening = precedence, precedence.opening()
+        return lease
+
+    def delta_sent(self) -> None:
+        """The turn's first delta is out: from now on it waits for opening turns."""
+        if self.opening is not None:
+            self.opening.close()
+            self.opening = None
+
+    def hold(self) -> asyncio.Future[None] | None:
+        """Before the next chunk of a turn past its first delta: a future to await first
+        while the process is saturated and turns are opening (app.services.precedence)."""
+        if self.opening is not None or self.precedence is None:
+            return None
+        return self.precedence.hold()
 
     def checkpoint(self, message_id: uuid.UUID, content: ContentReader) -> None:
         """From now on, the checkpointer writes this stream's text on its schedule."""
@@ -49,6 +72,7 @@ class TurnLease:
             self.slot.release()
         if self.stream_hold is not None:
             self.stream_hold.release()
+        self.delta_sent()
         self.slot, self.message_id, self.stream_hold = None, None, None
 
     async def close_and_give_back(self, stream: Closable | None) -> None:
