@@ -62,6 +62,12 @@ def configure_logging(level: str = "INFO", log_format: LogFormat = "auto") -> No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # httpx logs every request at INFO ("HTTP Request: POST ... 200 OK"): a line per upstream
+    # call that says only that the model server answered, on every turn. Its failures reach
+    # the turn's own lines (turn_failed, upstream_error); its warnings still come through,
+    # and at DEBUG everything does.
+    logging.getLogger("httpx").setLevel(
+        logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING)
     for name in UVICORN_LOGGERS:
         # uvicorn's CLI (the Docker entry point) gives its loggers plain-text handlers that do
         # not propagate: hand them to the JSON root handler, tracebacks included.

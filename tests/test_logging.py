@@ -104,3 +104,24 @@ def test_tracebacks_show_frames_but_never_their_local_variables() -> None:
         [error] = line["exception"]
         assert error["exc_type"] == "TypeError" and error["frames"]
     assert "SECRET" not in done.stdout
+
+
+HTTPX_PROBE = """
+import logging, sys
+from app.logging import configure_logging
+configure_logging(sys.argv[1], "json")
+logging.getLogger("httpx").info('HTTP Request: POST http://model/v1/chat/completions "200 OK"')
+logging.getLogger("httpx").warning("httpx warns")
+"""
+
+
+def test_httpx_says_nothing_of_each_request_unless_debugging() -> None:
+    """A line per upstream call that only says the model server answered would be most of a
+    turn's log lines at INFO; its warnings still come through, and at DEBUG everything."""
+    def events(level: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", HTTPX_PROBE, level], cwd=REPO,
+                              capture_output=True, text=True, timeout=60, check=True)
+        return [json.loads(line)["event"] for line in done.stdout.splitlines()]
+
+    assert events("INFO") == ["httpx warns"]
+    assert len(events("DEBUG")) == 2
