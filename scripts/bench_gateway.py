@@ -7,7 +7,7 @@
 
 Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens`
 one-token chunks per answer) and the gateway (uvicorn, auth off, no title or summary calls,
-a scratch SQLite file unless --database-url), then measures, interleaving the direct upstream
+logs at the default level, a scratch SQLite file unless --database-url), then measures, interleaving the direct upstream
 and the gateway in the same run:
 
 - CPU per turn: process CPU seconds (/proc) over `--turns` turns at 10 concurrent, for the
@@ -150,7 +150,7 @@ def gateway_env(upstream: str, database_url: str) -> dict[str, str]:
     env.update({
         "CHATGATE_DATABASE_URL": database_url, "CHATGATE_UPSTREAM_BASE_URL": upstream,
         "CHATGATE_AUTH_MODE": "off", "CHATGATE_TITLE_CALLS": "false",
-        "CHATGATE_SUMMARY_CALLS": "false", "CHATGATE_LOG_LEVEL": "WARNING",
+        "CHATGATE_SUMMARY_CALLS": "false", "CHATGATE_LOG_FORMAT": "json",
         "CHATGATE_UPSTREAM_MAX_RETRIES": "0", "CHATGATE_MAX_STREAMS_PER_USER": "100000",
         "CHATGATE_RATE_LIMIT_PER_MINUTE": "0", "CHATGATE_UPSTREAM_POOL_SIZE": "2000",
         "PYTHONUNBUFFERED": "1",
