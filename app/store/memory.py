@@ -2,12 +2,16 @@
 
 PostgreSQL: `to_tsvector('english', content)` with a GIN expression index
 (`ix_messages_content_fts`), queried with websearch_to_tsquery (terms OR-ed), ranked by ts_rank.
-SQLite: an FTS5 table `messages_fts` (porter stemming, unicode61) whose rowid is the id of a
-small map table `message_search(id INTEGER PRIMARY KEY, message_id UNIQUE)`, both kept in sync
-with `messages` by triggers. The map makes a delete an indexed lookup and survives a batch
-migration that copies `messages` (whose own rowids are not stable across such a copy). All of
-it is created by alembic revision 0003; a later SQLite batch migration of `messages` drops the
-triggers with the table and must re-create them (see FTS_SQLITE_TRIGGERS)."""
+SQLite: an FTS5 table `messages_fts(content, thread)` (porter stemming, unicode61) whose rowid
+is the id of a small map table `message_search(id INTEGER PRIMARY KEY, message_id UNIQUE)`,
+both kept in sync with `messages` by triggers. `thread` holds the message's thread id as one
+token (the id's hex and a `0`, which the stemmer leaves whole), and a search matches it with
+its terms: the index reads that thread's matches only, so a search costs the same in a
+database of a thousand messages as of millions. The map makes a delete an indexed lookup and
+survives a batch migration that copies `messages` (whose own rowids are not stable across
+such a copy). All of it is created by alembic revisions 0003 and 0008; a later SQLite batch
+migration of `messages` drops the triggers with the table and must re-create them (0008's
+FTS_SQLITE_TRIGGERS)."""
 
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ from sqlalchemy import (
     table,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.expression import UnaryExpression
 
 from app.store.models import Message, table_of
 from app.store.visibility import visible_sql
@@ -102,27 +108,33 @@ async def search_thread(
         return []
     dialect = s.get_bind().dialect.name
     match = (" or ".join(terms) if dialect == "postgresql"
-             else " OR ".join('"' + term.replace('"', '""') + '"' for term in terms))
+             else sqlite_match(thread_id, terms))
     result = await s.execute(_search(dialect), {
         "thread_id": thread_id, "before": before, "match": match, "limit": limit})
     return [Memory(*row) for row in result.all()]
+
+
+def sqlite_match(thread_id: uuid.UUID, terms: list[str]) -> str:
+    """The FTS5 query: the thread's token and any of the terms in the content (terms are
+    word characters only, see search_terms; quoted all the same)."""
+    quoted = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return f'thread : "{thread_id.hex}0" AND content : ({quoted})'
 
 
 @functools.cache
 def _search(dialect: str) -> Select[Any]:
     m = table_of(Message).c
     columns = (m.id, m.role, m.content, m.created_at)
-    conditions = (
-        m.thread_id == bindparam("thread_id", type_=m.thread_id.type),
-        m.created_at < bindparam("before", type_=m.created_at.type),
-        m.status != "streaming", m.content != "", visible_sql(),
-    )
+    thread_id = bindparam("thread_id", type_=m.thread_id.type)
+    rest = (m.created_at < bindparam("before", type_=m.created_at.type),
+            m.status != "streaming", m.content != "", visible_sql())
     match = bindparam("match", type_=String())
     if dialect == "postgresql":
         config: ColumnElement[Any] = literal_column(f"'{FTS_CONFIG}'::regconfig")
         vector = func.to_tsvector(config, m.content)  # the indexed expression, exactly
         query = func.websearch_to_tsquery(config, match)
-        statement = (select(*columns).where(vector.op("@@")(query), *conditions)
+        statement = (select(*columns).where(vector.op("@@")(query), m.thread_id == thread_id,
+                                            *rest)
                      .order_by(func.ts_rank(vector, query).desc(), m.created_at.desc()))
     else:
         fts: ColumnElement[Any] = literal_column(SQLITE_FTS_TABLE)
@@ -131,9 +143,17 @@ def _search(dialect: str) -> Select[Any]:
             .select_from(table_of(Message)
                          .join(_search_map, _search_map.c.message_id == m.id)
                          .join(_fts, _fts.c.rowid == _search_map.c.id))
-            .where(fts.op("MATCH")(match), *conditions)
-            .order_by(func.bm25(fts), m.created_at.desc()))
+            .where(fts.op("MATCH")(match), _unindexed(m.thread_id) == thread_id, *rest)
+            .order_by(func.bm25(fts, 1.0, 0.0), m.created_at.desc()))  # content's weight only
     return statement.limit(bindparam("limit", type_=Integer()))
+
+
+def _unindexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """`+column`: the same value, but SQLite may not use an index for it. Given the thread's
+    index on messages, the planner read the thread's messages and probed the full-text index
+    once for each (2 ms a search for a word that is nowhere); from the full-text index, the
+    search reads the thread's matches only (0.03 ms)."""
+    return UnaryExpression(column, operator=operators.custom_op("+"), type_=column.type)
 
 
 _search_map = table(SQLITE_MAP_TABLE, column("id"), column("message_id"))

@@ -84,3 +84,25 @@ async def test_postgresql_uses_the_gin_expression_index(db: Database) -> None:
             "EXPLAIN SELECT id FROM messages WHERE to_tsvector('english'::regconfig, content) "
             "@@ websearch_to_tsquery('english'::regconfig, 'zeppelin')")))
     assert "ix_messages_content_fts" in plan
+
+
+
+# SQLite only: PostgreSQL's plan is the planner's (the GIN index beside the thread index).
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_a_search_starts_from_the_threads_matches(db: Database) -> None:
+    """A search reads the full-text index first, for the thread's token and its terms, then
+    each match's row: it never walks the thread's messages probing the index once for each
+    (2 ms a search, even for a word that is nowhere), nor every match of a common word in the
+    whole database (25 ms with 10,000 of them; 0.6 ms now)."""
+    thread = await new_thread(db)
+    await turn(db, thread, "Tell me about zeppelin airships", "They float.")
+    compiled = memory._search("sqlite").compile(dialect=db.engine.dialect)
+    async with db.transaction() as s:
+        connection = await s.connection()
+        plan = [row[3] for row in await connection.exec_driver_sql(
+            "EXPLAIN QUERY PLAN " + str(compiled), (None,) * len(compiled.positiontup or ()))]
+        match = memory.sqlite_match(thread.id, ["zeppelin"])
+        assert await s.scalar(text(
+            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH :m"), {"m": match}) == 1
+    assert plan[0].startswith("SCAN messages_fts VIRTUAL TABLE"), plan
+    assert not any("ix_messages_thread_created" in step for step in plan), plan
