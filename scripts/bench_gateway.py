@@ -5,9 +5,9 @@
         [--long-tokens 1000] [--history 100] [--workers 2]
         [--compare URL [--compare-pid PID]] [--max-seconds 600]
 
-Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens` one-
-token chunks per answer) and the gateway (uvicorn, auth off, no title or summary calls, logs
-at the default level, a scratch SQLite file unless --database-url), then measures,
+Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens`
+one-token chunks per answer) and the gateway (uvicorn, auth off, no title or summary calls,
+logs at the default level, a scratch SQLite file unless --database-url), then measures,
 interleaving the direct upstream and the gateway in the same run:
 
 - CPU per turn: process CPU seconds (/proc) over `--turns` turns at 10 concurrent, for the
