@@ -93,15 +93,22 @@ class Precedence:
                 future.set_result(None)
 
     async def watch(self, probe_s: float = PROBE_S, busy_lag_s: float = BUSY_LAG_S) -> None:
-        """Forever: how late a timer of `probe_s` fires sets `busy` (and the lag gauge)."""
+        """Forever: how late a timer of `probe_s` fires (see `observe`)."""
         loop = asyncio.get_running_loop()
         while True:
             due = loop.time() + probe_s
             await asyncio.sleep(probe_s)
-            lag = max(0.0, loop.time() - due)
-            self.busy = lag > busy_lag_s
-            if self.metrics is not None:
-                self.metrics.loop_lag.set(lag)
+            self.observe(max(0.0, loop.time() - due), busy_lag_s)
+
+    def observe(self, lag_s: float, busy_lag_s: float = BUSY_LAG_S) -> None:
+        """A probe's lag: past `busy_lag_s` the loop is saturated. Once it is not, the
+        streaming turns that wait go on at once: the opening ones may be waiting for their
+        model, not for the loop, and a held stream must not leave the loop idle."""
+        self.busy = lag_s > busy_lag_s
+        if not self.busy:
+            self._let_go()
+        if self.metrics is not None:
+            self.metrics.loop_lag.set(lag_s)
 
 
 class Opening:

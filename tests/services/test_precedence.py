@@ -55,6 +55,19 @@ async def test_a_wait_ends_after_the_bound_even_if_the_opening_never_does() -> N
     assert precedence.hold() is None
 
 
+async def test_the_waits_end_once_the_loop_has_room_again() -> None:
+    """The opening turns may be waiting for their model, not for the loop: a held stream
+    must not leave the loop idle."""
+    precedence = Precedence(max_wait_s=60)
+    precedence.observe(0.010)
+    assert precedence.busy
+    precedence.opening()
+    held = precedence.hold()
+    assert held is not None
+    precedence.observe(0.0005)
+    assert not precedence.busy and held.done()
+
+
 async def test_a_cancelled_wait_leaves_the_others_waiting() -> None:
     precedence = Precedence(max_wait_s=60)
     precedence.busy = True
