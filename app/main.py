@@ -26,7 +26,7 @@ from app.followups.recall import MemoryRecall
 from app.followups.scheduler import FollowupScheduler
 from app.followups.thread_settings import default_autonomy
 from app.followups.wiring import start_autonomy, stop_autonomy
-from app.heap import freeze_startup_heap
+from app.heap import freeze_startup_heap, space_out_collections
 from app.logging import configure_logging, get_logger
 from app.metrics import GatewayMetrics
 from app.services.checkpoints import Checkpointer
@@ -235,6 +235,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             app.state.runtime = rt
             app.state.autonomy = await start_autonomy(rt)  # the message bus, follow-ups
             freeze_startup_heap()
+            space_out_collections()
             log.info("gateway_started", upstream=settings.upstream_base_url,
                      model=settings.upstream_model, auth_mode=settings.auth_mode,
                      database=rt.db.backend)

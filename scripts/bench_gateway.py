@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100]
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
         [--long-tokens 1000] [--history 100] [--workers 2]
-        [--compare URL [--compare-pid PID]] [--max-seconds 600]
+        [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
 
 Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens`
 one-token chunks per answer) and the gateway (uvicorn, auth off, no title or summary calls,
@@ -22,7 +22,9 @@ interleaving the direct upstream and the gateway in the same run:
   one-process gateway, interleaved, with the direct upstream's rate as the ceiling.
 
 `--compare URL` measures another OpenAI-compatible proxy fronting the same upstream the same
-way (`URL` is its base, e.g. http://127.0.0.1:4000/v1; `--compare-pid` to read its CPU).
+way (`URL` is its base, e.g. http://127.0.0.1:4000/v1; `--compare-pid` to read its CPU): start
+it first, pointed at http://127.0.0.1:PORT/v1 (model `bench-1`), and give `--upstream-port
+PORT`.
 Every loop is bounded in count and in time; nothing listens beyond 127.0.0.1.
 """
 
@@ -52,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.api.auth import LOCAL_USER  # noqa: E402
-from app.heap import freeze_startup_heap  # noqa: E402
+from app.heap import freeze_startup_heap, space_out_collections  # noqa: E402
 from app.records import FinishedMessage  # noqa: E402
 from app.store import messages as message_store  # noqa: E402
 from app.store import threads as thread_store  # noqa: E402
@@ -516,9 +518,10 @@ def report_cpu(upstream_ms: float, gateway_ms: float, tokens: int) -> None:
                   f"gateway {gateway_ms:.1f} ms, ratio {ratio}", highlight=False)
 
 
-def report_first_delta(levels: list[tuple[int, Batch, Batch]]) -> None:
-    table = Table(title="time to the first delta (ms)")
-    for column in ("concurrency", "direct p50", "direct p99", "gateway p50", "gateway p99",
+def report_first_delta(levels: list[tuple[int, Batch, Batch]], via: str = "gateway",
+                       title: str = "time to the first delta (ms)") -> None:
+    table = Table(title=title)
+    for column in ("concurrency", "direct p50", "direct p99", f"{via} p50", f"{via} p99",
                    "added p50", "added p99", "errors", "refused"):
         table.add_column(column, justify="right")
     for concurrency, direct, through in levels:
@@ -530,7 +533,7 @@ def report_first_delta(levels: list[tuple[int, Batch, Batch]]) -> None:
     console.print(table)
     for concurrency, direct, through in levels:
         if direct.kinds or through.kinds:
-            console.print(f"failures at {concurrency}: direct {dict(direct.kinds)}, gateway "
+            console.print(f"failures at {concurrency}: direct {dict(direct.kinds)}, {via} "
                           f"{dict(through.kinds)}", highlight=False)
 
 
@@ -574,23 +577,28 @@ async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int
 
 async def compare(url: str, pid: int | None, upstream: str, turns: int, levels: list[int],
                   deadline: float) -> None:
-    """Another proxy fronting the same upstream: added first-delta time and its CPU."""
-    async with httpx.AsyncClient(timeout=60.0, transport=ShardedTransport(2000)) as client:
-        table = Table(title=f"compare {url}: time to the first delta (ms)")
-        for column in ("concurrency", "direct p50", "proxy p50", "proxy p99", "errors"):
-            table.add_column(column, justify="right")
-        before = cpu_seconds(pid) if pid else 0.0
-        for concurrency in levels:
-            d = await run_batch(direct_turn, client, [upstream] * turns, concurrency, deadline)
-            p = await run_batch(direct_turn, client, [url] * turns, concurrency, deadline)
-            table.add_row(str(concurrency), f"{pct(d.firsts, .5) * 1000:.1f}",
-                          f"{pct(p.firsts, .5) * 1000:.1f}", f"{pct(p.firsts, .99) * 1000:.1f}",
-                          str(p.errors))
-        console.print(table)
+    """Another proxy fronting the same upstream, measured as the gateway is: CPU per turn at
+    10 concurrent (when its pid is given), then the time to the first content chunk through
+    it against the direct upstream at each concurrency, interleaved in halves."""
+    async with new_client() as client:
+        await run_batch(direct_turn, client, [url] * turns, 10, deadline)  # its warm-up
         if pid:
-            total = turns * len(levels)
-            console.print(f"compare CPU per turn: "
-                          f"{(cpu_seconds(pid) - before) * 1000 / total:.1f} ms", highlight=False)
+            before = cpu_seconds(pid)
+            await run_batch(direct_turn, client, [url] * turns, 10, deadline)
+            console.print(f"compare {url}: CPU per turn (10 concurrent) "
+                          f"{(cpu_seconds(pid) - before) * 1000 / turns:.1f} ms",
+                          highlight=False)
+        results = []
+        for concurrency in levels:
+            direct, through = Batch(), Batch()
+            for _ in range(2):
+                half = max(concurrency, turns // 2)
+                direct.add(await run_batch(direct_turn, client, [upstream] * half,
+                                           concurrency, deadline))
+                through.add(await run_batch(direct_turn, client, [url] * half, concurrency,
+                                            deadline))
+            results.append((concurrency, direct, through))
+        report_first_delta(results, "proxy", f"compare {url}: time to the first delta (ms)")
 
 
 @app.command()
@@ -607,12 +615,17 @@ def main(
     history: int = typer.Option(100, min=0, max=1000),
     workers: int = typer.Option(2, min=0, max=16, help="0: no workers measurement"),
     workers_concurrency: int = typer.Option(20, min=1, max=500),
+    upstream_port: int | None = typer.Option(
+        None, help="the upstream's port (default: a free one), so that a proxy to --compare "
+                   "can be pointed at it before the run"),
     serve_upstream_port: int | None = typer.Option(None, "--serve-upstream", hidden=True),
 ) -> None:
-    # The load generator and the upstream freeze their startup heap as the gateway does
-    # (app/heap.py): a full collection over the imported packages paused either for 60 to
-    # 90 ms, a pause its measurements would have charged to whichever turn it hit.
+    # The load generator and the upstream freeze their startup heap and space out their
+    # collections as the gateway does (app/heap.py): a full collection over the imported
+    # packages paused either for 60 to 90 ms, a pause its measurements would have charged to
+    # whichever turn it hit.
     freeze_startup_heap()
+    space_out_collections()
     if serve_upstream_port is not None:
         asyncio.run(serve_upstream(serve_upstream_port, tokens))
         return
@@ -622,7 +635,7 @@ def main(
     with tempfile.TemporaryDirectory(prefix="bench_gateway_") as scratch:
         url = database_url or f"sqlite+aiosqlite:///{scratch}/bench.db"
         asyncio.run(upgrade_to_head(url))
-        up_port, gw_port = free_port(), free_port()
+        up_port, gw_port = upstream_port or free_port(), free_port()
         upstream = f"http://127.0.0.1:{up_port}/v1"
         gateway = f"http://127.0.0.1:{gw_port}"
         up_argv = [sys.executable, str(Path(__file__)), "--serve-upstream", str(up_port),

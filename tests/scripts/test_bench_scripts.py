@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from tests.support.live import ROOT, _clean_env
+from tests.support.live import ROOT, _clean_env, free_port
 
 
 def run_script(name: str, *args: str) -> str:
@@ -68,3 +68,28 @@ def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
     assert re.search(r"turns per second at \d+ concurrent: direct upstream [\d.]+, gateway 1 "
                      r"process [\d.]+, 2 workers [\d.]+ \([\d.]+x\);\s+the\s+machine's\s+\d+\s+"
                      r"cores\s+busy\s+meanwhile:\s+\d+%,\s+\d+%,\s+\d+%", out), out
+
+
+def test_bench_gateway_compares_another_proxy_of_the_same_upstream() -> None:
+    """--compare measures any OpenAI-compatible server given (here a second bench upstream
+    stands in for a proxy), CPU per turn by its pid and the first delta against the direct
+    upstream, whose port --upstream-port fixes."""
+    proxy_port, upstream_port = free_port(), free_port()
+    proxy = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_gateway.py"),
+                              "--serve-upstream", str(proxy_port), "--tokens", "5"], cwd=ROOT,
+                             env=_clean_env({}))
+    try:
+        out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5", "--concurrency",
+                         "1,2", "--open-streams", "1", "--long-tokens", "0", "--history", "0",
+                         "--workers", "0", "--max-seconds", "120",
+                         "--upstream-port", str(upstream_port),
+                         "--compare", f"http://127.0.0.1:{proxy_port}/v1",
+                         "--compare-pid", str(proxy.pid))
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+    assert re.search(rf"compare http://127.0.0.1:{proxy_port}/v1: CPU per turn \(10 concurrent\) "
+                     r"[\d.]+ ms", out), out
+    rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │\s+(\d+) │$", out,
+                      re.MULTILINE)
+    assert rows[-2:] == [("1", "0", "0"), ("2", "0", "0")], out
