@@ -8,12 +8,13 @@ request, the response, the first chunk, the first write); a streaming turn takes
 chunk, and at a hundred chunks a turn the streams are most of every pass. What a user feels
 is the wait for the first words: a streamed answer whose chunks come some milliseconds later
 reads the same. So while turns are opening, a streaming turn waits before its next chunk,
-at most MAX_WAIT_S, together with every other one that waits (one timer for all of them),
-and then runs its chunk whatever is still opening.
+together with every other one that waits (one timer for all of them), until no turn is
+opening or MAX_WAIT_S has passed; then they all run RUN_S before they wait again.
 
 Only while saturated, as the loop's lag says (how late a timer fires, probed every PROBE_S):
-on a loop with room to spare nothing waits, so a fast model's stream is never slowed for a
-turn that is only waiting for its own model."""
+on a loop with room to spare nothing waits, and the waits end at the first probe that finds
+room again, so a fast model's stream is not slowed for turns that are only waiting for their
+own model."""
 
 from __future__ import annotations
 
