@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -72,12 +72,13 @@ class StreamSender:
     async def send(self, body: Mapping[str, Any]) -> httpx.Response:
         """Raises UpstreamError once the retries are spent (or for an answer not retried)."""
         content = orjson.dumps(body)
+        headers = {**self._headers, "Content-Length": str(len(content))}
         for attempt in range(self._max_retries + 1):
             retries_left = attempt < self._max_retries
             try:
                 response = await self._http.send(
-                    self._http.build_request("POST", self._url, content=content,
-                                             headers=self._headers), stream=True)
+                    self._http.build_request("POST", self._url, content=_once(content),
+                                             headers=headers), stream=True)
             except httpx.TransportError as exc:  # timeouts included
                 if not retries_left:
                     raise classify(exc) from exc
@@ -91,6 +92,14 @@ class StreamSender:
                 continue
             raise await _status_error(response)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+async def _once(content: bytes) -> AsyncIterator[bytes]:
+    """The body, handed over once. The streamed response keeps its request for as long as
+    the answer streams, and a request made from bytes keeps them: the whole history's JSON,
+    a few KB per open stream and more on long threads. Given its length, httpx sends it
+    whole, not chunked."""
+    yield content
 
 
 async def _status_error(response: httpx.Response) -> UpstreamError:

@@ -4,6 +4,7 @@ long it waits, and the error a user reads when the retries are spent."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Callable
 
 import httpx
@@ -97,3 +98,51 @@ def test_the_pause_is_what_the_server_asks_within_a_minute_else_backoff() -> Non
 ])
 def test_which_statuses_are_retried(status: int, retried: bool) -> None:
     assert should_retry(httpx.Response(status)) is retried
+
+
+class Wire(httpx.AsyncBaseTransport):
+    """Reads each request's body once, as a network transport does (MockTransport would
+    keep it), and answers a short stream."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, httpx.Headers]] = []
+        self.keep = True
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        body = b"".join([chunk async for chunk in request.stream])
+        self.sent.append((body if self.keep else b"", request.headers))
+        if len(self.sent) == 1 and request.headers.get("x-fail-first"):
+            return httpx.Response(503, headers=QUICK_RETRY)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=httpx.ByteStream(b"data: [DONE]\n\n"))
+
+
+async def test_the_body_goes_whole_with_its_length_and_again_on_a_retry() -> None:
+    wire = Wire()
+    http = httpx.AsyncClient(transport=wire, headers={"x-fail-first": "1"})
+    send = StreamSender(http, "http://model.test/v1", "sk-test", 1)
+    assert (await send.send({"messages": ["hi"]})).status_code == 200
+    assert len(wire.sent) == 2
+    for body, headers in wire.sent:
+        assert json.loads(body) == {"messages": ["hi"]}
+        assert headers["content-length"] == str(len(body))
+        assert "transfer-encoding" not in headers
+
+
+async def test_open_streams_do_not_keep_their_request_bodies() -> None:
+    """An answer streams for minutes; its request's JSON (the whole history) is not held
+    meanwhile."""
+    wire = Wire()
+    wire.keep = False
+    send = StreamSender(httpx.AsyncClient(transport=wire), "http://model.test/v1", "k", 0)
+    history = {"messages": [{"role": "user", "content": "x" * 100_000}]}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        responses = [await send.send(history) for _ in range(20)]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert all(response.status_code == 200 for response in responses)
+    assert held < 20 * 100_000 / 4
