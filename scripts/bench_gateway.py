@@ -15,7 +15,8 @@ interleaving the direct upstream and the gateway in the same run:
 - time to the first delta, p50 and p99, direct and through the gateway, at each concurrency,
   and what the gateway adds;
 - RSS per open stream: the gateway's resident memory with `--open-streams` slow streams open,
-  minus its idle RSS, divided by the streams;
+  minus its idle RSS, divided by the streams (before the loads, whose freed memory the
+  streams would reuse unseen);
 - linear cost: CPU per turn of a `--long-tokens` answer against a `--tokens` one, and of a
   turn on a thread with `--history` prior messages against one on a fresh thread;
 - workers: turns per second of a second gateway with `--workers` uvicorn workers against the
@@ -553,6 +554,13 @@ async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int
     async with bench.client:
         await bench.warm_up(turns)
         report_cpu(*await bench.cpu_per_turn(turns), extra.tokens)
+        # Before the loads: memory freed after 500 streams would be reused by the open ones
+        # without growing RSS, and the figure would miss it.
+        per_stream, opened, fds, failures = await bench.rss_per_stream(open_streams)
+        console.print(f"RSS per open stream: {per_stream:.0f} KB ({opened} of {open_streams} "
+                      f"slow streams open when measured, {fds} gateway file descriptors"
+                      f"{', failed: ' + str(dict(failures)) if failures else ''})",
+                      highlight=False)
         if extra.long_tokens:
             short, long = await bench.long_answer_cost(turns, extra.tokens, extra.long_tokens)
             console.print(f"CPU per turn, {extra.tokens} vs {extra.long_tokens} tokens: "
@@ -569,10 +577,6 @@ async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int
             direct, through = await bench.first_delta(concurrency, turns)
             results.append((concurrency, direct, through))
         report_first_delta(results)
-        per_stream, opened, fds, failures = await bench.rss_per_stream(open_streams)
-    console.print(f"RSS per open stream: {per_stream:.0f} KB ({opened} of {open_streams} slow "
-                  f"streams open when measured, {fds} gateway file descriptors"
-                  f"{', failed: ' + str(dict(failures)) if failures else ''})", highlight=False)
 
 
 async def compare(url: str, pid: int | None, upstream: str, turns: int, levels: list[int],
