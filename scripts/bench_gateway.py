@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,9 @@ START_TIMEOUT_S = 30.0
 OPEN_STALL_S = 15.0
 #: How long a step waits for the streams a former step left (the resume grace is 30 s).
 DRAIN_WAIT_S = 90.0
+#: Rounds of each linear-cost measurement: CPU per turn moves by a fifth between runs of a
+#: few seconds on a shared machine, as much as the differences measured.
+COST_ROUNDS = 5
 #: A clean refusal of an overloaded gateway: 503 with one of these codes and a Retry-After.
 REFUSAL_CODES = ("gateway_busy", "database_unavailable")
 
@@ -323,25 +327,26 @@ class Bench:
 
     async def long_answer_cost(self, turns: int, tokens: int, long_tokens: int
                                ) -> tuple[float, float]:
-        """(ms per `tokens` turn, ms per `long_tokens` turn), interleaved in halves."""
+        """(ms per `tokens` turn, ms per `long_tokens` turn): the medians of COST_ROUNDS
+        rounds of `turns` // 2 turns each, interleaved."""
         short, long = [], []
-        for _ in range(2):
+        for _ in range(COST_ROUNDS):
             short.append(await self.gateway_cpu(await self.threads(turns // 2), "hello"))
             long.append(await self.gateway_cpu(await self.threads(turns // 2),
                                                f"hello [tokens={long_tokens}]"))
-        return sum(short) / 2, sum(long) / 2
+        return statistics.median(short), statistics.median(long)
 
     async def history_cost(self, turns: int, history: int, database_url: str
                            ) -> tuple[float, float]:
         """(ms per turn on a fresh thread, ms per turn on a thread with `history` prior
-        messages), interleaved in halves."""
+        messages): the medians of COST_ROUNDS rounds, interleaved."""
         fresh, seeded = [], []
-        for _ in range(2):
+        for _ in range(COST_ROUNDS):
             fresh.append(await self.gateway_cpu(await self.threads(turns // 2), "hello"))
             targets = await self.threads(turns // 2)
             await seed_history(database_url, targets, history)
             seeded.append(await self.gateway_cpu(targets, "hello"))
-        return sum(fresh) / 2, sum(seeded) / 2
+        return statistics.median(fresh), statistics.median(seeded)
 
     async def first_delta(self, concurrency: int, turns: int) -> tuple[Batch, Batch]:
         """Direct and gateway batches interleaved in halves, so drift hits both alike."""
