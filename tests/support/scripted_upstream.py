@@ -32,6 +32,15 @@ def sse_body(texts: Sequence[str], *, tail: str = "data: [DONE]\n\n",
     return ("".join(f"data: {completion_chunk(t, model)}\n\n" for t in texts) + tail).encode()
 
 
+async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One HTTP/1.1 request off a connection: its head (request line and headers) and its
+    body, `Content-Length` bytes of it."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    return head, await reader.readexactly(length)
+
+
 @asynccontextmanager
 async def scripted_upstream(body: bytes, *, status: str = "200 OK",
                             content_type: str = "text/event-stream") -> AsyncIterator[str]:
@@ -39,10 +48,7 @@ async def scripted_upstream(body: bytes, *, status: str = "200 OK",
     base URL (…/v1)."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                       if line.lower().startswith(b"content-length:")), 0)
-        await reader.readexactly(length)
+        await read_request(reader)
         writer.write(f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n".encode()
                      + b"content-length: " + str(len(body)).encode() + b"\r\n"
                      b"connection: close\r\n\r\n" + body)

@@ -28,7 +28,12 @@ from app.upstream import (
 )
 from app.upstream.errors import classify
 from tests.support.live import DemoLlm, free_port
-from tests.support.scripted_upstream import finish_chunk, scripted_upstream, sse_body
+from tests.support.scripted_upstream import (
+    finish_chunk,
+    read_request,
+    scripted_upstream,
+    sse_body,
+)
 
 SYSTEM = "Be brief."
 META = '<!-- METADATA: {"language": "en", "sources": [], "awaiting": null} -->'
@@ -263,10 +268,7 @@ async def test_finished_answers_reuse_one_connection_to_the_model_server(
         connections.append(1)
         try:
             while True:  # keep-alive: one chunked event stream per request
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length:"))
-                await reader.readexactly(length)
+                await read_request(reader)
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                              b"transfer-encoding: chunked\r\n\r\n")
                 for event in body.split(b"\n\n")[:-1]:

@@ -17,7 +17,7 @@ from app.settings import Settings
 from app.upstream import UpstreamClient, make_http_client, make_openai_client
 from app.upstream.pool import CONNECTIONS_PER_SHARD, ShardedTransport
 from tests.support.live import free_port
-from tests.support.scripted_upstream import finish_chunk, sse_body
+from tests.support.scripted_upstream import finish_chunk, read_request, sse_body
 
 ANSWER = sse_body(["Hel", "lo"], tail=f"data: {finish_chunk()}\n\ndata: [DONE]\n\n")
 
@@ -41,11 +41,8 @@ async def held_server() -> AsyncIterator[HeldServer]:
         state.connections += 1
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
+                head, _ = await read_request(reader)
                 state.targets.append(head.split(b" ", 2)[1])
-                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                await reader.readexactly(length)
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                              b"transfer-encoding: chunked\r\n\r\n")
                 await writer.drain()

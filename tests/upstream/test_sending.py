@@ -104,14 +104,14 @@ class Wire(httpx.AsyncBaseTransport):
     """Reads each request's body once, as a network transport does (MockTransport would
     keep it), and answers a short stream."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_bodies: bool = True) -> None:
         self.sent: list[tuple[bytes, httpx.Headers]] = []
-        self.keep = True
+        self.keep_bodies = keep_bodies
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.AsyncByteStream)
         body = b"".join([chunk async for chunk in request.stream])
-        self.sent.append((body if self.keep else b"", request.headers))
+        self.sent.append((body if self.keep_bodies else b"", request.headers))
         if len(self.sent) == 1 and request.headers.get("x-fail-first"):
             return httpx.Response(503, headers=QUICK_RETRY)
         return httpx.Response(200, headers={"content-type": "text/event-stream"},
@@ -133,9 +133,8 @@ async def test_the_body_goes_whole_with_its_length_and_again_on_a_retry() -> Non
 async def test_open_streams_do_not_keep_their_request_bodies() -> None:
     """An answer streams for minutes; its request's JSON (the whole history) is not held
     meanwhile."""
-    wire = Wire()
-    wire.keep = False
-    send = StreamSender(httpx.AsyncClient(transport=wire), "http://model.test/v1", "k", 0)
+    send = StreamSender(httpx.AsyncClient(transport=Wire(keep_bodies=False)),
+                        "http://model.test/v1", "k", 0)
     history = {"messages": [{"role": "user", "content": "x" * 100_000}]}
     tracemalloc.start()
     try:

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from tests.support.inprocess import server_loop
-from tests.support.scripted_upstream import completion_chunk, finish_chunk, usage_chunk
+from tests.support.scripted_upstream import (
+    completion_chunk,
+    finish_chunk,
+    read_request,
+    usage_chunk,
+)
 
 TAG = re.compile(r"\[case:([\w.-]+)\]")
 
@@ -61,10 +66,8 @@ class ModelServer:
         return [r for r in self.requests if _key(r) == key]
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                       if line.lower().startswith(b"content-length:")), 0)
-        request = json.loads(await reader.readexactly(length)) if length else {}
+        _, body = await read_request(reader)
+        request = json.loads(body) if body else {}
         self.requests.append(request)
         key = _key(request)
         if any(m.get("role") == "tool" for m in request.get("messages", [])):
