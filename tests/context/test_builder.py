@@ -139,3 +139,37 @@ def test_no_user_text_adds_a_block(text: str) -> None:
     seen = strip_markers(request_text)
     assert [r.marker for r in seen.records] == ["MSG_CONTEXT"]
     assert seen.metadata is None
+
+
+def _reference_marker(history: list[ContextItem], summary: str | None,
+                      memories: list[ContextItem]) -> str:
+    """The marker as its definition reads: the standard library's compact JSON of the whole
+    payload, `<`, `>` and `&` written as unicode escapes."""
+    payload: dict[str, object] = {"history": [i.as_json() for i in history]}
+    if summary:
+        payload["summary"] = summary
+    if memories:
+        payload["memories"] = [i.as_json() for i in memories]
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    escaped = text.translate(str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}))
+    return f"<!-- MSG_CONTEXT: {escaped} -->"
+
+
+#: Any text a message may hold: control characters, quotes, backslashes, the escaped three,
+#: line separators, astral characters and lone surrogates (which a database can hold).
+ANY_TEXT = st.text(st.one_of(
+    st.sampled_from('<>&"\\\x00\x1f\x7f\u2028\u2029\ud800\udfff\n\t'),
+    st.characters(codec=None)), max_size=30)
+
+
+@given(st.lists(ANY_TEXT, max_size=5), st.one_of(st.none(), ANY_TEXT),
+       st.lists(ANY_TEXT, max_size=3))
+def test_the_marker_is_the_escaped_json_of_the_whole_payload(
+        texts: list[str], summary: str | None, recalled: list[str]) -> None:
+    """Built from each item's own encoding, the marker is still, character for character,
+    the encoding of the payload it stands for."""
+    history = [item(t, n, "user" if n % 2 else "assistant") for n, t in enumerate(texts)]
+    memories = [item(t, -n) for n, t in enumerate(recalled)]
+    marker = build_msg_context(history, budget_chars=100_000, summary=summary,
+                               memories=memories)
+    assert marker == _reference_marker(history, summary, memories)
