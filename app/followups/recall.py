@@ -68,7 +68,7 @@ class _RecallHandler(TurnHandler):
 
     async def _recall(self, draft: ContextDraft) -> None:
         view, recall = self.view, self.recall
-        async with recall.db.transaction() as session:
+        async with recall.db.read() as session:  # beside the writer, never behind it
             last_real = (
                 await memory.last_real_user_message(session, view.thread_id)
                 if view.synthetic else None

@@ -29,7 +29,13 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from app.store.errors import DatabaseBusy, DatabaseUnavailable, StoreError
-from app.store.sqlite_driver import ON_LOOP, one_trip_creator
+from app.store.sqlite_driver import (
+    ON_LOOP,
+    READ_BEGIN,
+    READING,
+    WRITE_BEGIN,
+    one_trip_creator,
+)
 from app.store.unavailable import is_pool_timeout, is_unavailable, unavailable_sentence
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -69,7 +75,7 @@ def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool, busy_timeo
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.exec_driver_sql(READ_BEGIN if READING.get() else WRITE_BEGIN)
 
 
 def create_engine_for(
@@ -153,8 +159,32 @@ class Database:
         SQLite the inner one would wait for the outer one and fail after the busy timeout."""
         on_loop = ON_LOOP.set(quick and self._sqlite_writer is not None)
         try:
-            async with self._transaction() as session:
+            async with self._errors_named(), self._transaction() as session:
                 yield session
+        finally:
+            ON_LOOP.reset(on_loop)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """A transaction that only reads, errors named as `transaction()`'s. On SQLite it
+        neither queues for nor takes the write lock (a deferred BEGIN: WAL readers run beside
+        the writer), and only its statements go to the connection's thread; on PostgreSQL
+        it is any transaction. A write in it is a mistake: on SQLite it would fail as soon as
+        another connection holds the write lock."""
+        reading = READING.set(self._sqlite_writer is not None)
+        try:
+            async with self._errors_named(), self._session() as session:
+                yield session
+        finally:
+            READING.reset(reading)
+
+    @asynccontextmanager
+    async def _errors_named(self) -> AsyncIterator[None]:
+        """An error meaning the database cannot be reached or used (at the connection, a
+        statement or the commit) raised as DatabaseUnavailable, a pool timeout as
+        DatabaseBusy."""
+        try:
+            yield
         except StoreError:
             raise
         except Exception as exc:
@@ -163,8 +193,6 @@ class Database:
             if is_unavailable(exc):
                 raise DatabaseUnavailable(unavailable_sentence(self.url, exc)) from exc
             raise
-        finally:
-            ON_LOOP.reset(on_loop)
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncSession]:

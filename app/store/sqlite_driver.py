@@ -25,7 +25,12 @@ without letting another task in, so the lock is held for its CPU time only. Its 
 IMMEDIATE is tried on the loop without waiting; when another process holds the lock, the
 wait is on the thread, as before, and the loop runs on. WAL mode with `synchronous = NORMAL`
 commits without a sync; the commit that runs a checkpoint (every thousand pages of log) syncs
-the file: 5 to 7 ms on this machine's disk, once in 500 commits of a 2 KB row each."""
+the file: 5 to 7 ms on this machine's disk, once in 500 commits of a 2 KB row each.
+
+A read (`Database.read()`: statements that write nothing, such as a memory search) begins
+with a deferred BEGIN, which takes no lock: in WAL mode a reader neither waits for the writer
+nor holds it up. Its BEGIN and its COMMIT (which only ends its snapshot) are instant and run
+on the loop; its statements, whose cost the store does not bound, make their trips."""
 
 from __future__ import annotations
 
@@ -43,6 +48,12 @@ _Outcome = tuple[Any, int, int | None, list[Any]]
 
 #: True while the current task runs a quick transaction (set by app.store.db.Database).
 ON_LOOP: ContextVar[bool] = ContextVar("chatgate_sqlite_on_loop", default=False)
+#: True while the current task runs a read (set by app.store.db.Database).
+READING: ContextVar[bool] = ContextVar("chatgate_sqlite_reading", default=False)
+
+#: How a transaction begins: a writer takes the write lock up front (see app.store.db), a
+#: reader takes none.
+WRITE_BEGIN, READ_BEGIN = "BEGIN IMMEDIATE", "BEGIN"
 
 #: SQLite's words for a lock another connection holds (SQLITE_BUSY).
 _LOCKED = "database is locked"
@@ -89,7 +100,8 @@ class OneTripCursor:
 
     async def _trip(self, many: bool, sql: str, parameters: Any) -> OneTripCursor:
         connection = self._connection
-        outcome = connection.on_loop(many, sql, parameters) if ON_LOOP.get() else None
+        on_loop = ON_LOOP.get() or (READING.get() and sql == READ_BEGIN)
+        outcome = connection.on_loop(many, sql, parameters) if on_loop else None
         if outcome is None:
             outcome = await connection.on_thread(_run, many, sql, parameters)
         self.description, self.rowcount, self.lastrowid, self._rows = outcome
@@ -126,8 +138,9 @@ class OneTripConnection(aiosqlite.Connection):
         return OneTripCursor(self)
 
     async def commit(self) -> None:
-        """On the loop in a quick transaction (see the module's doc on checkpoints)."""
-        if ON_LOOP.get():
+        """On the loop in a quick transaction (see the module's doc on checkpoints) and in a
+        read."""
+        if ON_LOOP.get() or READING.get():
             self._conn.commit()
         else:
             await super().commit()
@@ -137,15 +150,16 @@ class OneTripConnection(aiosqlite.Connection):
         to it, just in case; after a commit that is a trip for nothing, twice a turn."""
         if not self._conn.in_transaction:
             return
-        if ON_LOOP.get():
+        if ON_LOOP.get() or READING.get():
             self._conn.rollback()
         else:
             await super().rollback()
 
     def on_loop(self, many: bool, sql: str, parameters: Any) -> _Outcome | None:
-        """The statement run here, on the event loop's thread; None for a BEGIN that would
-        have to wait for another connection's write lock (run it on the thread instead)."""
-        if not sql.startswith("BEGIN"):
+        """The statement run here, on the event loop's thread; None for a BEGIN IMMEDIATE that
+        would have to wait for another connection's write lock (run it on the thread
+        instead)."""
+        if sql != WRITE_BEGIN:
             return _run(self._conn, many, sql, parameters)
         self._conn.execute("PRAGMA busy_timeout = 0")
         try:

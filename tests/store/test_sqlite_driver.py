@@ -175,6 +175,57 @@ async def test_a_quick_transaction_waits_for_another_process_lock_on_the_thread(
     assert names == ["from the other process", "ours"]
 
 
+async def test_a_read_neither_waits_for_nor_holds_up_a_writer(
+    db: Database, tmp_path: Path, trips: list[str]
+) -> None:
+    """A read (a memory search before a turn) goes on while this process's writer, then
+    another process's, holds the write lock, sees what was committed only, and sends only
+    its statement to the connection's thread: its BEGIN and COMMIT are instant, on the loop."""
+    async with db.transaction() as s:
+        await s.execute(text("INSERT INTO t (name) VALUES ('committed')"))
+    writing, release = asyncio.Event(), asyncio.Event()
+
+    async def our_writer() -> None:
+        async with db.transaction() as s:
+            await s.execute(text("INSERT INTO t (name) VALUES ('ours')"))
+            writing.set()
+            await release.wait()
+
+    async def read_names() -> list[str]:
+        trips.clear()
+        async with asyncio.timeout(5), db.read() as s:
+            names = list((await s.scalars(text("SELECT name FROM t ORDER BY id"))).all())
+        # The SELECT's trip, after those of a new connection's set-up (the first time: the
+        # writer holds the pooled one), and no COMMIT's.
+        assert trips[-1] == "_run" and "commit" not in trips
+        return names
+
+    writer = asyncio.create_task(our_writer())
+    await writing.wait()
+    assert await read_names() == ["committed"]
+    release.set()
+    await writer
+    other = sqlite3.connect(tmp_path / "driver.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("INSERT INTO t (name) VALUES ('theirs')")
+        assert await read_names() == ["committed", "ours"] and trips == ["_run"]
+    finally:
+        other.close()
+
+
+async def test_a_read_that_fails_is_rolled_back_and_the_next_one_reads(
+    db: Database, trips: list[str]
+) -> None:
+    with pytest.raises(ValueError):
+        async with db.read() as s:
+            assert await s.scalar(text("SELECT count(*) FROM t")) == 0
+            raise ValueError("a bug in the caller")
+    async with db.read() as s:
+        assert await s.scalar(text("SELECT count(*) FROM t")) == 0
+    assert trips == ["_run", "_run"]
+
+
 def traced_statements(db: Database) -> list[tuple[int, str]]:
     """(thread id, SQL) of each statement that the database's new connections run."""
     seen: list[tuple[int, str]] = []

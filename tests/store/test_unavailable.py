@@ -63,14 +63,16 @@ async def test_a_locked_sqlite_database_raises_database_unavailable(tmp_path: ob
         await db.dispose()
 
 
-async def test_no_free_pooled_connection_in_time_raises_database_busy(database_url: str) -> None:
+@pytest.mark.parametrize("kind", ["transaction", "read"])
+async def test_no_free_pooled_connection_in_time_raises_database_busy(
+        database_url: str, kind: str) -> None:
     """The pool's checkout timeout is an overload of this process, told apart from an outage
-    (still a DatabaseUnavailable for every caller that does not care)."""
+    (still a DatabaseUnavailable for every caller that does not care), for a read too."""
     db = Database(database_url, pool_size=1, max_overflow=0, pool_timeout=0.05)
     try:
         async with db.engine.connect():  # the only connection, held
             with pytest.raises(DatabaseBusy) as caught:
-                async with db.transaction() as session:
+                async with getattr(db, kind)() as session:
                     await session.execute(text("SELECT 1"))
         assert isinstance(caught.value, DatabaseUnavailable)
         async with db.transaction() as session:  # given back: the next one gets it
