@@ -77,6 +77,8 @@ DRAIN_WAIT_S = 90.0
 #: Rounds of each linear-cost measurement: CPU per turn moves by a fifth between runs of a
 #: few seconds on a shared machine, as much as the differences measured.
 COST_ROUNDS = 5
+#: Turns run after seeding a history, not counted (see Bench.history_cost).
+SETTLE_TURNS = 30
 #: A clean refusal of an overloaded gateway: 503 with one of these codes and a Retry-After.
 REFUSAL_CODES = ("gateway_busy", "database_unavailable")
 
@@ -339,13 +341,23 @@ class Bench:
     async def history_cost(self, turns: int, history: int, database_url: str
                            ) -> tuple[float, float]:
         """(ms per turn on a fresh thread, ms per turn on a thread with `history` prior
-        messages): the medians of COST_ROUNDS rounds, interleaved."""
+        messages): the medians of COST_ROUNDS rounds. Each round seeds its threads, then
+        runs SETTLE_TURNS turns it does not count, then measures both kinds, in turn first:
+        the first turns after the seeding pay for what the seeding's writes leave (the
+        log's checkpoint, the page cache read again), and a turn's inserts cost more as the
+        database grows, so both kinds run on a database of the same size, after the same
+        settling."""
         fresh, seeded = [], []
-        for _ in range(COST_ROUNDS):
-            fresh.append(await self.gateway_cpu(await self.threads(turns // 2), "hello"))
+        for round_ in range(COST_ROUNDS):
             targets = await self.threads(turns // 2)
             await seed_history(database_url, targets, history)
-            seeded.append(await self.gateway_cpu(targets, "hello"))
+            await self.gateway_cpu(await self.threads(SETTLE_TURNS), "hello")
+            measured: dict[str, float] = {}
+            for kind in (("fresh", "seeded") if round_ % 2 == 0 else ("seeded", "fresh")):
+                on = await self.threads(turns // 2) if kind == "fresh" else targets
+                measured[kind] = await self.gateway_cpu(on, "hello")
+            fresh.append(measured["fresh"])
+            seeded.append(measured["seeded"])
         return statistics.median(fresh), statistics.median(seeded)
 
     async def first_delta(self, concurrency: int, turns: int) -> tuple[Batch, Batch]:
