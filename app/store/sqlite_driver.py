@@ -30,7 +30,9 @@ the file: 5 to 7 ms on this machine's disk, once in 500 commits of a 2 KB row ea
 A read (`Database.read()`: statements that write nothing, such as a memory search) begins
 with a deferred BEGIN, which takes no lock: in WAL mode a reader neither waits for the writer
 nor holds it up. Its BEGIN and its COMMIT (which only ends its snapshot) are instant and run
-on the loop; its statements, whose cost the store does not bound, make their trips."""
+on the loop; its statements, whose cost the store does not bound, make their trips, and so
+does a rollback: after a cancellation, the statement may still be running on the thread,
+and the connection is never used from two threads at once."""
 
 from __future__ import annotations
 
@@ -150,7 +152,7 @@ class OneTripConnection(aiosqlite.Connection):
         to it, just in case; after a commit that is a trip for nothing, twice a turn."""
         if not self._conn.in_transaction:
             return
-        if ON_LOOP.get() or READING.get():
+        if ON_LOOP.get():  # a read's goes behind any statement a cancellation left running
             self._conn.rollback()
         else:
             await super().rollback()

@@ -223,7 +223,35 @@ async def test_a_read_that_fails_is_rolled_back_and_the_next_one_reads(
             raise ValueError("a bug in the caller")
     async with db.read() as s:
         assert await s.scalar(text("SELECT count(*) FROM t")) == 0
-    assert trips == ["_run", "_run"]
+    assert trips == ["_run", "rollback", "_run"]  # the rollback on the thread too
+
+
+async def test_a_read_cancelled_mid_statement_is_rolled_back_behind_it(
+    db: Database, trips: list[str]
+) -> None:
+    """A turn stopped during its memory search: the search may still be running on the
+    connection's thread, and what ends the read (SQLAlchemy closes a connection whose
+    statement was cancelled) waits for it there rather than racing it from the loop; the
+    next read is served."""
+    slow = text("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                "WHERE i < 3000000) SELECT count(*) FROM n")
+
+    async def search() -> None:
+        async with db.read() as s:
+            await s.scalar(slow)
+
+    task = asyncio.create_task(search())
+    for _ in range(10_000):  # until the statement is on the thread
+        if trips:
+            break
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with db.read() as s:
+        assert await s.scalar(text("SELECT count(*) FROM t")) == 0
+    assert trips[0] == "_run" and trips[1] in ("rollback", "close")
+    assert trips[-1] == "_run"
 
 
 def traced_statements(db: Database) -> list[tuple[int, str]]:
