@@ -341,12 +341,12 @@ class Bench:
     async def history_cost(self, turns: int, history: int, database_url: str
                            ) -> tuple[float, float]:
         """(ms per turn on a fresh thread, ms per turn on a thread with `history` prior
-        messages): the medians of COST_ROUNDS rounds. Each round seeds its threads, then
-        runs SETTLE_TURNS turns it does not count, then measures both kinds, in turn first:
-        the first turns after the seeding pay for what the seeding's writes leave (the
-        log's checkpoint, the page cache read again), and a turn's inserts cost more as the
-        database grows, so both kinds run on a database of the same size, after the same
-        settling."""
+        messages): the medians of COST_ROUNDS rounds. Each round seeds its threads, runs
+        SETTLE_TURNS turns it does not count, then measures both kinds, each going first
+        in every other round. The first turns after a seeding pay for what its writes leave
+        (the log's checkpoint, the page cache read again), and a turn's inserts cost more
+        as the database grows: so both kinds run on a database of the same size, after the
+        same settling."""
         fresh, seeded = [], []
         for round_ in range(COST_ROUNDS):
             targets = await self.threads(turns // 2)
