@@ -1,4 +1,7 @@
-"""Thread and history use cases, as JSON-ready dicts (the API shape lives here, once)."""
+"""Thread and history use cases, as JSON-ready dicts (the API shape lives here, once).
+
+What only reads runs in a read (Database.read): a page listing its threads or loading one
+never waits behind the turns' writes on SQLite."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ async def create_thread(db: Database, user_id: str, title: str | None) -> dict[s
 
 
 async def list_threads(db: Database, user_id: str) -> list[dict[str, Any]]:
-    async with db.transaction() as session:
+    async with db.read() as session:
         summaries = await thread_store.list_threads(session, user_id)
     return [
         {"id": str(t.id), "title": t.title, "message_count": t.message_count,
@@ -47,7 +50,7 @@ async def thread_messages(
     db: Database, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool
 ) -> list[dict[str, Any]] | None:
     """The thread's messages as the user sees them, or None if it is not the user's."""
-    async with db.transaction() as session:
+    async with db.read() as session:
         if await thread_store.get_thread(session, user_id, thread_id) is None:
             return None
         rows = await message_store.visible_history(
