@@ -6,8 +6,12 @@ SQLite: an FTS5 table `messages_fts(content, thread)` (porter stemming, unicode6
 is the id of a small map table `message_search(id INTEGER PRIMARY KEY, message_id UNIQUE)`,
 both kept in sync with `messages` by triggers. `thread` holds the message's thread id as one
 token (the id's hex and a `0`, which the stemmer leaves whole), and a search matches it with
-its terms: the index reads that thread's matches only, so a search costs the same in a
-database of a thousand messages as of millions. The map makes a delete an indexed lookup and
+its terms: the index reads that thread's matches only, so the match costs the same in a
+database of a thousand messages as of millions. The ranking does not: bm25 weighs each term by
+how rare it is in the whole table, which FTS5 counts by reading every posting of the term. On
+a bare FTS5 table of this shape, a thread's three best matches for two words that 300,000
+messages hold took 15 to 22 ms ranked and 0.05 ms unranked; 0.6 ms ranked at 10,000 messages.
+The map makes a delete an indexed lookup and
 survives a batch migration that copies `messages` (whose own rowids are not stable across
 such a copy). All of it is created by alembic revisions 0003 and 0008; a later SQLite batch
 migration of `messages` drops the triggers with the table and must re-create them (0008's
