@@ -42,6 +42,27 @@ async def test_finds_the_relevant_older_message_only(db: Database) -> None:
                                           limit=5) == []
 
 
+async def test_the_threads_own_messages_decide_which_memory_comes_first(db: Database
+                                                                       ) -> None:
+    """The message that speaks most of the asked words comes first, whatever other users'
+    threads hold: a word common elsewhere does not push this thread's best match down."""
+    thread = await new_thread(db, "alice")
+    mostly, _ = await turn(db, thread, "zeppelin zeppelin zeppelin, and an airship",
+                              "A dirigible.")
+    airship, _ = await turn(db, thread, "one airship", "Noted.")
+    order = {}
+    for name in ("alone", "crowded"):
+        if name == "crowded":
+            crowd = await new_thread(db, "bob")
+            for n in range(30):
+                await turn(db, crowd, f"zeppelin number {n}", "ok")
+        async with db.transaction() as s:
+            found = await memory.search_thread(s, thread.id, "zeppelin airship",
+                                               before=FAR_FUTURE, limit=2)
+        order[name] = [m.id for m in found]
+    assert order["alone"] == order["crowded"] == [mostly.id, airship.id]
+
+
 async def test_synthetic_prompts_are_never_memories(db: Database) -> None:
     thread = await new_thread(db)
     async with db.transaction() as s:
