@@ -352,12 +352,13 @@ class Bench:
             targets = await self.threads(turns // 2)
             await seed_history(database_url, targets, history)
             await self.gateway_cpu(await self.threads(SETTLE_TURNS), "hello")
-            measured: dict[str, float] = {}
-            for kind in (("fresh", "seeded") if round_ % 2 == 0 else ("seeded", "fresh")):
-                on = await self.threads(turns // 2) if kind == "fresh" else targets
-                measured[kind] = await self.gateway_cpu(on, "hello")
-            fresh.append(measured["fresh"])
-            seeded.append(measured["seeded"])
+            fresh_targets = await self.threads(turns // 2)
+            fresh_first = round_ % 2 == 0
+            if not fresh_first:
+                seeded.append(await self.gateway_cpu(targets, "hello"))
+            fresh.append(await self.gateway_cpu(fresh_targets, "hello"))
+            if fresh_first:
+                seeded.append(await self.gateway_cpu(targets, "hello"))
         return statistics.median(fresh), statistics.median(seeded)
 
     async def first_delta(self, concurrency: int, turns: int) -> tuple[Batch, Batch]:
