@@ -6,7 +6,8 @@ That bookkeeping grows with the square of the connections in one pool: with 500 
 opening at once it cost a load generator on one pool about 14 ms of CPU per request more
 than on twenty pools. Shards of a few dozen connections each keep it small. A turn holds an
 upstream slot (app.services.upstream_slots) for as long as it holds a connection, so the
-slots, not the shards, bound the connections in use."""
+slots, not the shards, bound the connections in use. The connections themselves are the
+loop's own transports (app.upstream.network), not anyio's streams."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ import math
 import ssl
 from collections.abc import AsyncIterator
 
+import httpcore
 import httpx
+
+from app.upstream.network import AsyncioBackend
 
 #: The requests in flight a shard takes before the next one is used.
 CONNECTIONS_PER_SHARD = 25
@@ -34,8 +38,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         # One TLS context for all: each would otherwise load the CA bundle again (about
         # 20 ms and a few hundred KB each, 80 times for 2,000 connections).
         tls: ssl.SSLContext = httpx.create_ssl_context()
-        self._shards = [httpx.AsyncHTTPTransport(verify=tls, limits=limits)
-                        for _ in range(shards)]
+        self._shards = [_shard(tls, limits) for _ in range(shards)]
         self._in_flight = [0] * shards
 
     def in_flight(self) -> list[int]:
@@ -63,6 +66,18 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         for shard in self._shards:
             await shard.aclose()
+
+
+def _shard(tls: ssl.SSLContext, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    """httpx's transport over an httpcore pool whose connections are asyncio's own
+    (app.upstream.network). httpx takes no network backend, so its pool is replaced: the
+    pool is what httpx would build for these arguments, but for the backend."""
+    transport = httpx.AsyncHTTPTransport(verify=tls, limits=limits)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=tls, max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry, network_backend=AsyncioBackend())
+    return transport
 
 
 class _Counted(httpx.AsyncByteStream):
