@@ -25,8 +25,10 @@ from typing import Any, cast
 import httpcore
 
 #: Bytes a connection takes from the socket before its reader has read them; past this the
-#: socket is no longer read until the reader has taken them.
-MAX_BUFFERED = 256 * 1024
+#: socket is no longer read until the reader has taken half. As much as httpcore reads at
+#: once: a turn paced by a slow client holds no more of its answer in memory than that (the
+#: rest waits in the kernel's buffers, or at the model server).
+MAX_BUFFERED = 64 * 1024
 
 #: As anyio's connect_tcp: the next of a name's addresses is tried after this long.
 HAPPY_EYEBALLS_DELAY_S = 0.25
