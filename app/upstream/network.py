@@ -161,6 +161,7 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
             await self.aclose()
             raise httpcore.ConnectError(str(exc)) from exc
         if tls is None:  # the connection closed during the handshake
+            await self.aclose()
             raise httpcore.ConnectError("the server closed the connection during TLS")
         self._transport = tls
         return self
@@ -220,7 +221,8 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
 
 
 def _set_options(stream: AsyncioStream, options: Iterable[SocketOption] | None) -> None:
+    """httpcore's socket options (TCP_NODELAY is the loop's default already)."""
     sock: socket.socket | None = stream.get_extra_info("socket")
-    for option in options or ():
-        if sock is not None:
+    if sock is not None:
+        for option in options or ():
             sock.setsockopt(*option)
