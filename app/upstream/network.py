@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any, cast
 
 import httpcore
@@ -186,43 +186,37 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
                           ) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                if isinstance(loop, asyncio.BaseEventLoop):
-                    _, stream = await loop.create_connection(
-                        AsyncioStream, host, port, local_addr=local,
-                        happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY_S)
-                else:  # uvloop (uvicorn's loop where installed) tries the addresses in turn
-                    _, stream = await loop.create_connection(
-                        AsyncioStream, host, port, local_addr=local)
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"no connection to {host}:{port} in time") from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        _set_options(stream, socket_options)
-        return stream
+        if isinstance(loop, asyncio.BaseEventLoop):
+            opening = loop.create_connection(AsyncioStream, host, port, local_addr=local,
+                                             happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY_S)
+        else:  # uvloop (uvicorn's loop where installed) tries the addresses in turn
+            opening = loop.create_connection(AsyncioStream, host, port, local_addr=local)
+        return await _connected(opening, timeout, f"{host}:{port}", socket_options)
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
                                   socket_options: Iterable[SocketOption] | None = None,
                                   ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                _, stream = await loop.create_unix_connection(AsyncioStream, path)
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"no connection to {path} in time") from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        _set_options(stream, socket_options)
-        return stream
+        opening = asyncio.get_running_loop().create_unix_connection(AsyncioStream, path)
+        return await _connected(opening, timeout, path, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
 
-def _set_options(stream: AsyncioStream, options: Iterable[SocketOption] | None) -> None:
-    """httpcore's socket options (TCP_NODELAY is the loop's default already)."""
+async def _connected(opening: Awaitable[tuple[asyncio.BaseTransport, AsyncioStream]],
+                     timeout: float | None, where: str,
+                     options: Iterable[SocketOption] | None) -> AsyncioStream:
+    """The connection `opening` makes within `timeout`, its failures as httpcore's, with
+    httpcore's socket options set (TCP_NODELAY is the loop's default already)."""
+    try:
+        async with asyncio.timeout(timeout):
+            _, stream = await opening
+    except TimeoutError as exc:
+        raise httpcore.ConnectTimeout(f"no connection to {where} in time") from exc
+    except OSError as exc:
+        raise httpcore.ConnectError(str(exc)) from exc
     sock: socket.socket | None = stream.get_extra_info("socket")
     if sock is not None:
         for option in options or ():
             sock.setsockopt(*option)
+    return stream
