@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpcore
 import pytest
@@ -22,14 +23,16 @@ from app.upstream.pool import ShardedTransport
 
 Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+#: Runs a scenario to its end on a fresh loop (the `run` fixture).
+Run = Callable[[Coroutine[Any, Any, None]], None]
 
 
 @pytest.fixture(params=sorted(LOOPS))
-def run(request: pytest.FixtureRequest) -> Callable[[Awaitable[None]], None]:
+def run(request: pytest.FixtureRequest) -> Run:
     """Runs a scenario to its end on a fresh loop of the parameter's kind."""
-    def run_on_loop(scenario: Awaitable[None]) -> None:
+    def run_on_loop(scenario: Coroutine[Any, Any, None]) -> None:
         with asyncio.Runner(loop_factory=LOOPS[request.param]) as runner:
-            runner.run(scenario)  # type: ignore[arg-type]
+            runner.run(scenario)
     return run_on_loop
 
 
@@ -64,8 +67,7 @@ async def connect(port: int) -> AsyncioStream:
     return stream
 
 
-def test_a_read_takes_everything_that_has_come_and_then_the_end(
-        run: Callable[[Awaitable[None]], None]) -> None:
+def test_a_read_takes_everything_that_has_come_and_then_the_end(run: Run) -> None:
     parts = [b"data: %d\n\n" % n for n in range(200)]
     sent = asyncio.Event()
 
@@ -91,8 +93,7 @@ def test_a_read_takes_everything_that_has_come_and_then_the_end(
     run(scenario())
 
 
-def test_a_server_that_sends_nothing_is_a_read_timeout(
-        run: Callable[[Awaitable[None]], None]) -> None:
+def test_a_server_that_sends_nothing_is_a_read_timeout(run: Run) -> None:
     async def serve(reader: asyncio.StreamReader, _: asyncio.StreamWriter) -> None:
         await reader.read()  # until the client leaves
 
@@ -108,8 +109,7 @@ def test_a_server_that_sends_nothing_is_a_read_timeout(
     run(scenario())
 
 
-def test_an_idle_connection_the_server_closed_or_spoke_on_is_not_reusable(
-        run: Callable[[Awaitable[None]], None]) -> None:
+def test_an_idle_connection_the_server_closed_or_spoke_on_is_not_reusable(run: Run) -> None:
     says = asyncio.Queue[bytes | None]()
 
     async def serve(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -133,8 +133,7 @@ def test_an_idle_connection_the_server_closed_or_spoke_on_is_not_reusable(
     run(scenario())
 
 
-def test_a_reader_that_does_not_read_holds_the_server_back(
-        run: Callable[[Awaitable[None]], None]) -> None:
+def test_a_reader_that_does_not_read_holds_the_server_back(run: Run) -> None:
     sent = bytes(range(256)) * (32 * 1024)  # 8 MB
     drained = asyncio.Event()
 
@@ -182,7 +181,7 @@ def contexts(certificate: tuple[Path, Path]) -> tuple[ssl.SSLContext, ssl.SSLCon
 
 
 def test_an_https_answer_cut_without_its_closing_alert_ends_as_a_plain_one(
-        run: Callable[[Awaitable[None]], None], certificate: tuple[Path, Path]) -> None:
+        run: Run, certificate: tuple[Path, Path]) -> None:
     served, trusting = contexts(certificate)
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -203,7 +202,7 @@ def test_an_https_answer_cut_without_its_closing_alert_ends_as_a_plain_one(
 
 
 def test_an_https_server_not_trusted_is_a_connect_error(
-        run: Callable[[Awaitable[None]], None], certificate: tuple[Path, Path]) -> None:
+        run: Run, certificate: tuple[Path, Path]) -> None:
     served, _ = contexts(certificate)
 
     async def serve(reader: asyncio.StreamReader, _: asyncio.StreamWriter) -> None:
@@ -218,8 +217,7 @@ def test_an_https_server_not_trusted_is_a_connect_error(
     run(scenario())
 
 
-def test_a_port_nobody_listens_on_is_a_connect_error(
-        run: Callable[[Awaitable[None]], None]) -> None:
+def test_a_port_nobody_listens_on_is_a_connect_error(run: Run) -> None:
     async def scenario() -> None:
         async with server(lambda reader, writer: asyncio.sleep(0)) as port:
             pass  # closed: the port is free again
