@@ -168,9 +168,10 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A transaction that only reads, errors named as `transaction()`'s. On SQLite it
         neither queues for nor takes the write lock (a deferred BEGIN: WAL readers run beside
-        the writer), and only its statements go to the connection's thread; on PostgreSQL
-        it is any transaction. A write in it is a mistake: on SQLite it would fail as soon as
-        another connection holds the write lock."""
+        the writer), and only a statement that runs longer than a moment goes to the
+        connection's thread (app.store.sqlite_driver); on PostgreSQL it is any transaction.
+        A write in it is a mistake: on SQLite it would fail as soon as another connection
+        holds the write lock."""
         reading = READING.set(self._sqlite_writer is not None)
         try:
             async with self._errors_named(), self._session() as session:
