@@ -168,7 +168,7 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A transaction that only reads, errors named as `transaction()`'s. On SQLite it
         neither queues for nor takes the write lock (a deferred BEGIN: WAL readers run beside
-        the writer), and only a statement that runs longer than a moment goes to the
+        the writer), and only a statement that holds the loop longer than 2 ms goes to the
         connection's thread (app.store.sqlite_driver); on PostgreSQL it is any transaction.
         A write in it is a mistake: on SQLite it would fail as soon as another connection
         holds the write lock."""

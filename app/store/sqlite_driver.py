@@ -149,12 +149,12 @@ class OneTripConnection(aiosqlite.Connection):
     transaction. `busy_timeout_ms` is the wait for another connection's write lock that the
     connection was opened with (its BEGIN on the loop waits none)."""
 
-    def __init__(self, connector: Callable[[], sqlite3.Connection], busy_timeout_ms: int,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, connector: Callable[[], sqlite3.Connection], busy_timeout_ms: int
+                 ) -> None:
         super().__init__(connector, 64)
         self.busy_timeout_ms = busy_timeout_ms
         #: Seconds, for a read's time on the loop (tests move it by hand).
-        self.clock = clock
+        self.clock: Callable[[], float] = time.perf_counter
 
     def cursor(self) -> OneTripCursor:  # type: ignore[override]
         return OneTripCursor(self)
