@@ -314,6 +314,7 @@ async def test_a_read_cancelled_mid_statement_is_rolled_back_behind_it(
     async with db.read() as s:
         assert await s.scalar(text("SELECT count(*) FROM t")) == 0
     assert trips[0] == "_run" and trips[1] in ("rollback", "close")
+    assert "_run" not in trips[2:]  # the next read's statement, on the loop
 
 
 def traced_statements(db: Database) -> list[tuple[int, str]]:
