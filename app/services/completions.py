@@ -160,9 +160,10 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
             assistant = await message_store.open_assistant_message(
                 session, thread, process_id=deps.process_id)
         else:
-            user, assistant = await message_store.open_exchange(
+            exchange = await message_store.open_exchange(
                 session, opened, text, max_chars=deps.settings.max_content_chars,
                 process_id=deps.process_id)
+            user, assistant = exchange.user, exchange.assistant
         await guard(session)  # last, once the rows are in, as in open_turn
     history = tuple(ClientItem(str(m.get("role")), content_text(m.get("content")),
                                assistant.created_at) for m in request.messages[:last or 0])

@@ -70,13 +70,13 @@ async def open_turn(
     admit: TurnAdmission | None = None,
 ) -> Turn:
     """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
-    stored). Two checks may raise to store nothing: `guard` runs in the transaction before
-    anything is stored (the follow-up worker checks there, atomically, that the user has not
-    replied meanwhile); `admit` runs once the turn's rows are in, last before the commit (the
-    turn limits count the user's streams there, under a lock of the user's held to the
-    commit, so the lock spans their statement and the commit only). The slot is taken before
-    the transaction, so no transaction (on SQLite: the write lock) is held while waiting for
-    one."""
+    stored). Two checks may raise to store nothing: `guard` runs in the transaction once the
+    thread is locked, before its history is read and anything is stored (the follow-up
+    worker checks there, atomically, that the user has not replied meanwhile); `admit` runs
+    once the turn's rows are in, last before the commit (the turn limits count the user's
+    streams there, under a lock of the user's held to the commit, so the lock spans their
+    statement and the commit only). The slot is taken before the transaction, so no
+    transaction (on SQLite: the write lock) is held while waiting for one."""
     lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence)
     try:
         async with deps.db.transaction(quick=True) as session:
@@ -84,20 +84,19 @@ async def open_turn(
             if opened is None:
                 raise ThreadNotFound(str(thread_id))
             thread = opened.thread
-            history = await message_store.context_rows(
-                session, thread.id, limit=CONTEXT_HISTORY_LIMIT)
             if guard is not None:
                 await guard(session, thread)
-            user, assistant = await message_store.open_exchange(
-                session, opened, content, synthetic=synthetic, trigger_type=trigger_type,
-                trigger_reason=trigger_reason, max_chars=deps.settings.max_content_chars,
-                process_id=deps.process_id)
+            exchange = await message_store.open_exchange(
+                session, opened, content, history_limit=CONTEXT_HISTORY_LIMIT,
+                synthetic=synthetic, trigger_type=trigger_type, trigger_reason=trigger_reason,
+                max_chars=deps.settings.max_content_chars, process_id=deps.process_id)
             if admit is not None:
                 await admit(session)
     except BaseException:
         lease.give_back()
         raise
-    view = TurnView.of(thread, user, assistant, history,
+    history = exchange.history
+    view = TurnView.of(thread, exchange.user, exchange.assistant, history,
                        history_complete=len(history) < CONTEXT_HISTORY_LIMIT)
     return Turn(deps, view, lease)
 

@@ -35,14 +35,16 @@ async def cancel_pending_for_thread(
     claimed ones too (`claimed_too`): a worker that claimed one but has not stored its prompt
     finds the claim cancelled under the thread lock and stands down, whatever the clocks of
     the two processes say. (One already streaming holds the thread: the user gets 409.)"""
-    result = await s.execute(_cancel_pending(claimed_too),
+    result = await s.execute(cancel_pending_statement(claimed_too),
                              {"of_thread": thread_id, "now": utcnow()})
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 @functools.cache
-def _cancel_pending(claimed_too: bool) -> Update:
-    """Built once each way: a real user message runs it on every turn."""
+def cancel_pending_statement(claimed_too: bool) -> Update:
+    """cancel_pending_for_thread's statement, its parameters `of_thread` and `now`. Built once
+    each way: a real user message runs it on every turn (on PostgreSQL inside the opening's
+    statement, app.store.messages)."""
     statuses = ("pending", "claimed") if claimed_too else ("pending",)
     followups = table_of(Followup)
     return (

@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
-from app.store.followups import cancel_pending_for_thread
+from app.store.followups import cancel_pending_for_thread, cancel_pending_statement
 from app.store.models import LlmCall, Message, Thread, table_of, unattached
 from app.store.sanitize import clean_message
 from app.store.threads import OpenedThread, touch_thread
@@ -81,44 +82,112 @@ async def append_user_message(
     return message
 
 
+@dataclass(frozen=True, slots=True)
+class OpenedExchange:
+    """A turn's two new rows, and the history the model is shown (context_rows' rows, read
+    before the two were stored; empty unless asked for)."""
+
+    user: Message
+    assistant: Message
+    history: list[tuple[str, str, dt.datetime]]
+
+
 async def open_exchange(
-    s: AsyncSession, opened: OpenedThread, content: str, *, synthetic: bool = False,
-    trigger_type: str | None = None, trigger_reason: str | None = None,
-    max_chars: int = MAX_CONTENT_CHARS, process_id: str | None = None,
-) -> tuple[Message, Message]:
+    s: AsyncSession, opened: OpenedThread, content: str, *, history_limit: int = 0,
+    synthetic: bool = False, trigger_type: str | None = None,
+    trigger_reason: str | None = None, max_chars: int = MAX_CONTENT_CHARS,
+    process_id: str | None = None,
+) -> OpenedExchange:
     """A turn's two rows in ONE insert: the user message (as append_user_message) and the
-    assistant message, `streaming` and empty, just after it (as open_assistant_message).
-    Raises ContentTooLong, or ThreadBusy when the thread already streams; either ends the
-    caller's transaction, which stores nothing of the turn. The rows are inserted as plain
-    values (no savepoint, no unit of work: this runs once per turn) and returned unattached.
-    `opened` (threads.open_for_turn) moved the thread to the top already."""
+    assistant message, `streaming` and empty, just after it (as open_assistant_message); a
+    real message cancels the thread's follow-ups. With `history_limit`, first the newest
+    messages the model may see (context_rows). Raises ContentTooLong, or ThreadBusy when the
+    thread already streams; either ends the caller's transaction, which stores nothing of the
+    turn. The rows are inserted as plain values (no savepoint, no unit of work: this runs
+    once per turn) and returned unattached. `opened` (threads.open_for_turn) moved the thread
+    to the top already and holds its lock.
+
+    On PostgreSQL the history, the insert and the cancel are ONE statement (each statement
+    is a round trip, and under load every round trip waits for passes of the event loop);
+    on SQLite, whose statements make no trip in a quick transaction, three."""
     thread = opened.thread
     user = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
                      trigger_reason=trigger_reason, max_chars=max_chars,
                      now=_after(opened.newest_message_at))
     assistant = _assistant_row(thread, _after(user.created_at), process_id)
-    try:
+    if history_limit and s.get_bind().dialect.name == "postgresql":
+        history = await _history_then_exchange(s, user, assistant, history_limit)
+        return OpenedExchange(user, assistant, history)
+    history = (await context_rows(s, thread.id, limit=history_limit) if history_limit
+               else [])
+    with _busy_on_conflict(thread.id):
         await s.execute(_INSERT_MESSAGES, [_inserted(user), _inserted(assistant)])
+    await _cancel_followups_if_real(s, thread.id, synthetic=user.synthetic)
+    return OpenedExchange(user, assistant, history)
+
+
+async def _history_then_exchange(s: AsyncSession, user: Message, assistant: Message,
+                                 limit: int) -> list[tuple[str, str, dt.datetime]]:
+    """PostgreSQL: context_rows, the INSERT and the cancel of open_exchange as its one
+    statement (_one_statement_opening)."""
+    cancel = not user.synthetic
+    params = {"context_of": user.thread_id, **_inserted(user, "new_user_"),
+              **_inserted(assistant, "new_assistant_")}
+    if cancel:
+        params |= {"of_thread": user.thread_id, "now": utcnow()}
+    with _busy_on_conflict(user.thread_id):
+        result = await s.execute(_one_statement_opening(limit, cancel), params)
+    return [(role, text, at) for role, text, at in reversed(result.all())]
+
+
+@contextmanager
+def _busy_on_conflict(thread_id: uuid.UUID) -> Iterator[None]:
+    """The one-streaming-message-per-thread index refusing a row, raised as ThreadBusy."""
+    try:
+        yield
     except IntegrityError as error:
         if _is_streaming_conflict(error):
-            raise ThreadBusy(f"thread {thread.id} already has a streaming message") from error
+            raise ThreadBusy(f"thread {thread_id} already has a streaming message") from error
         raise
-    await _cancel_followups_if_real(s, thread.id, synthetic=user.synthetic)
-    return user, assistant
 
 
 #: Built once, as every statement a turn runs: building costs more CPU than running.
 _INSERT_MESSAGES = insert(_MESSAGES)
 
+#: The columns a new row is inserted with (`tokens` is computed by the database), each with
+#: the Message attribute it comes from.
+_INSERTED_COLUMNS = {
+    "id": "id", "thread_id": "thread_id", "user_id": "user_id", "role": "role",
+    "content": "content", "metadata": "meta", "status": "status", "synthetic": "synthetic",
+    "trigger_type": "trigger_type", "created_at": "created_at", "updated_at": "updated_at",
+    "completed_at": "completed_at", "stream_process": "stream_process"}
 
-def _inserted(message: Message) -> dict[str, Any]:
-    """A new row's columns as an INSERT takes them (`tokens` is computed by the database)."""
-    return {"id": message.id, "thread_id": message.thread_id, "user_id": message.user_id,
-            "role": message.role, "content": message.content, "metadata": message.meta,
-            "status": message.status, "synthetic": message.synthetic,
-            "trigger_type": message.trigger_type, "created_at": message.created_at,
-            "updated_at": message.updated_at, "completed_at": message.completed_at,
-            "stream_process": message.stream_process}
+
+def _inserted(message: Message, prefix: str = "") -> dict[str, Any]:
+    """A new row's columns as an INSERT takes them, each named `prefix` + its column."""
+    return {prefix + column: getattr(message, attribute)
+            for column, attribute in _INSERTED_COLUMNS.items()}
+
+
+@functools.cache
+def _one_statement_opening(limit: int, cancel: bool) -> Select[Any]:
+    """PostgreSQL's opening as one statement, built once per limit and kind: the history as
+    context_rows reads it, with the two rows' INSERT and (`cancel`) the follow-ups' UPDATE
+    as data-modifying CTEs, which run to completion though nothing reads them. All three
+    see one snapshot, taken as the statement starts: after open_for_turn's lock, so the
+    history holds every answer finished before this turn (as a statement of its own did),
+    and not the turn's own rows. No parameter is named as a column of either table:
+    SQLAlchemy would take it for a value the UPDATE (or the INSERT) sets."""
+    m = _MESSAGES.c
+    history = _context_select(limit, m.role, m.content, m.created_at, m.id).cte("history")
+    rows = [{column: bindparam(f"new_{who}_{column}", type_=_MESSAGES.c[column].type)
+             for column in _INSERTED_COLUMNS} for who in ("user", "assistant")]
+    statement = (select(history.c.role, history.c.content, history.c.created_at)
+                 .order_by(history.c.created_at.desc(), history.c.id.desc())
+                 .add_cte(insert(_MESSAGES).values(rows).cte("exchange")))
+    if cancel:
+        statement = statement.add_cte(cancel_pending_statement(True).cte("cancelled"))
+    return statement
 
 
 def _user_row(
@@ -302,13 +371,13 @@ async def visible_history(
 
 def _context_select(limit: int, *columns: Any) -> Select[Any]:
     """The newest `limit` messages the model may see, newest first: rows still streaming,
-    failed assistant rows and empty rows left out. For the thread of the `thread_id`
+    failed assistant rows and empty rows left out. For the thread of the `context_of`
     parameter."""
     m = _MESSAGES.c  # table columns: with plain columns selected, a Core statement
     failed_assistant = and_(m.role == "assistant", m.status == "failed")
     return (
         select(*columns)
-        .where(m.thread_id == bindparam("thread_id", type_=m.thread_id.type),
+        .where(m.thread_id == bindparam("context_of", type_=m.thread_id.type),
                m.status != "streaming", not_(failed_assistant), m.content != "")
         .order_by(m.created_at.desc(), m.id.desc())
         .limit(limit)
@@ -318,7 +387,7 @@ def _context_select(limit: int, *columns: Any) -> Select[Any]:
 async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) -> list[Message]:
     """What the model sees: the newest `limit` messages, oldest first, synthetic prompts
     included; rows still streaming, failed assistant rows and empty rows left out."""
-    result = await s.execute(_context_select(limit, Message), {"thread_id": thread_id})
+    result = await s.execute(_context_select(limit, Message), {"context_of": thread_id})
     return list(reversed(result.scalars().all()))
 
 
@@ -327,7 +396,7 @@ async def context_rows(s: AsyncSession, thread_id: uuid.UUID, *, limit: int
     """context_history as (role, content, created_at), oldest first: a turn needs no more,
     and plain rows of a Core query cost a fraction of ORM objects (a long thread has
     hundreds)."""
-    result = await s.execute(_context_rows_select(limit), {"thread_id": thread_id})
+    result = await s.execute(_context_rows_select(limit), {"context_of": thread_id})
     return [(role, content, at) for role, content, at in reversed(result.all())]
 
 

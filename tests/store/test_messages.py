@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
+from typing import Any
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from app.clock import utcnow
@@ -18,9 +19,10 @@ from app.store import (
     ThreadBusy,
 )
 from app.store import messages as messages_store
+from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.followups import list_followups, schedule_followup
-from app.store.models import LlmCall, Message, UserTokenUsage
+from app.store.models import LlmCall, Message, Thread, UserTokenUsage
 from app.store.visibility import is_hidden
 from tests.store.factories import call, legacy_prompt, new_thread, turn
 
@@ -284,6 +286,115 @@ async def test_context_history_newest_n_oldest_first_without_failed_or_empty(
     assert [m.content for m in everything] == [
         "one", "reply one", "two", "three", "four", "partial reply", "five"]
     assert [m.content for m in newest] == ["four", "partial reply", "five"]
+
+
+async def _open(db: Database, thread: Thread, content: str, **kwargs: Any
+                ) -> messages_store.OpenedExchange:
+    """A turn's opening as open_turn does it: the thread's lock, then the exchange."""
+    async with db.transaction(quick=True) as s:
+        opened = await threads_store.open_for_turn(s, thread.user_id, thread.id)
+        assert opened is not None
+        return await messages_store.open_exchange(s, opened, content, **kwargs)
+
+
+async def _schedule(db: Database, thread: Thread) -> None:
+    async with db.transaction() as s:
+        await schedule_followup(s, thread_id=thread.id, user_id=thread.user_id,
+                                trigger_type="check_in", reason="idle", due_at=utcnow())
+
+
+async def _followup_statuses(db: Database, thread: Thread) -> list[str]:
+    async with db.transaction() as s:
+        return [f.status for f in await list_followups(s, thread.id)]
+
+
+async def test_an_opening_reads_the_history_before_storing_its_rows(db: Database) -> None:
+    thread = await new_thread(db)
+    await turn(db, thread, "one", "reply one")
+    await turn(db, thread, "two", "broken", status="failed")
+    await turn(db, thread, "three", "reply three")
+    await _schedule(db, thread)
+    opened = await _open(db, thread, "four", history_limit=3)
+    assert [(role, text) for role, text, _ in opened.history] == [
+        ("user", "two"), ("user", "three"), ("assistant", "reply three")]
+    assert opened.history[-1][2] < opened.user.created_at < opened.assistant.created_at
+    async with db.transaction() as s:
+        stored = await messages_store.visible_history(s, "alice", thread.id)
+    assert [(m.content, m.status) for m in stored[-2:]] == [
+        ("four", "complete"), ("", "streaming")]
+    assert [m.id for m in stored[-2:]] == [opened.user.id, opened.assistant.id]
+    assert await _followup_statuses(db, thread) == ["cancelled"]
+
+
+async def test_a_synthetic_opening_leaves_the_follow_ups(db: Database) -> None:
+    thread = await new_thread(db)
+    await _schedule(db, thread)
+    opened = await _open(db, thread, "checking in", history_limit=10, synthetic=True,
+                         trigger_type="check_in", trigger_reason="idle")
+    assert opened.history == [] and opened.user.synthetic
+    assert await _followup_statuses(db, thread) == ["pending"]
+
+
+async def test_an_opening_on_a_streaming_thread_is_busy_and_stores_nothing(
+    db: Database,
+) -> None:
+    thread = await new_thread(db)
+    first = await _open(db, thread, "first", history_limit=10)
+    await _schedule(db, thread)
+    with pytest.raises(ThreadBusy):
+        await _open(db, thread, "second", history_limit=10)
+    async with db.transaction() as s:
+        stored = await messages_store.visible_history(s, "alice", thread.id)
+    assert [m.id for m in stored] == [first.user.id, first.assistant.id]
+    assert await _followup_statuses(db, thread) == ["pending"]  # the cancel rolled back too
+
+
+async def test_an_opening_behind_a_finish_sees_its_answer(db: Database) -> None:
+    """The finish of the thread's last turn holds the thread's row; an opening waits for it,
+    and then reads the answer it committed (a snapshot taken before the lock would see the
+    row still streaming: the answer left out of the history, the opening refused as busy)."""
+    if db.backend == "sqlite":
+        pytest.skip("SQLite serialises write transactions; row locks are PostgreSQL's")
+    thread = await new_thread(db)
+    first = await _open(db, thread, "one", history_limit=10)
+    async with db.transaction() as finish:
+        await messages_store.finish_assistant_message(
+            finish, FinishedMessage(first.assistant.id, "reply one", {}, "complete", []))
+        opening = asyncio.create_task(_open(db, thread, "two", history_limit=10))
+        await _until_a_lock_is_awaited(db)
+    second = await opening
+    assert [text for _, text, _ in second.history] == ["one", "reply one"]
+
+
+async def _until_a_lock_is_awaited(db: Database) -> None:
+    """Until some session of the database waits for a lock (bounded: 500 looks)."""
+    for _ in range(500):
+        async with db.read() as s:
+            if await s.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")):
+                return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no session waited for a lock")
+
+
+async def test_an_opening_is_one_statement_after_the_lock_on_postgresql(db: Database) -> None:
+    """Each statement is a round trip to PostgreSQL, and under load each waits for passes of
+    the event loop; SQLite's make no trip in a quick transaction."""
+    thread = await new_thread(db)
+    await turn(db, thread, "one", "reply one")
+    statements: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement.split()[0])
+
+    event.listen(db.engine.sync_engine, "before_cursor_execute", note)
+    try:
+        opened = await _open(db, thread, "two", history_limit=10)
+    finally:
+        event.remove(db.engine.sync_engine, "before_cursor_execute", note)
+    assert [text for _, text, _ in opened.history] == ["one", "reply one"]
+    after_lock = statements[statements.index("UPDATE") + 1:]
+    assert after_lock == (["WITH"] if db.backend == "postgresql"
+                          else ["SELECT", "INSERT", "UPDATE"])
 
 
 @pytest.mark.parametrize(
