@@ -172,7 +172,7 @@ def _inserted(message: Message, prefix: str = "") -> dict[str, Any]:
 @functools.cache
 def _one_statement_opening(limit: int, cancel: bool) -> Select[Any]:
     """PostgreSQL's opening as one statement, built once per limit and kind: the history as
-    context_rows reads it, with the two rows' INSERT and (`cancel`) the follow-ups' UPDATE
+    context_rows reads it, with the two rows' INSERTs and (`cancel`) the follow-ups' UPDATE
     as data-modifying CTEs, which run to completion though nothing reads them. All three
     see one snapshot, taken as the statement starts: after open_for_turn's lock, so the
     history holds every answer finished before this turn (as a statement of its own did),
@@ -180,11 +180,12 @@ def _one_statement_opening(limit: int, cancel: bool) -> Select[Any]:
     SQLAlchemy would take it for a value the UPDATE (or the INSERT) sets."""
     m = _MESSAGES.c
     history = _context_select(limit, m.role, m.content, m.created_at, m.id).cte("history")
-    rows = [{column: bindparam(f"new_{who}_{column}", type_=_MESSAGES.c[column].type)
-             for column in _INSERTED_COLUMNS} for who in ("user", "assistant")]
     statement = (select(history.c.role, history.c.content, history.c.created_at)
-                 .order_by(history.c.created_at.desc(), history.c.id.desc())
-                 .add_cte(insert(_MESSAGES).values(rows).cte("exchange")))
+                 .order_by(history.c.created_at.desc(), history.c.id.desc()))
+    for who in ("user", "assistant"):  # two INSERTs: SQLAlchemy caches no multi-row VALUES
+        row = {column: bindparam(f"new_{who}_{column}", type_=_MESSAGES.c[column].type)
+               for column in _INSERTED_COLUMNS}
+        statement = statement.add_cte(insert(_MESSAGES).values(row).cte(f"new_{who}"))
     if cancel:
         statement = statement.add_cte(cancel_pending_statement(True).cte("cancelled"))
     return statement
