@@ -98,7 +98,7 @@ async def open_exchange(
     trigger_reason: str | None = None, max_chars: int = MAX_CONTENT_CHARS,
     process_id: str | None = None,
 ) -> OpenedExchange:
-    """A turn's two rows in ONE insert: the user message (as append_user_message) and the
+    """A turn's two rows, stored together: the user message (as append_user_message) and the
     assistant message, `streaming` and empty, just after it (as open_assistant_message); a
     real message cancels the thread's follow-ups. With `history_limit`, first the newest
     messages the model may see (context_rows). Raises ContentTooLong, or ThreadBusy when the
