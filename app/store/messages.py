@@ -250,13 +250,9 @@ async def open_assistant_message(s: AsyncSession, thread: Thread, *,
     process dies. Raises ThreadBusy when the thread already streams (the session stays
     usable: savepoint)."""
     message = _assistant_row(thread, await _next_created_at(s, thread.id), process_id)
-    try:
+    with _busy_on_conflict(thread.id):
         async with s.begin_nested():
             s.add(message)
-    except IntegrityError as error:
-        if _is_streaming_conflict(error):
-            raise ThreadBusy(f"thread {thread.id} already has a streaming message") from error
-        raise
     return message
 
 
