@@ -32,7 +32,7 @@ from app.store.followups import cancel_pending_for_thread, cancel_pending_statem
 from app.store.models import LlmCall, Message, Thread, table_of, unattached
 from app.store.sanitize import clean_message
 from app.store.threads import OpenedThread, touch_thread
-from app.store.usage import record_turn_usage, utc_day
+from app.store.usage import record_turn_usage, rollup_upsert_of, turn_rollup_values, utc_day
 from app.store.visibility import visible_sql
 from app.synthetic import real_user_metadata
 
@@ -290,26 +290,91 @@ _FINISH_MESSAGE = (
 async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -> FinishedRow:
     """Write the final content, metadata, status and completed_at, one llm_calls row per call,
     and the daily usage rollup, all in the caller's transaction. Finishing twice raises
-    MessageAlreadyFinished (usage must not be counted twice)."""
+    MessageAlreadyFinished (usage must not be counted twice).
+
+    On PostgreSQL it is ONE statement (each is a round trip, and under load every round trip
+    waits for passes of the event loop); on SQLite, whose statements make no trip in a quick
+    transaction, one per write."""
     if finished.status == "streaming":
         raise ValueError("a finished message cannot be streaming")
     content, metadata = clean_message(finished.content, finished.metadata)
     now = utcnow()
-    autonomy = (await s.execute(_TOUCH_THREAD_OF_MESSAGE, {
-        "message_id": finished.message_id, "now": now})).scalar_one_or_none()
-    row = (await s.execute(_FINISH_MESSAGE, {
-        "message_id": finished.message_id, "new_content": content, "new_metadata": metadata,
-        "new_status": finished.status, "new_completed_at": now, "new_updated_at": now,
-    })).one_or_none()
-    if row is None:
+    params = {"message_id": finished.message_id, "now": now, "new_content": content,
+              "new_metadata": metadata, "new_status": finished.status,
+              "new_completed_at": now, "new_updated_at": now}
+    if s.get_bind().dialect.name == "postgresql":
+        stored = await _finish_in_one_statement(s, finished.llm_calls, params)
+    else:
+        stored = await _finish_then_record(s, finished.llm_calls, params)
+    if stored is None:
         found = await s.scalar(select(exists().where(Message.id == finished.message_id)))
         if not found:
             raise MessageNotFound(str(finished.message_id))
         raise MessageAlreadyFinished(str(finished.message_id))
+    return stored
+
+
+async def _finish_then_record(s: AsyncSession, calls: Sequence[CallRecord],
+                              params: dict[str, Any]) -> FinishedRow | None:
+    """SQLite: the thread's UPDATE, the message's, then _record_calls; None when the message
+    is missing or finished already."""
+    autonomy = (await s.execute(_TOUCH_THREAD_OF_MESSAGE, params)).scalar_one_or_none()
+    row = (await s.execute(_FINISH_MESSAGE, params)).one_or_none()
+    if row is None:
+        return None
     message = unattached(Message, row._mapping)
-    await _record_calls(s, finished.llm_calls, message.user_id, now,
+    await _record_calls(s, calls, message.user_id, params["now"],
                         message_id=message.id, thread_id=message.thread_id)
     return FinishedRow(message, autonomy or {})
+
+
+async def _finish_in_one_statement(s: AsyncSession, calls: Sequence[CallRecord],
+                                   params: dict[str, Any]) -> FinishedRow | None:
+    """PostgreSQL: _finish_then_record as one statement (_one_statement_finish)."""
+    now, values = params["now"], dict(params)
+    rollups = turn_rollup_values(utc_day(now), calls)
+    for k, call in enumerate(calls):
+        values |= {f"call{k}_{column}": value for column, value in _call_values(call, now).items()}
+    for k, rollup in enumerate(rollups):
+        values |= {f"usage{k}_{column}": value for column, value in rollup.items()}
+    row = (await s.execute(_one_statement_finish(len(calls), len(rollups)), values)
+           ).one_or_none()
+    if row is None:
+        return None
+    return FinishedRow(unattached(Message, _by_column(row._mapping)),
+                       row.thread_autonomy or {})
+
+
+def _by_column(row: Mapping[str, Any]) -> dict[Any, Any]:
+    """A row of named columns keyed by the messages table's columns, as unattached takes it."""
+    return {column: row[column.name] for column in _MESSAGES.c}
+
+
+@functools.lru_cache(maxsize=64)
+def _one_statement_finish(calls: int, models: int) -> Select[Any]:
+    """PostgreSQL's finish as one statement, built once per count of calls and of models:
+    the thread's UPDATE, then the message's, which waits for it (an EXISTS on it), so the
+    thread's row is locked before the message's as in every transaction that writes a
+    thread's messages; each llm_calls row and each rollup upsert as a data-modifying CTE
+    reading the finished message, so nothing is recorded for a message missing or finished
+    already. No parameter is named as a column of a table it writes: SQLAlchemy would take
+    it for a value to set."""
+    touched = _TOUCH_THREAD_OF_MESSAGE.cte("touched")
+    finished = _FINISH_MESSAGE.where(exists().select_from(touched)).cte("finished")
+    autonomy = select(touched.c.autonomy).scalar_subquery().label("thread_autonomy")
+    statement = select(autonomy, finished)
+    from_message = {"message_id": finished.c.id, "thread_id": finished.c.thread_id,
+                    "user_id": finished.c.user_id}
+    for k in range(calls):
+        values = [from_message[column.name] if column.name in from_message
+                  else bindparam(f"call{k}_{column.name}", type_=column.type)
+                  for column in _CALLS.c]
+        inserted = insert(_CALLS).from_select(list(_CALLS.c), select(*values))
+        statement = statement.add_cte(inserted.cte(f"call{k}"))
+    for k in range(models):
+        upsert = rollup_upsert_of(finished.c.user_id, f"usage{k}_")
+        statement = statement.add_cte(upsert.cte(f"usage{k}"))
+    return statement
 
 
 async def record_calls_without_message(
@@ -323,7 +388,21 @@ async def record_calls_without_message(
 
 
 #: Built once: every finish runs it.
-_INSERT_CALLS = insert(table_of(LlmCall))
+_CALLS = table_of(LlmCall)
+_INSERT_CALLS = insert(_CALLS)
+
+
+def _call_values(call: CallRecord, now: dt.datetime) -> dict[str, Any]:
+    """A call's llm_calls row but its message, thread and user."""
+    return {
+        "id": uuid.uuid4(), "stage": call.stage, "model": call.model,
+        "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
+        "total_tokens": call.total_tokens, "cost_usd": call.cost_usd,
+        "usage_source": call.usage_source, "started_at": call.started_at,
+        "first_token_at": call.first_token_at, "finished_at": call.finished_at,
+        "duration_ms": call.duration_ms, "status": call.status, "error": call.error,
+        "created_at": now,
+    }
 
 
 async def _record_calls(
@@ -334,15 +413,8 @@ async def _record_calls(
     unit of work to sort) and the day's rollup, in the caller's transaction."""
     if calls:
         await s.execute(_INSERT_CALLS, [{
-            "id": uuid.uuid4(), "message_id": message_id, "thread_id": thread_id,
-            "user_id": user_id, "stage": call.stage, "model": call.model,
-            "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
-            "total_tokens": call.total_tokens, "cost_usd": call.cost_usd,
-            "usage_source": call.usage_source, "started_at": call.started_at,
-            "first_token_at": call.first_token_at, "finished_at": call.finished_at,
-            "duration_ms": call.duration_ms, "status": call.status, "error": call.error,
-            "created_at": now,
-        } for call in calls])
+            "message_id": message_id, "thread_id": thread_id, "user_id": user_id,
+            **_call_values(call, now)} for call in calls])
     await record_turn_usage(s, user_id=user_id, day=utc_day(now), calls=calls)
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Executable, func
+from sqlalchemy import ColumnElement, Executable, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,6 +22,7 @@ from app.store.models import UserTokenUsage, table_of
 from app.usage.figures import UsageFigures, deltas_by_model
 
 PERIOD_DAY = "day"
+InsertT = TypeVar("InsertT", postgresql.Insert, sqlite.Insert)
 
 
 def utc_day(moment: dt.datetime) -> dt.date:
@@ -34,14 +35,15 @@ _SUMMED = ("total_tokens", "prompt_tokens", "completion_tokens", "message_count"
            "llm_call_count", "unpriced_call_count")
 
 
-@functools.cache
-def _rollup_upsert(dialect: str) -> Executable:
-    """The upsert, built once per dialect: building it (its `excluded` alias, its SET clause)
-    costs more CPU than running it, and only its parameters change from turn to turn."""
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    table = table_of(UserTokenUsage)
-    row = insert(table)
-    t, new = table.c, row.excluded
+#: A rollup row's columns as an upsert writes them, the user first.
+_ROLLUP_COLUMNS = ("user_id", "period_type", "period_start", "model", *_SUMMED, "cost_usd",
+                   "updated_at")
+
+
+def _adding_on_conflict(row: InsertT) -> InsertT:
+    """The INSERT `row`, adding its figures to the (user, period, model) row when that row
+    exists already."""
+    t, new = table_of(UserTokenUsage).c, row.excluded
     set_: dict[str, Any] = {name: t[name] + new[name] for name in _SUMMED}
     # NULL + x is NULL: keep whichever side is known, the sum when both are.
     set_["cost_usd"] = func.coalesce(t.cost_usd + new.cost_usd, t.cost_usd, new.cost_usd)
@@ -50,23 +52,60 @@ def _rollup_upsert(dialect: str) -> Executable:
         index_elements=["user_id", "period_type", "period_start", "model"], set_=set_)
 
 
+@functools.cache
+def _rollup_upsert(dialect: str) -> Executable:
+    """The upsert, built once per dialect: building it (its `excluded` alias, its SET clause)
+    costs more CPU than running it, and only its parameters change from turn to turn."""
+    table = table_of(UserTokenUsage)
+    if dialect == "postgresql":
+        return _adding_on_conflict(postgresql.insert(table))
+    return _adding_on_conflict(sqlite.insert(table))
+
+
+def rollup_upsert_of(user_id: ColumnElement[str], prefix: str) -> postgresql.Insert:
+    """PostgreSQL's upsert as INSERT ... SELECT, for a data-modifying CTE: the user is
+    `user_id`, a column of the CTE it depends on (no row there, nothing added), and every
+    other value a parameter named `prefix` + its column, as turn_rollup_values gives them."""
+    table = table_of(UserTokenUsage)
+    values = [bindparam(prefix + name, type_=table.c[name].type) for name in _ROLLUP_COLUMNS[1:]]
+    return _adding_on_conflict(
+        postgresql.insert(table).from_select(_ROLLUP_COLUMNS, select(user_id, *values)))
+
+
+def rollup_values(*, period_start: dt.date, model: str, delta: UsageFigures,
+                  period_type: str = PERIOD_DAY) -> dict[str, Any]:
+    """An upsert's values but the user's."""
+    return {
+        "period_type": period_type, "period_start": period_start, "model": model,
+        **{name: getattr(delta, name) for name in _SUMMED},
+        # the column takes floats (Numeric asdecimal=False); the exact sum converts once here
+        "cost_usd": None if delta.cost_usd is None else float(delta.cost_usd),
+        "updated_at": utcnow(),
+    }
+
+
+def turn_rollup_values(day: dt.date, calls: Sequence[CallRecord]) -> list[dict[str, Any]]:
+    """The values of each upsert one finished turn makes, one per model, in the models'
+    order: every writer locks rollup rows in one order, so two of a user's turns finishing
+    together cannot deadlock."""
+    return [rollup_values(period_start=day, model=model, delta=delta)
+            for model, delta in sorted(deltas_by_model(calls).items())]
+
+
 async def add_to_rollup(
     s: AsyncSession, *, user_id: str, period_start: dt.date, model: str, delta: UsageFigures,
     period_type: str = PERIOD_DAY,
 ) -> None:
     """Atomically add delta to the (user, period, model) row, creating it if missing."""
     await s.execute(_rollup_upsert(s.get_bind().dialect.name), {
-        "user_id": user_id, "period_type": period_type, "period_start": period_start,
-        "model": model, **{name: getattr(delta, name) for name in _SUMMED},
-        # the column takes floats (Numeric asdecimal=False); the exact sum converts once here
-        "cost_usd": None if delta.cost_usd is None else float(delta.cost_usd),
-        "updated_at": utcnow(),
-    })
+        "user_id": user_id, **rollup_values(period_start=period_start, model=model,
+                                            delta=delta, period_type=period_type)})
 
 
 async def record_turn_usage(
     s: AsyncSession, *, user_id: str, day: dt.date, calls: Sequence[CallRecord]
 ) -> None:
     """Add one finished turn's calls to the daily rollup (one upsert per model)."""
-    for model, delta in sorted(deltas_by_model(calls).items()):
-        await add_to_rollup(s, user_id=user_id, period_start=day, model=model, delta=delta)
+    upsert = _rollup_upsert(s.get_bind().dialect.name)
+    for values in turn_rollup_values(day, calls):
+        await s.execute(upsert, {"user_id": user_id, **values})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -377,14 +379,10 @@ async def _until_a_lock_is_awaited(db: Database) -> None:
     raise AssertionError("no session waited for a lock")
 
 
-async def test_an_opening_is_one_statement_after_the_lock_on_postgresql(db: Database) -> None:
-    """Each statement is a round trip to PostgreSQL, and under load each waits for passes of
-    the event loop; SQLite's make no trip in a quick transaction. Every statement comes out
-    of SQLAlchemy's compiled cache once a turn has opened: compiling the opening's costs
-    about 2 ms of CPU."""
-    await _open(db, await new_thread(db), "warm", history_limit=10)
-    thread = await new_thread(db)
-    await turn(db, thread, "one", "reply one")
+@contextmanager
+def _statements(db: Database) -> Iterator[list[tuple[str, bool]]]:
+    """Each statement run while the block runs: its first word, and whether it came out of
+    SQLAlchemy's compiled cache."""
     statements: list[tuple[str, bool]] = []
 
     def note(_conn: Any, _cursor: Any, statement: str, _params: Any, context: Any,
@@ -393,14 +391,76 @@ async def test_an_opening_is_one_statement_after_the_lock_on_postgresql(db: Data
 
     event.listen(db.engine.sync_engine, "before_cursor_execute", note)
     try:
-        opened = await _open(db, thread, "two", history_limit=10)
+        yield statements
     finally:
         event.remove(db.engine.sync_engine, "before_cursor_execute", note)
+
+
+async def test_an_opening_is_one_statement_after_the_lock_on_postgresql(db: Database) -> None:
+    """Each statement is a round trip to PostgreSQL, and under load each waits for passes of
+    the event loop; SQLite's make no trip in a quick transaction. Every statement comes out
+    of SQLAlchemy's compiled cache once a turn has opened: compiling the opening's costs
+    about 2 ms of CPU."""
+    await _open(db, await new_thread(db), "warm", history_limit=10)
+    thread = await new_thread(db)
+    await turn(db, thread, "one", "reply one")
+    with _statements(db) as statements:
+        opened = await _open(db, thread, "two", history_limit=10)
     assert [text for _, text, _ in opened.history] == ["one", "reply one"]
     kinds = [kind for kind, _ in statements]
     assert kinds[kinds.index("UPDATE") + 1:] == (
         ["WITH"] if db.backend == "postgresql" else ["SELECT", "INSERT", "UPDATE"])
     assert all(cached for kind, cached in statements if kind != "BEGIN")
+
+
+async def test_a_finish_is_one_statement_on_postgresql(db: Database) -> None:
+    """As the opening: the thread, the message, its calls and the rollup in one round trip,
+    from the compiled cache once a turn with as many calls and models has finished."""
+    calls = [call("a", 100, 20), call("b", 10, 2, stage="title")]
+    await turn(db, await new_thread(db, "someone else"), "warm", "up", calls=calls)
+    thread = await new_thread(db)
+    opened = await _open(db, thread, "one")
+    with _statements(db) as statements:
+        async with db.transaction(quick=True) as s:
+            stored = await messages_store.finish_assistant_message(s, FinishedMessage(
+                opened.assistant.id, "reply", {}, "complete", calls))
+    assert stored.message.content == "reply" and stored.message.thread_id == thread.id
+    kinds = [kind for kind, _ in statements if kind != "BEGIN"]
+    assert kinds == (["WITH"] if db.backend == "postgresql"
+                     else ["UPDATE", "UPDATE", "INSERT", "INSERT", "INSERT"])
+    assert all(cached for kind, cached in statements if kind != "BEGIN")
+    async with db.transaction() as s:
+        usage = (await s.execute(
+            select(UserTokenUsage.model, UserTokenUsage.total_tokens, UserTokenUsage.message_count)
+            .where(UserTokenUsage.user_id == "alice").order_by(UserTokenUsage.model))).all()
+        stages = (await s.scalars(select(LlmCall.stage).where(
+            LlmCall.message_id == opened.assistant.id).order_by(LlmCall.stage))).all()
+    assert [tuple(row) for row in usage] == [("a", 120, 1), ("b", 12, 0)]
+    assert stages == ["main", "title"]
+
+
+async def test_a_finish_takes_the_thread_before_its_message(db: Database) -> None:
+    """Every transaction that writes a thread's messages locks the thread's row first, so
+    none can wait for another in a circle. A finish waiting for its thread holds nothing of
+    its message yet."""
+    if db.backend == "sqlite":
+        pytest.skip("SQLite serialises write transactions; row locks are PostgreSQL's")
+    thread = await new_thread(db)
+    opened = await _open(db, thread, "one")
+    async with db.transaction() as holder:
+        await threads_store.open_for_turn(holder, thread.user_id, thread.id)
+        finishing = asyncio.create_task(_finish(db, opened.assistant.id, "reply one"))
+        await _until_a_lock_is_awaited(db)
+        await holder.execute(select(Message.id).where(Message.id == opened.assistant.id)
+                             .with_for_update(nowait=True))
+    assert (await finishing).message.content == "reply one"
+
+
+async def _finish(db: Database, message_id: uuid.UUID, content: str
+                  ) -> messages_store.FinishedRow:
+    async with db.transaction(quick=True) as s:
+        return await messages_store.finish_assistant_message(
+            s, FinishedMessage(message_id, content, {}, "complete", [call()]))
 
 
 @pytest.mark.parametrize(
