@@ -29,6 +29,10 @@ class MessageAnnouncer:
 
 
 class _AnnounceHandler(TurnHandler):
+    #: NOTIFY's channel is fixed and its payload's length checked before it is sent; its one
+    #: failure left, a full queue, comes at commit, where a savepoint would not help.
+    savepoint_in_finish = False
+
     def __init__(self, bus: MessageBus, notice: MessageNotice) -> None:
         self.bus = bus
         self.notice = notice

@@ -11,7 +11,8 @@ call, and the `TurnOutcome` of the stream. Hooks run in this order:
     on_warning             each MarkerFilter warning (sync, cheap)
     in_finish_transaction  inside the transaction that stores the message, in a savepoint of
                            its own: if it raises, its writes roll back, the failure is logged
-                           and the message is stored all the same
+                           and the message is stored all the same (a hook that cannot fail
+                           may go without: `savepoint_in_finish`)
     after_finish           once, after that transaction: `stored` says whether it committed
 """
 
@@ -22,7 +23,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -102,6 +103,12 @@ class ContextDraft:
 
 class TurnHandler:
     """One observer's hooks for one turn; every hook is a no-op by default."""
+
+    #: Whether in_finish_transaction runs in a savepoint of its own, two statements more for
+    #: the finish, so that its failing costs only its own writes. A hook whose writes cannot
+    #: fail where they run says False. Should it fail all the same, that attempt of the finish
+    #: fails, and the attempts after it put every hook in a savepoint.
+    savepoint_in_finish: ClassVar[bool] = True
 
     async def before_main(self, draft: ContextDraft) -> None:
         """Must not hold a database session across awaits of upstream calls."""

@@ -1,5 +1,5 @@
 """The finishing transaction of a turn: the message, its calls and the rollup, and each
-observer's writes in a savepoint of its own, in ONE transaction.
+observer's writes in a savepoint of its own (unless it needs none), in ONE transaction.
 
 A row must not stay `streaming` because of one bad moment: the transaction is retried inline
 (8 attempts from a 50 ms pause, doubling to 2 s: about 5 s, a database restart), then once
@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.logging import get_logger
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler
@@ -20,6 +22,7 @@ from app.services.shield import run_detached
 from app.store import messages as message_store
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
+from app.store.messages import FinishedRow
 from app.turns.finish import StoreResult, TurnOutcome
 
 log = get_logger("services.turn_store")
@@ -35,23 +38,17 @@ class TurnStore:
     handlers: Sequence[TurnHandler]
 
     async def store(self, finished: FinishedMessage, outcome: TurnOutcome,
-                    attempts: int = STORE_ATTEMPTS) -> StoreResult:
-        """The transaction, retried on transient errors (deadlock, lost connection)."""
+                    attempts: int = STORE_ATTEMPTS, *, every_savepoint: bool = False
+                    ) -> StoreResult:
+        """The transaction, retried on transient errors (deadlock, lost connection). After a
+        failed attempt, and with `every_savepoint`, every hook runs in a savepoint, even one
+        that says it needs none (TurnHandler.savepoint_in_finish)."""
         for attempt in range(1, attempts + 1):
             try:
                 async with self.db.transaction(quick=True) as session:
                     row = await message_store.finish_assistant_message(session, finished)
-                    for handler in self.handlers:
-                        if not handler.writes_in_finish(finished, row):
-                            continue
-                        try:
-                            async with session.begin_nested():
-                                await handler.in_finish_transaction(
-                                    session, finished, outcome, row)
-                        except Exception as exc:  # a failing hook never costs the answer
-                            log.exception("turn_observer_failed", hook="in_finish_transaction",
-                                          observer=type(handler).__name__,
-                                          error=type(exc).__name__)
+                    await self._write_in_finish(session, finished, outcome, row,
+                                                every_savepoint=every_savepoint)
                 return "stored"
             except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
@@ -62,10 +59,30 @@ class TurnStore:
                 return "thread_gone"
             except Exception as exc:
                 log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
+                every_savepoint = True
                 if attempt < attempts:
                     await asyncio.sleep(
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1)))
         return "failed"
+
+    async def _write_in_finish(self, session: AsyncSession, finished: FinishedMessage,
+                               outcome: TurnOutcome, row: FinishedRow, *,
+                               every_savepoint: bool) -> None:
+        """Each hook's writes, in a savepoint of its own: one failing is logged and rolled
+        back alone. A hook that needs no savepoint runs without one, and its failure fails
+        the attempt."""
+        for handler in self.handlers:
+            if not handler.writes_in_finish(finished, row):
+                continue
+            if not (every_savepoint or handler.savepoint_in_finish):
+                await handler.in_finish_transaction(session, finished, outcome, row)
+                continue
+            try:
+                async with session.begin_nested():
+                    await handler.in_finish_transaction(session, finished, outcome, row)
+            except Exception as exc:  # a failing hook never costs the answer
+                log.exception("turn_observer_failed", hook="in_finish_transaction",
+                              observer=type(handler).__name__, error=type(exc).__name__)
 
     async def store_then(self, finished: FinishedMessage, outcome: TurnOutcome,
                          settled: Callable[[StoreResult], Awaitable[None]]) -> StoreResult:
@@ -92,7 +109,7 @@ class TurnStore:
         result: StoreResult = "failed"
         while loop.time() < deadline and result == "failed":
             await asyncio.sleep(LATE_STORE_PAUSE_S)
-            result = await self.store(finished, outcome, 1)
+            result = await self.store(finished, outcome, 1, every_savepoint=True)
         if result == "stored":
             log.info("turn_store_recovered")
         elif result == "failed":

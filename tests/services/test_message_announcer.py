@@ -1,0 +1,69 @@
+"""A finished turn announced on the message bus, from the transaction that stores it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from sqlalchemy import event
+
+from app.events.bus import make_message_bus
+from app.records import FinishedMessage
+from app.services.message_announcer import MessageAnnouncer
+from app.services.observers import TurnView
+from app.services.turn_store import TurnStore
+from app.store import messages as messages_store
+from app.store import threads as threads_store
+from app.store.db import Database
+from app.turns.finish import TurnOutcome
+from tests.store.factories import call, new_thread
+
+
+def _outcome() -> TurnOutcome:
+    started = time.monotonic()
+    return TurnOutcome(
+        status="complete", failure=None, finish_reason="stop", model="demo-1", text_chunks=1,
+        raw_chunks=None, warnings=(), filter_closed=True, started=started, first_token=started,
+        calls=())
+
+
+async def test_a_finish_announces_its_messages_without_a_savepoint(db: Database) -> None:
+    """On PostgreSQL the NOTIFY goes in the finishing transaction beside the store's one
+    statement, with no savepoint around it (two round trips fewer a turn), and every
+    process listening hears of the turn's two messages once it commits."""
+    thread = await new_thread(db)
+    async with db.transaction(quick=True) as s:
+        opened = await threads_store.open_for_turn(s, thread.user_id, thread.id)
+        assert opened is not None
+        exchange = await messages_store.open_exchange(s, opened, "hello")
+    bus = make_message_bus(db)
+    view = TurnView(
+        user_id=thread.user_id, thread_id=thread.id, message_id=exchange.assistant.id,
+        user_message_id=exchange.user.id, user_text="hello",
+        user_message_at=exchange.user.created_at, synthetic=False, hidden=False,
+        thread_title=None, thread_summary=None, history=())
+    store = TurnStore(db, thread.user_id, [MessageAnnouncer(bus).open(view)])
+    statements: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement.split()[0])
+
+    await bus.start()
+    try:
+        with bus.subscribe(thread.id) as notices:
+            event.listen(db.engine.sync_engine, "before_cursor_execute", note)
+            try:
+                result = await store.store(FinishedMessage(
+                    exchange.assistant.id, "hi there", {}, "complete", [call()]), _outcome())
+            finally:
+                event.remove(db.engine.sync_engine, "before_cursor_execute", note)
+            assert result == "stored"
+            if db.backend == "postgresql":
+                assert [kind for kind in statements if kind != "BEGIN"] == ["WITH", "SELECT"]
+                notice = await asyncio.wait_for(notices.get(), 10)
+                assert notice.message_ids == (exchange.user.id, exchange.assistant.id)
+            else:  # delivered in process after commit (after_finish), nothing in the store
+                assert "SAVEPOINT" not in statements and notices.empty()
+    finally:
+        await bus.stop()
