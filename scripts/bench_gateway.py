@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100]
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
-        [--long-tokens 1000] [--history 100] [--workers 2]
+        [--long-tokens 1000] [--history 100] [--workers 2] [--rates 60,120]
         [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
 
 Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens`
@@ -14,6 +14,10 @@ interleaving the direct upstream and the gateway in the same run:
   upstream alone and for the gateway;
 - time to the first delta, p50 and p99, direct and through the gateway, at each concurrency,
   and what the gateway adds;
+- the same at each fixed arrival rate of `--rates` (turns a second): a turn starts on time
+  whether or not the ones before it are done. At a fixed concurrency, a gateway that gets
+  faster somewhere is sent more turns a second, whose waits can raise its first-delta
+  figures; at a fixed rate both builds of a comparison carry the same load;
 - RSS per open stream: the gateway's resident memory with `--open-streams` slow streams open,
   minus its idle RSS, divided by the streams (before the loads, whose freed memory the
   streams would reuse unseen);
@@ -42,7 +46,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -241,27 +245,48 @@ async def run_batch(turn: Turn, client: httpx.AsyncClient, targets: list[str],
                     concurrency: int, deadline: float) -> Batch:
     """Every target once, `concurrency` at a time, until the deadline."""
     batch = Batch()
-    queue = list(targets)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(target: str) -> None:
         async with gate:
-            if time.monotonic() > deadline:
-                return
-            try:
-                batch.firsts.append(await turn(client, target))
-            except Failed as failed:
-                batch.kinds[failed.kind] += 1
-                if failed.refused:
-                    batch.refused += 1
-                else:
-                    batch.errors += 1
-            except (httpx.HTTPError, RuntimeError) as error:
-                batch.kinds[type(error).__name__] += 1
-                batch.errors += 1
+            if time.monotonic() <= deadline:
+                await batch_turn(batch, turn, client, target)
 
-    await asyncio.gather(*(one(t) for t in queue))
+    await asyncio.gather(*(one(t) for t in targets))
     return batch
+
+
+async def paced_batch(turn: Turn, client: httpx.AsyncClient, targets: list[str],
+                      rate: float, deadline: float) -> Batch:
+    """Every target once, one started every 1/rate s however many are still open (an open
+    loop, bounded by the targets' count), until the deadline."""
+    batch = Batch()
+    began = time.monotonic()
+    tasks = []
+    for index, target in enumerate(targets):
+        pause = began + index / rate - time.monotonic()
+        if pause > 0:
+            await asyncio.sleep(pause)
+        if time.monotonic() > deadline:
+            break
+        tasks.append(asyncio.create_task(batch_turn(batch, turn, client, target)))
+    await asyncio.gather(*tasks)
+    return batch
+
+
+async def batch_turn(batch: Batch, turn: Turn, client: httpx.AsyncClient, target: str) -> None:
+    """One turn, its first delta or how it failed noted in `batch`."""
+    try:
+        batch.firsts.append(await turn(client, target))
+    except Failed as failed:
+        batch.kinds[failed.kind] += 1
+        if failed.refused:
+            batch.refused += 1
+        else:
+            batch.errors += 1
+    except (httpx.HTTPError, RuntimeError) as error:
+        batch.kinds[type(error).__name__] += 1
+        batch.errors += 1
 
 
 def active_streams(metrics: str) -> float:
@@ -372,6 +397,17 @@ class Bench:
                                 concurrency, self.deadline)
             direct.add(d)
             through.add(g)
+        return direct, through
+
+    async def first_delta_at_rate(self, rate: float, turns: int) -> tuple[Batch, Batch]:
+        """As first_delta, turns started at a fixed rate (paced_batch)."""
+        direct, through = Batch(), Batch()
+        for _ in range(2):
+            half = max(2, turns // 2)
+            direct.add(await paced_batch(direct_turn, self.client, [self.upstream] * half,
+                                         rate, self.deadline))
+            through.add(await paced_batch(gateway_turn, self.client, await self.threads(half),
+                                          rate, self.deadline))
         return direct, through
 
     async def rss_per_stream(self, streams: int) -> tuple[float, int, int, Counter[str]]:
@@ -537,23 +573,24 @@ def report_cpu(upstream_ms: float, gateway_ms: float, tokens: int) -> None:
                   f"gateway {gateway_ms:.1f} ms, ratio {ratio}", highlight=False)
 
 
-def report_first_delta(levels: list[tuple[int, Batch, Batch]], via: str = "gateway",
-                       title: str = "time to the first delta (ms)") -> None:
+def report_first_delta(levels: Sequence[tuple[float, Batch, Batch]], via: str = "gateway",
+                       title: str = "time to the first delta (ms)",
+                       level: str = "concurrency") -> None:
     table = Table(title=title)
-    for column in ("concurrency", "direct p50", "direct p99", f"{via} p50", f"{via} p99",
+    for column in (level, "direct p50", "direct p99", f"{via} p50", f"{via} p99",
                    "added p50", "added p99", "errors", "refused"):
         table.add_column(column, justify="right")
     for concurrency, direct, through in levels:
         d50, d99 = pct(direct.firsts, 0.5) * 1000, pct(direct.firsts, 0.99) * 1000
         g50, g99 = pct(through.firsts, 0.5) * 1000, pct(through.firsts, 0.99) * 1000
-        table.add_row(str(concurrency), f"{d50:.1f}", f"{d99:.1f}", f"{g50:.1f}", f"{g99:.1f}",
+        table.add_row(f"{concurrency:g}", f"{d50:.1f}", f"{d99:.1f}", f"{g50:.1f}", f"{g99:.1f}",
                       f"{g50 - d50:.1f}", f"{g99 - d99:.1f}",
                       str(direct.errors + through.errors), str(through.refused))
     console.print(table)
     for concurrency, direct, through in levels:
         if direct.kinds or through.kinds:
-            console.print(f"failures at {concurrency}: direct {dict(direct.kinds)}, {via} "
-                          f"{dict(through.kinds)}", highlight=False)
+            console.print(f"failures at {concurrency:g} {level}: direct {dict(direct.kinds)}, "
+                          f"{via} {dict(through.kinds)}", highlight=False)
 
 
 @dataclass(frozen=True)
@@ -564,6 +601,7 @@ class Extra:
     long_tokens: int
     history: int
     database_url: str
+    rates: list[float]
 
 
 async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int,
@@ -590,11 +628,16 @@ async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int
             console.print(f"CPU per turn, fresh thread vs {extra.history} prior messages: "
                           f"{fresh:.1f} ms vs {seeded:.1f} ms, added {seeded - fresh:+.1f} ms",
                           highlight=False)
-        results = []
+        results: list[tuple[float, Batch, Batch]] = []
         for concurrency in levels:
             direct, through = await bench.first_delta(concurrency, turns)
             results.append((concurrency, direct, through))
         report_first_delta(results)
+        if extra.rates:
+            paced = [(rate, *await bench.first_delta_at_rate(rate, turns))
+                     for rate in extra.rates]
+            report_first_delta(paced, title="time to the first delta at a fixed rate (ms)",
+                               level="turns/s")
 
 
 async def compare(url: str, pid: int | None, upstream: str, turns: int, levels: list[int],
@@ -637,6 +680,8 @@ def main(
     history: int = typer.Option(100, min=0, max=1000),
     workers: int = typer.Option(2, min=0, max=16, help="0: no workers measurement"),
     workers_concurrency: int = typer.Option(20, min=1, max=500),
+    rates: str = typer.Option("", help="turns a second, e.g. 60,120: the first delta at each "
+                                       "fixed arrival rate (none by default)"),
     upstream_port: int | None = typer.Option(
         None, help="the upstream's port (default: a free one), so that a proxy to --compare "
                    "can be pointed at it before the run"),
@@ -652,6 +697,7 @@ def main(
         asyncio.run(serve_upstream(serve_upstream_port, tokens))
         return
     levels = [int(c) for c in concurrency.split(",") if c.strip()]
+    paced_rates = [float(r) for r in rates.split(",") if r.strip()]
     raise_fd_limit()
     deadline = time.monotonic() + max_seconds
     with tempfile.TemporaryDirectory(prefix="bench_gateway_") as scratch:
@@ -669,7 +715,7 @@ def main(
                           f"database {url.split(':', 1)[0]}", highlight=False)
             bench = Bench(upstream, gateway, up, gw, deadline, new_client())
             asyncio.run(measure(bench, turns, levels, open_streams,
-                                Extra(tokens, long_tokens, history, url)))
+                                Extra(tokens, long_tokens, history, url, paced_rates)))
             if workers > 1:
                 several_port = free_port()
                 several = f"http://127.0.0.1:{several_port}"

@@ -53,13 +53,15 @@ def test_bench_repair_defaults_to_a_scratch_sqlite_file() -> None:
 def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
     out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5",
                      "--concurrency", "1,2", "--open-streams", "3", "--long-tokens", "50",
-                     "--history", "10", "--workers-concurrency", "4", "--max-seconds", "120")
+                     "--history", "10", "--workers-concurrency", "4", "--rates", "20",
+                     "--max-seconds", "120")
     assert re.search(r"CPU per 5-token turn \(10 concurrent\): upstream [\d.]+ ms, "
                      r"gateway [\d.]+ ms, ratio ([\d.]+x|n/a)", out), out
     rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │\s+(\d+) │$", out,
                       re.MULTILINE)
-    # every level measured, no turn failed or was refused
-    assert rows == [("1", "0", "0"), ("2", "0", "0")], out
+    # every level and rate measured, no turn failed or was refused
+    assert rows == [("1", "0", "0"), ("2", "0", "0"), ("20", "0", "0")], out
+    assert "time to the first delta at a fixed rate (ms)" in out and "turns/s" in out, out
     assert re.search(r"RSS per open stream: -?\d+ KB \(3 of 3 slow\s+streams open when "
                      r"measured,\s+\d+\s+gateway\s+file\s+descriptors\)", out), out
     assert re.search(r"CPU per turn, 5 vs \d+ tokens: [\d.]+ ms vs [\d.]+ ms, ratio "
