@@ -22,7 +22,7 @@ from app.store.models import UserTokenUsage, table_of
 from app.usage.figures import UsageFigures, deltas_by_model
 
 PERIOD_DAY = "day"
-InsertT = TypeVar("InsertT", postgresql.Insert, sqlite.Insert)
+_InsertT = TypeVar("_InsertT", postgresql.Insert, sqlite.Insert)
 
 
 def utc_day(moment: dt.datetime) -> dt.date:
@@ -40,7 +40,7 @@ _ROLLUP_COLUMNS = ("user_id", "period_type", "period_start", "model", *_SUMMED, 
                    "updated_at")
 
 
-def _adding_on_conflict(row: InsertT) -> InsertT:
+def _adding_on_conflict(row: _InsertT) -> _InsertT:
     """The INSERT `row`, adding its figures to the (user, period, model) row when that row
     exists already."""
     t, new = table_of(UserTokenUsage).c, row.excluded
@@ -72,7 +72,7 @@ def rollup_upsert_of(user_id: ColumnElement[str], prefix: str) -> postgresql.Ins
         postgresql.insert(table).from_select(_ROLLUP_COLUMNS, select(user_id, *values)))
 
 
-def rollup_values(*, period_start: dt.date, model: str, delta: UsageFigures,
+def _rollup_values(*, period_start: dt.date, model: str, delta: UsageFigures,
                   period_type: str = PERIOD_DAY) -> dict[str, Any]:
     """An upsert's values but the user's."""
     return {
@@ -85,10 +85,9 @@ def rollup_values(*, period_start: dt.date, model: str, delta: UsageFigures,
 
 
 def turn_rollup_values(day: dt.date, calls: Sequence[CallRecord]) -> list[dict[str, Any]]:
-    """The values of each upsert one finished turn makes, one per model, in the models'
-    order: every writer locks rollup rows in one order, so two of a user's turns finishing
-    together cannot deadlock."""
-    return [rollup_values(period_start=day, model=model, delta=delta)
+    """The values of each upsert one finished turn makes, one per model, sorted by model: the
+    upserts lock the user's rollup rows in that order, the same for every turn."""
+    return [_rollup_values(period_start=day, model=model, delta=delta)
             for model, delta in sorted(deltas_by_model(calls).items())]
 
 
@@ -98,8 +97,8 @@ async def add_to_rollup(
 ) -> None:
     """Atomically add delta to the (user, period, model) row, creating it if missing."""
     await s.execute(_rollup_upsert(s.get_bind().dialect.name), {
-        "user_id": user_id, **rollup_values(period_start=period_start, model=model,
-                                            delta=delta, period_type=period_type)})
+        "user_id": user_id, **_rollup_values(period_start=period_start, model=model,
+                                             delta=delta, period_type=period_type)})
 
 
 async def record_turn_usage(
