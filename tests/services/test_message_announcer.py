@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
-
-from sqlalchemy import event
 
 from app.events.bus import make_message_bus
 from app.records import FinishedMessage
@@ -18,6 +15,7 @@ from app.store import threads as threads_store
 from app.store.db import Database
 from app.turns.finish import TurnOutcome
 from tests.store.factories import call, new_thread
+from tests.support.statements import recorded_statements
 
 
 def _outcome() -> TurnOutcome:
@@ -44,26 +42,18 @@ async def test_a_finish_announces_its_messages_without_a_savepoint(db: Database)
         user_message_at=exchange.user.created_at, synthetic=False, hidden=False,
         thread_title=None, thread_summary=None, history=())
     store = TurnStore(db, thread.user_id, [MessageAnnouncer(bus).open(view)])
-    statements: list[str] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        statements.append(statement.split()[0])
-
     await bus.start()
     try:
         with bus.subscribe(thread.id) as notices:
-            event.listen(db.engine.sync_engine, "before_cursor_execute", note)
-            try:
+            with recorded_statements(db) as statements:
                 result = await store.store(FinishedMessage(
                     exchange.assistant.id, "hi there", {}, "complete", [call()]), _outcome())
-            finally:
-                event.remove(db.engine.sync_engine, "before_cursor_execute", note)
             assert result == "stored"
             if db.backend == "postgresql":
-                assert [kind for kind in statements if kind != "BEGIN"] == ["WITH", "SELECT"]
+                assert [kind for kind, _ in statements if kind != "BEGIN"] == ["WITH", "SELECT"]
                 notice = await asyncio.wait_for(notices.get(), 10)
                 assert notice.message_ids == (exchange.user.id, exchange.assistant.id)
             else:  # delivered in process after commit (after_finish), nothing in the store
-                assert "SAVEPOINT" not in statements and notices.empty()
+                assert "SAVEPOINT" not in [kind for kind, _ in statements] and notices.empty()
     finally:
         await bus.stop()

@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select, text, update
-from sqlalchemy.engine.interfaces import CacheStats
+from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from app.clock import utcnow
@@ -28,6 +25,7 @@ from app.store.followups import list_followups, schedule_followup
 from app.store.models import LlmCall, Message, Thread, UserTokenUsage
 from app.store.visibility import is_hidden
 from tests.store.factories import call, legacy_prompt, new_thread, turn
+from tests.support.statements import recorded_statements
 
 
 async def test_history_is_in_turn_order_with_assistant_after_user(db: Database) -> None:
@@ -379,23 +377,6 @@ async def _until_a_lock_is_awaited(db: Database) -> None:
     raise AssertionError("no session waited for a lock")
 
 
-@contextmanager
-def _statements(db: Database) -> Iterator[list[tuple[str, bool]]]:
-    """Each statement run while the block runs: its first word, and whether it came out of
-    SQLAlchemy's compiled cache."""
-    statements: list[tuple[str, bool]] = []
-
-    def note(_conn: Any, _cursor: Any, statement: str, _params: Any, context: Any,
-             _many: bool) -> None:
-        statements.append((statement.split()[0], context.cache_hit == CacheStats.CACHE_HIT))
-
-    event.listen(db.engine.sync_engine, "before_cursor_execute", note)
-    try:
-        yield statements
-    finally:
-        event.remove(db.engine.sync_engine, "before_cursor_execute", note)
-
-
 async def test_an_opening_is_one_statement_after_the_lock_on_postgresql(db: Database) -> None:
     """Each statement is a round trip to PostgreSQL, and under load each waits for passes of
     the event loop; SQLite's make no trip in a quick transaction. Every statement comes out
@@ -404,7 +385,7 @@ async def test_an_opening_is_one_statement_after_the_lock_on_postgresql(db: Data
     await _open(db, await new_thread(db), "warm", history_limit=10)
     thread = await new_thread(db)
     await turn(db, thread, "one", "reply one")
-    with _statements(db) as statements:
+    with recorded_statements(db) as statements:
         opened = await _open(db, thread, "two", history_limit=10)
     assert [text for _, text, _ in opened.history] == ["one", "reply one"]
     kinds = [kind for kind, _ in statements]
@@ -420,7 +401,7 @@ async def test_a_finish_is_one_statement_on_postgresql(db: Database) -> None:
     await turn(db, await new_thread(db, "someone else"), "warm", "up", calls=calls)
     thread = await new_thread(db)
     opened = await _open(db, thread, "one")
-    with _statements(db) as statements:
+    with recorded_statements(db) as statements:
         async with db.transaction(quick=True) as s:
             stored = await messages_store.finish_assistant_message(s, FinishedMessage(
                 opened.assistant.id, "reply", {}, "complete", calls))
