@@ -7,7 +7,7 @@ import datetime as dt
 import functools
 import uuid
 
-from sqlalchemy import Update, bindparam, select, update
+from sqlalchemy import Update, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -45,12 +45,14 @@ def cancel_pending_statement(claimed_too: bool) -> Update:
     """cancel_pending_for_thread's statement, its parameters `of_thread` and `now`. Built once
     each way: a real user message runs it on every turn (on PostgreSQL inside the opening's
     statement, app.store.messages)."""
-    statuses = ("pending", "claimed") if claimed_too else ("pending",)
     followups = table_of(Followup)
+    status = followups.c.status
+    # Equalities, not IN: an IN list is rendered into the SQL text at every execution.
+    wanted = or_(status == "pending", status == "claimed") if claimed_too else status == "pending"
     return (
         update(followups)
         .where(followups.c.thread_id == bindparam("of_thread", type_=followups.c.thread_id.type),
-               followups.c.status.in_(statuses))
+               wanted)
         .values(status="cancelled", lease_expires_at=None,
                 finished_at=bindparam("now", type_=followups.c.finished_at.type))
     )

@@ -1,5 +1,6 @@
 """What a database ran while a block ran, for tests that count a path's statements (each is
-a round trip to PostgreSQL) or check they come out of SQLAlchemy's compiled cache."""
+a round trip to PostgreSQL) or check that each runs as compiled once (out of SQLAlchemy's
+compiled cache, with nothing rendered into its SQL at execution)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,17 @@ from app.store.db import Database
 
 @contextmanager
 def recorded_statements(db: Database) -> Iterator[list[tuple[str, bool]]]:
-    """Each statement run while the block runs: its first word, and whether it came out of
-    SQLAlchemy's compiled cache."""
+    """Each statement run while the block runs: its first word, and whether it ran as
+    compiled: out of SQLAlchemy's compiled cache, and with no parameter rendered into its SQL
+    text at execution (an IN list is, each time, over the whole statement's text)."""
     statements: list[tuple[str, bool]] = []
 
     def note(_conn: Any, _cursor: Any, statement: str, _params: Any, context: Any,
              _many: bool) -> None:
-        statements.append((statement.split()[0], context.cache_hit == CacheStats.CACHE_HIT))
+        compiled = context.compiled
+        rendered = compiled is not None and bool(compiled.post_compile_params)
+        statements.append((statement.split()[0],
+                           context.cache_hit == CacheStats.CACHE_HIT and not rendered))
 
     event.listen(db.engine.sync_engine, "before_cursor_execute", note)
     try:
