@@ -1,9 +1,10 @@
 """Fan-out of message notices to the event streams open in this process.
 
-`announce_in_transaction` runs inside the transaction that stores the messages and
-`announce_after_commit` after it commits: the local bus delivers after commit (a subscriber
-that re-reads the rows sees them); the PostgreSQL bus sends NOTIFY in the transaction, which
-PostgreSQL delivers at commit to every process LISTENing, this one included."""
+`notification` is what the statement that stores the messages sends with them, and
+`announce_after_commit` runs after their transaction commits: the local bus delivers after
+commit (a subscriber that re-reads the rows sees them); the PostgreSQL bus has the statement
+send a NOTIFY, which PostgreSQL delivers at commit to every process LISTENing, this one
+included."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
-
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.events.notices import CHANNEL, MessageNotice, decode_notice, encode_notice
 from app.logging import get_logger
@@ -63,8 +62,9 @@ class MessageBus:
     async def stop(self) -> None:
         """Release what start took."""
 
-    async def announce_in_transaction(self, session: AsyncSession, notice: MessageNotice) -> None:
-        """Inside the transaction that stores the notice's messages."""
+    def notification(self, notice: MessageNotice) -> notify.Notification | None:
+        """The NOTIFY for the statement that stores the notice's messages to send, if any."""
+        return None
 
     def announce_after_commit(self, notice: MessageNotice) -> None:
         """After that transaction committed."""
@@ -104,8 +104,8 @@ class PostgresMessageBus(MessageBus):
                 await self._listener.close()
             self._listener = None
 
-    async def announce_in_transaction(self, session: AsyncSession, notice: MessageNotice) -> None:
-        await notify.notify(session, self._channel, encode_notice(notice))
+    def notification(self, notice: MessageNotice) -> notify.Notification:
+        return notify.Notification(self._channel, encode_notice(notice))
 
     async def _listen(self) -> None:
         self._listener = await notify.open_listener(self._db, self._channel, self._on_payload)

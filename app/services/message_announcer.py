@@ -4,13 +4,11 @@ event streams (in this process or, on PostgreSQL, any other) show them."""
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.events.bus import MessageBus
 from app.events.notices import MessageNotice
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler, TurnView
-from app.store.messages import FinishedRow
+from app.store.notify import Notification
 from app.turns.finish import TurnOutcome
 
 
@@ -29,23 +27,15 @@ class MessageAnnouncer:
 
 
 class _AnnounceHandler(TurnHandler):
-    #: NOTIFY's channel is fixed and its payload's length checked before it is sent; its one
-    #: failure left, a full queue, comes at commit, where a savepoint would not help.
-    savepoint_in_finish = False
-
     def __init__(self, bus: MessageBus, notice: MessageNotice) -> None:
         self.bus = bus
         self.notice = notice
 
-    async def in_finish_transaction(
-        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
-        row: FinishedRow,
-    ) -> None:
-        await self.bus.announce_in_transaction(session, self.notice)
-
-    def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
-        """Only a bus that announces inside the transaction (PostgreSQL's NOTIFY)."""
-        return type(self.bus).announce_in_transaction is not MessageBus.announce_in_transaction
+    def notifications_in_finish(self) -> list[Notification]:
+        """PostgreSQL's bus: the NOTIFY, sent by the finish's own statement (no round trip
+        of its own while the finish holds its rows' locks)."""
+        notification = self.bus.notification(self.notice)
+        return [] if notification is None else [notification]
 
     async def after_finish(
         self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool

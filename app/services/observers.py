@@ -7,13 +7,13 @@ None to sit it out); per-turn state lives on the handler. Handlers see plain val
 the `TurnView` of the turn's messages, a `ContextDraft` to add to the request before the main
 call, and the `TurnOutcome` of the stream. Hooks run in this order:
 
-    before_main            may add calls (title, summary) and context (summary, memories)
-    on_warning             each MarkerFilter warning (sync, cheap)
-    in_finish_transaction  inside the transaction that stores the message, in a savepoint of
-                           its own: if it raises, its writes roll back, the failure is logged
-                           and the message is stored all the same (a hook that cannot fail
-                           may go without: `savepoint_in_finish`)
-    after_finish           once, after that transaction: `stored` says whether it committed
+    before_main              may add calls (title, summary) and context (summary, memories)
+    on_warning               each MarkerFilter warning (sync, cheap)
+    notifications_in_finish  NOTIFYs for the statement that stores the message to send
+    in_finish_transaction    inside the transaction that stores the message, in a savepoint
+                             of its own: if it raises, its writes roll back, the failure is
+                             logged and the message is stored all the same
+    after_finish             once, after that transaction: `stored` says whether it committed
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -32,6 +32,7 @@ from app.logging import get_logger
 from app.records import CallRecord, FinishedMessage
 from app.store.messages import FinishedRow
 from app.store.models import Message, Thread
+from app.store.notify import Notification
 from app.store.visibility import is_hidden
 from app.stream import FilterWarning
 from app.turns.finish import TurnOutcome
@@ -104,12 +105,6 @@ class ContextDraft:
 class TurnHandler:
     """One observer's hooks for one turn; every hook is a no-op by default."""
 
-    #: Whether in_finish_transaction runs in a savepoint of its own, two statements more for
-    #: the finish, so that its failing costs only its own writes. A hook whose writes cannot
-    #: fail where they run says False. Should it fail all the same, that attempt of the finish
-    #: fails, and the attempts after it put every hook in a savepoint.
-    savepoint_in_finish: ClassVar[bool] = True
-
     async def before_main(self, draft: ContextDraft) -> None:
         """Must not hold a database session across awaits of upstream calls."""
 
@@ -122,6 +117,12 @@ class TurnHandler:
     ) -> None:
         """Writes that must commit with the message, or not at all. `row` is the message as
         stored and its thread as the finish read it, under the thread's lock."""
+
+    def notifications_in_finish(self) -> Sequence[Notification]:
+        """NOTIFYs to send with the message (PostgreSQL), by the statement that stores it:
+        a NOTIFY cannot fail there (its payload is checked before), and costs no round trip
+        of its own while the finish holds its rows' locks."""
+        return ()
 
     def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
         """Whether in_finish_transaction has anything to do for this finish; it runs only

@@ -1,5 +1,6 @@
-"""The finishing transaction of a turn: the message, its calls and the rollup, and each
-observer's writes in a savepoint of its own (unless it needs none), in ONE transaction.
+"""The finishing transaction of a turn: the message, its calls and the rollup (with the
+observers' NOTIFYs), and each observer's writes in a savepoint of its own, in ONE
+transaction.
 
 A row must not stay `streaming` because of one bad moment: the transaction is retried inline
 (8 attempts from a 50 ms pause, doubling to 2 s: about 5 s, a database restart), then once
@@ -38,17 +39,16 @@ class TurnStore:
     handlers: Sequence[TurnHandler]
 
     async def store(self, finished: FinishedMessage, outcome: TurnOutcome,
-                    attempts: int = STORE_ATTEMPTS, *, every_savepoint: bool = False
-                    ) -> StoreResult:
-        """The transaction, retried on transient errors (deadlock, lost connection). After a
-        failed attempt, and with `every_savepoint`, every hook runs in a savepoint, even one
-        that says it needs none (TurnHandler.savepoint_in_finish)."""
+                    attempts: int = STORE_ATTEMPTS) -> StoreResult:
+        """The transaction, retried on transient errors (deadlock, lost connection)."""
+        notifications = [notification for handler in self.handlers
+                         for notification in handler.notifications_in_finish()]
         for attempt in range(1, attempts + 1):
             try:
                 async with self.db.transaction(quick=True) as session:
-                    row = await message_store.finish_assistant_message(session, finished)
-                    await self._write_in_finish(session, finished, outcome, row,
-                                                every_savepoint=every_savepoint)
+                    row = await message_store.finish_assistant_message(
+                        session, finished, notifications)
+                    await self._write_in_finish(session, finished, outcome, row)
                 return "stored"
             except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
@@ -59,23 +59,17 @@ class TurnStore:
                 return "thread_gone"
             except Exception as exc:
                 log.exception("turn_store_failed", error=type(exc).__name__, attempt=attempt)
-                every_savepoint = True
                 if attempt < attempts:
                     await asyncio.sleep(
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1)))
         return "failed"
 
     async def _write_in_finish(self, session: AsyncSession, finished: FinishedMessage,
-                               outcome: TurnOutcome, row: FinishedRow, *,
-                               every_savepoint: bool) -> None:
+                               outcome: TurnOutcome, row: FinishedRow) -> None:
         """Each hook's writes, in a savepoint of its own: one failing is logged and rolled
-        back alone. A hook that needs no savepoint runs without one, and its failure fails
-        the attempt."""
+        back alone."""
         for handler in self.handlers:
             if not handler.writes_in_finish(finished, row):
-                continue
-            if not (every_savepoint or handler.savepoint_in_finish):
-                await handler.in_finish_transaction(session, finished, outcome, row)
                 continue
             try:
                 async with session.begin_nested():
@@ -109,7 +103,7 @@ class TurnStore:
         result: StoreResult = "failed"
         while loop.time() < deadline and result == "failed":
             await asyncio.sleep(LATE_STORE_PAUSE_S)
-            result = await self.store(finished, outcome, 1, every_savepoint=True)
+            result = await self.store(finished, outcome, 1)
         if result == "stored":
             log.info("turn_store_recovered")
         elif result == "failed":

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     Select,
+    String,
     and_,
     bindparam,
     exists,
@@ -30,6 +31,7 @@ from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread, cancel_pending_statement
 from app.store.models import LlmCall, Message, Thread, table_of, unattached
+from app.store.notify import Notification
 from app.store.sanitize import clean_message
 from app.store.threads import OpenedThread, touch_thread
 from app.store.usage import record_turn_usage, rollup_upsert_of, turn_rollup_values, utc_day
@@ -287,14 +289,17 @@ _FINISH_MESSAGE = (
 )
 
 
-async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -> FinishedRow:
+async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage,
+                                   notifications: Sequence[Notification] = ()) -> FinishedRow:
     """Write the final content, metadata, status and completed_at, one llm_calls row per call,
     and the daily usage rollup, all in the caller's transaction. Finishing twice raises
     MessageAlreadyFinished (usage must not be counted twice).
 
     On PostgreSQL it is ONE statement (each is a round trip, and under load every round trip
-    waits for passes of the event loop); on SQLite, whose statements make no trip in a quick
-    transaction, one per write."""
+    waits for passes of the event loop, while the thread's and the rollup's rows stay locked
+    until the commit); it also sends `notifications`, only if it finished the message. On
+    SQLite, whose statements make no trip in a quick transaction, one per write, and no
+    NOTIFY (ValueError if asked for one)."""
     if finished.status == "streaming":
         raise ValueError("a finished message cannot be streaming")
     content, metadata = clean_message(finished.content, finished.metadata)
@@ -303,7 +308,9 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage) -
               "new_metadata": metadata, "new_status": finished.status,
               "new_completed_at": now, "new_updated_at": now}
     if s.get_bind().dialect.name == "postgresql":
-        stored = await _finish_in_one_statement(s, finished.llm_calls, params)
+        stored = await _finish_in_one_statement(s, finished.llm_calls, notifications, params)
+    elif notifications:
+        raise ValueError("NOTIFY is PostgreSQL's")
     else:
         stored = await _finish_then_record(s, finished.llm_calls, params)
     if stored is None:
@@ -329,16 +336,21 @@ async def _finish_then_record(s: AsyncSession, calls: Sequence[CallRecord],
 
 
 async def _finish_in_one_statement(s: AsyncSession, calls: Sequence[CallRecord],
+                                   notifications: Sequence[Notification],
                                    params: dict[str, Any]) -> FinishedRow | None:
-    """PostgreSQL: _finish_then_record as one statement (_one_statement_finish)."""
+    """PostgreSQL: _finish_then_record and the NOTIFYs as one statement
+    (_one_statement_finish)."""
     now, values = params["now"], dict(params)
     rollups = turn_rollup_values(utc_day(now), calls)
     for k, call in enumerate(calls):
         values |= {f"call{k}_{column}": value for column, value in _call_values(call, now).items()}
     for k, rollup in enumerate(rollups):
         values |= {f"usage{k}_{column}": value for column, value in rollup.items()}
-    row = (await s.execute(_one_statement_finish(len(calls), len(rollups)), values)
-           ).one_or_none()
+    for k, notification in enumerate(notifications):
+        values |= {f"notice{k}_channel": notification.channel,
+                   f"notice{k}_payload": notification.payload}
+    statement = _one_statement_finish(len(calls), len(rollups), len(notifications))
+    row = (await s.execute(statement, values)).one_or_none()
     if row is None:
         return None
     return FinishedRow(unattached(Message, _by_column(row._mapping)),
@@ -351,18 +363,22 @@ def _by_column(row: Mapping[str, Any]) -> dict[Any, Any]:
 
 
 @functools.lru_cache(maxsize=64)
-def _one_statement_finish(calls: int, models: int) -> Select[Any]:
-    """PostgreSQL's finish as one statement, built once per count of calls and of models:
-    the thread's UPDATE, then the message's, which waits for it (an EXISTS on it), so the
-    thread's row is locked before the message's as in every transaction that writes a
-    thread's messages; each llm_calls row and each rollup upsert as a data-modifying CTE
+def _one_statement_finish(calls: int, models: int, notices: int) -> Select[Any]:
+    """PostgreSQL's finish as one statement, built once per count of calls, of models and of
+    NOTIFYs: the thread's UPDATE, then the message's, which waits for it (an EXISTS on it),
+    so the thread's row is locked before the message's as in every transaction that writes
+    a thread's messages; each llm_calls row and each rollup upsert as a data-modifying CTE
     reading the finished message, so nothing is recorded for a message missing or finished
-    already. No parameter is named as a column of a table it writes: SQLAlchemy would take
-    it for a value to set."""
+    already; each NOTIFY a column of the one row it returns, so none is sent without a
+    finished message. No parameter is named as a column of a table it writes: SQLAlchemy
+    would take it for a value to set."""
     touched = _TOUCH_THREAD_OF_MESSAGE.cte("touched")
     finished = _FINISH_MESSAGE.where(exists().select_from(touched)).cte("finished")
     autonomy = select(touched.c.autonomy).scalar_subquery().label("thread_autonomy")
-    statement = select(autonomy, finished)
+    sent = [func.pg_notify(bindparam(f"notice{k}_channel", type_=String()),
+                           bindparam(f"notice{k}_payload", type_=String())).label(f"notice{k}")
+            for k in range(notices)]
+    statement = select(autonomy, finished, *sent)
     from_message = {"message_id": finished.c.id, "thread_id": finished.c.thread_id,
                     "user_id": finished.c.user_id}
     for k in range(calls):

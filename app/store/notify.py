@@ -6,10 +6,10 @@ process there)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import String, bindparam, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.store.db import Database
 
@@ -18,17 +18,18 @@ MAX_PAYLOAD_BYTES = 7900
 
 Callback = Callable[[str], None]
 
-#: Built once: every turn's finish sends one (building a statement costs more CPU than
-#: running it).
-_NOTIFY = select(func.pg_notify(bindparam("channel", type_=String()),
-                                bindparam("payload", type_=String())))
 
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A NOTIFY for a statement of the store to send (the finish's, app.store.messages):
+    delivered, as any NOTIFY, when (and if) its transaction commits."""
 
-async def notify(s: AsyncSession, channel: str, payload: str) -> None:
-    """NOTIFY channel with payload, on commit of the caller's transaction."""
-    if len(payload.encode("utf-8")) > MAX_PAYLOAD_BYTES:
-        raise ValueError(f"NOTIFY payload of {len(payload)} characters is too long")
-    await s.execute(_NOTIFY, {"channel": channel, "payload": payload})
+    channel: str
+    payload: str
+
+    def __post_init__(self) -> None:
+        if len(self.payload.encode("utf-8")) > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"NOTIFY payload of {len(self.payload)} characters is too long")
 
 
 class Listener:

@@ -318,37 +318,6 @@ async def test_a_failing_hook_is_rolled_back_alone_and_costs_no_answer(runtime: 
     assert stored is not None and stored.title != "written by a broken hook"
 
 
-class BrokenHookWithoutSavepoint(BrokenHook):
-    """As BrokenHook, though it says it needs no savepoint."""
-
-    savepoint_in_finish = False
-
-
-async def test_a_failing_hook_without_savepoint_costs_one_attempt_only(
-    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Its failure fails the finish's first attempt; the next puts it in a savepoint, and
-    the answer is stored without its writes."""
-    monkeypatch.setattr(turn_store, "STORE_RETRY_PAUSE_S", 0)
-    spy = Spy()
-    runtime.turn_deps.observers[:0] = [BrokenHookWithoutSavepoint()]
-    runtime.turn_deps.observers.append(spy)
-    thread = await _thread(runtime.db)
-    with structlog.testing.capture_logs() as logs:
-        turn = await open_turn(runtime.turn_deps, "svc", thread.id, "short answer please")
-        events = [on_the_wire(event) async for event in turn.events()]
-    assert events[-1].event == "message_end" and events[-1].data["status"] == "complete"
-    rows = await _rows(runtime.db, thread)
-    assert rows[-1].status == "complete" and rows[-1].content
-    assert [line["attempt"] for line in logs if line["event"] == "turn_store_failed"] == [1]
-    assert [line["observer"] for line in logs if line["event"] == "turn_observer_failed"] == [
-        "BrokenHookWithoutSavepoint"]
-    assert spy.calls.count("in_finish_transaction:complete") == 1  # the attempt that stored
-    async with runtime.db.transaction() as session:
-        stored = await thread_store.get_thread(session, "svc", thread.id)
-    assert stored is not None and stored.title != "written by a broken hook"
-
-
 async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime) -> None:
     """No message to store, but the model worked: its llm_calls row and the rollup are
     written without a message, and verify still agrees with the raw rows."""

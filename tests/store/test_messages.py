@@ -23,6 +23,7 @@ from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.followups import list_followups, schedule_followup
 from app.store.models import LlmCall, Message, Thread, UserTokenUsage
+from app.store.notify import Notification, open_listener
 from app.store.visibility import is_hidden
 from tests.store.factories import call, legacy_prompt, new_thread, turn
 from tests.support.statements import recorded_statements
@@ -420,6 +421,29 @@ async def test_a_finish_is_one_statement_on_postgresql(db: Database) -> None:
     assert stages == ["main", "title"]
 
 
+async def test_a_finish_sends_its_notifications_only_when_it_finishes(db: Database) -> None:
+    """A NOTIFY from the finish's statement reaches a listener once the finish commits; a
+    second finish of the message (refused) sends none. SQLite has no NOTIFY to send."""
+    opened = await _open(db, await new_thread(db), "one")
+    ping = Notification("chatgate_test_finish", f"finished {opened.assistant.id}")
+    if db.backend == "sqlite":
+        with pytest.raises(ValueError, match="PostgreSQL"):
+            await _finish(db, opened.assistant.id, "reply", [ping])
+        return
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listener = await open_listener(db, ping.channel, heard.put_nowait)
+    try:
+        await _finish(db, opened.assistant.id, "reply", [ping])
+        assert await asyncio.wait_for(heard.get(), 10) == ping.payload
+        with pytest.raises(MessageAlreadyFinished):
+            await _finish(db, opened.assistant.id, "again", [ping])
+        await _finish(db, (await _open(db, await new_thread(db), "two")).assistant.id,
+                      "other", [Notification(ping.channel, "the next one")])
+        assert await asyncio.wait_for(heard.get(), 10) == "the next one"
+    finally:
+        await listener.close()
+
+
 async def test_a_finish_takes_the_thread_before_its_message(db: Database) -> None:
     """Every transaction that writes a thread's messages locks the thread's row first, so
     none can wait for another in a circle. A finish waiting for its thread holds nothing of
@@ -437,11 +461,13 @@ async def test_a_finish_takes_the_thread_before_its_message(db: Database) -> Non
     assert (await finishing).message.content == "reply one"
 
 
-async def _finish(db: Database, message_id: uuid.UUID, content: str
+async def _finish(db: Database, message_id: uuid.UUID, content: str,
+                  notifications: list[Notification] | None = None
                   ) -> messages_store.FinishedRow:
     async with db.transaction(quick=True) as s:
         return await messages_store.finish_assistant_message(
-            s, FinishedMessage(message_id, content, {}, "complete", [call()]))
+            s, FinishedMessage(message_id, content, {}, "complete", [call()]),
+            notifications or [])
 
 
 @pytest.mark.parametrize(
