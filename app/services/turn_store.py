@@ -24,6 +24,7 @@ from app.store import messages as message_store
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.messages import FinishedRow
+from app.store.notify import Notification
 from app.turns.finish import StoreResult, TurnOutcome
 
 log = get_logger("services.turn_store")
@@ -41,8 +42,7 @@ class TurnStore:
     async def store(self, finished: FinishedMessage, outcome: TurnOutcome,
                     attempts: int = STORE_ATTEMPTS) -> StoreResult:
         """The transaction, retried on transient errors (deadlock, lost connection)."""
-        notifications = [notification for handler in self.handlers
-                         for notification in handler.notifications_in_finish()]
+        notifications = self._notifications()
         for attempt in range(1, attempts + 1):
             try:
                 async with self.db.transaction(quick=True) as session:
@@ -63,6 +63,18 @@ class TurnStore:
                     await asyncio.sleep(
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1)))
         return "failed"
+
+    def _notifications(self) -> list[Notification]:
+        """Every hook's NOTIFYs; one failing is logged and sends none (a failing hook never
+        costs the answer)."""
+        notifications: list[Notification] = []
+        for handler in self.handlers:
+            try:
+                notifications.extend(handler.notifications_in_finish())
+            except Exception as exc:
+                log.exception("turn_observer_failed", hook="notifications_in_finish",
+                              observer=type(handler).__name__, error=type(exc).__name__)
+        return notifications
 
     async def _write_in_finish(self, session: AsyncSession, finished: FinishedMessage,
                                outcome: TurnOutcome, row: FinishedRow) -> None:

@@ -30,6 +30,7 @@ from app.store.db import Database
 from app.store.errors import ThreadBusy
 from app.store.messages import FinishedRow
 from app.store.models import LlmCall, Thread, UserTokenUsage
+from app.store.notify import Notification
 from app.turns.events import Delta
 from app.turns.finish import TurnOutcome
 from tests.services.wire import WireEvent, on_the_wire
@@ -316,6 +317,30 @@ async def test_a_failing_hook_is_rolled_back_alone_and_costs_no_answer(runtime: 
     async with runtime.db.transaction() as session:
         stored = await thread_store.get_thread(session, "svc", thread.id)
     assert stored is not None and stored.title != "written by a broken hook"
+
+
+class BrokenNotifier(TurnHandler):
+    """Fails to say what NOTIFYs the finish should send."""
+
+    def open(self, view: TurnView) -> TurnHandler:
+        return self
+
+    def notifications_in_finish(self) -> list[Notification]:
+        raise RuntimeError("notifier failed")
+
+
+async def test_a_failing_notifier_costs_no_answer(runtime: Runtime) -> None:
+    runtime.turn_deps.observers[:0] = [BrokenNotifier()]
+    thread = await _thread(runtime.db)
+    with structlog.testing.capture_logs() as logs:
+        turn = await open_turn(runtime.turn_deps, "svc", thread.id, "short answer please")
+        events = [on_the_wire(event) async for event in turn.events()]
+    assert events[-1].event == "message_end" and events[-1].data["status"] == "complete"
+    rows = await _rows(runtime.db, thread)
+    assert rows[-1].status == "complete" and rows[-1].content
+    assert [(line["hook"], line["observer"]) for line in logs
+            if line["event"] == "turn_observer_failed"] == [
+        ("notifications_in_finish", "BrokenNotifier")]
 
 
 async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime) -> None:
