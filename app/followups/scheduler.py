@@ -37,7 +37,14 @@ class _ScheduleHandler(TurnHandler):
         self.scheduler = scheduler
         self.view = view
 
-    def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
+    def may_write_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome) -> bool:
+        """A complete reply on a thread whose autonomy was on when the turn opened: one
+        turned on since is found by writes_in_finish, its follow-up scheduled just after."""
+        return (finished.status == "complete"
+                and effective(self.view.thread_autonomy, self.scheduler.defaults).enabled)
+
+    def writes_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome,
+                         row: FinishedRow) -> bool:
         """Only a complete reply on a thread whose autonomy is on, as the finish read it:
         the settings may have changed while the reply streamed."""
         return finished.status == "complete" and self._autonomy(row).enabled

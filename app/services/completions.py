@@ -172,7 +172,7 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
         user_message_id=user.id if user else assistant.id, user_text=text,
         user_message_at=user.created_at if user else assistant.created_at,
         synthetic=False, hidden=user is None, thread_title=thread.title,
-        thread_summary=thread.summary, history=history)
+        thread_summary=thread.summary, history=history, thread_autonomy=thread.autonomy)
 
 
 class CompletionCall:

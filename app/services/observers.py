@@ -10,6 +10,7 @@ call, and the `TurnOutcome` of the stream. Hooks run in this order:
     before_main              may add calls (title, summary) and context (summary, memories)
     on_warning               each MarkerFilter warning (sync, cheap)
     notifications_in_finish  NOTIFYs for the statement that stores the message to send
+    may_write_in_finish      before the finish: whether the next hook may write
     in_finish_transaction    inside the transaction that stores the message, in a savepoint
                              of its own: if it raises, its writes roll back, the failure is
                              logged and the message is stored all the same
@@ -20,10 +21,10 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -58,6 +59,8 @@ class TurnView:
     thread_title: str | None
     thread_summary: str | None
     history: tuple[ContextItem, ...]
+    #: The thread's own autonomy settings (the follow-ups'), as stored when the turn opened.
+    thread_autonomy: Mapping[str, Any] | None = None
     #: `history` is all of the thread's history the model may see (it was read whole, not cut
     #: at the read's limit), so nothing older is left for memory recall to find.
     history_complete: bool = False
@@ -73,7 +76,7 @@ class TurnView:
             synthetic=user.synthetic is True, hidden=is_hidden(user),
             thread_title=thread.title, thread_summary=thread.summary,
             history=tuple(ContextItem(role, text, at) for role, text, at in history),
-            history_complete=history_complete)
+            history_complete=history_complete, thread_autonomy=thread.autonomy)
 
 
 @dataclass
@@ -124,7 +127,16 @@ class TurnHandler:
         of its own while the finish holds its rows' locks."""
         return ()
 
-    def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
+    def may_write_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome) -> bool:
+        """Whether in_finish_transaction may have anything to do, asked before the finish:
+        when no handler may, the finish on PostgreSQL is one statement and no transaction
+        (one round trip instead of three). A handler that said no and then finds it has
+        writes after all (writes_in_finish, from the stored row) has them run in a
+        transaction of their own, right after the message's."""
+        return type(self).in_finish_transaction is not TurnHandler.in_finish_transaction
+
+    def writes_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome,
+                         row: FinishedRow) -> bool:
         """Whether in_finish_transaction has anything to do for this finish; it runs only
         when this says so. Each hook that has costs the finishing transaction a savepoint
         (two statements)."""

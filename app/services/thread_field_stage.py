@@ -36,7 +36,11 @@ class ThreadFieldHandler(TurnHandler):
         if self.value is not None:
             await self.store(session, self.value)
 
-    def writes_in_finish(self, finished: FinishedMessage, row: FinishedRow) -> bool:
+    def may_write_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome) -> bool:
+        return self.value is not None
+
+    def writes_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome,
+                         row: FinishedRow) -> bool:
         return self.value is not None
 
     async def after_finish(

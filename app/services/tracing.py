@@ -63,6 +63,13 @@ class _TraceHandler(TurnHandler):
         self.view = view
         self.traced = False
 
+    def may_write_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome) -> bool:
+        return outcome.raw_chunks is not None and wants_trace(self.mode, outcome, finished)
+
+    def writes_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome,
+                         row: FinishedRow) -> bool:
+        return self.may_write_in_finish(finished, outcome)
+
     async def in_finish_transaction(
         self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
         row: FinishedRow,

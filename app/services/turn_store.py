@@ -43,12 +43,16 @@ class TurnStore:
                     attempts: int = STORE_ATTEMPTS) -> StoreResult:
         """The transaction, retried on transient errors (deadlock, lost connection)."""
         notifications = self._notifications()
+        alone = not any(self._may_write(handler, finished, outcome) for handler in self.handlers)
         for attempt in range(1, attempts + 1):
             try:
-                async with self.db.transaction(quick=True) as session:
+                async with self.db.transaction(quick=True, one_statement=alone) as session:
                     row = await message_store.finish_assistant_message(
                         session, finished, notifications)
-                    await self._write_in_finish(session, finished, outcome, row)
+                    if not alone:
+                        await self._write_in_finish(session, finished, outcome, row)
+                if alone:
+                    await self._write_after_finish(finished, outcome, row)
                 return "stored"
             except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
@@ -76,12 +80,38 @@ class TurnStore:
                               observer=type(handler).__name__, error=type(exc).__name__)
         return notifications
 
+    @staticmethod
+    def _may_write(handler: TurnHandler, finished: FinishedMessage, outcome: TurnOutcome
+                   ) -> bool:
+        """The hook's answer; one that fails is taken for a yes (its writes then meet the
+        same failure in their savepoint, logged there)."""
+        try:
+            return handler.may_write_in_finish(finished, outcome)
+        except Exception:
+            return True
+
+    async def _write_after_finish(self, finished: FinishedMessage, outcome: TurnOutcome,
+                                  row: FinishedRow) -> None:
+        """The writes of a hook that said it would have none and then found some in the
+        stored row (a thread's follow-ups turned on while its answer streamed), in a
+        transaction of their own once the message is committed. Nothing to write costs
+        nothing; a failure is logged: the message is stored."""
+        try:
+            if not any(handler.writes_in_finish(finished, outcome, row)
+                       for handler in self.handlers):
+                return
+            async with self.db.transaction() as session:
+                await self._write_in_finish(session, finished, outcome, row)
+        except Exception as exc:
+            log.exception("turn_observer_failed", hook="in_finish_transaction",
+                          error=type(exc).__name__)
+
     async def _write_in_finish(self, session: AsyncSession, finished: FinishedMessage,
                                outcome: TurnOutcome, row: FinishedRow) -> None:
         """Each hook's writes, in a savepoint of its own: one failing is logged and rolled
         back alone."""
         for handler in self.handlers:
-            if not handler.writes_in_finish(finished, row):
+            if not handler.writes_in_finish(finished, outcome, row):
                 continue
             try:
                 async with session.begin_nested():

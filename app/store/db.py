@@ -141,6 +141,9 @@ class Database:
             self.engine, expire_on_commit=False
         )
         self._sqlite_writer = asyncio.Lock() if self.backend == "sqlite" else None
+        self._autocommit_sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(
+            self.engine.execution_options(isolation_level="AUTOCOMMIT"),
+            expire_on_commit=False)
 
     @property
     def backend(self) -> str:
@@ -148,18 +151,26 @@ class Database:
         return self.url.get_backend_name()
 
     @asynccontextmanager
-    async def transaction(self, *, quick: bool = False) -> AsyncIterator[AsyncSession]:
+    async def transaction(self, *, quick: bool = False, one_statement: bool = False
+                          ) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on any error.
         `quick`: a few indexed statements, run on every turn (its opening, its finish); on
         SQLite they run on the event loop's thread, which holds the write lock for their CPU
         time only (app.store.sqlite_driver); on PostgreSQL nothing changes.
+        `one_statement`: the block writes with one statement on PostgreSQL (reads may follow
+        it), which then runs without BEGIN and COMMIT: a statement is atomic on its own, and
+        the two round trips it saves are two more passes of a busy event loop, with the rows
+        it locks held through them. A second write in such a block commits on its own:
+        only a caller that knows the store function it runs writes once may ask. On SQLite
+        nothing changes.
         An error meaning the database cannot be reached or used is raised as
         DatabaseUnavailable (app.store.unavailable says which), whether it came from the
         connection, a statement or the commit. Do not nest transactions of one Database: on
         SQLite the inner one would wait for the outer one and fail after the busy timeout."""
         on_loop = ON_LOOP.set(quick and self._sqlite_writer is not None)
+        alone = one_statement and self._sqlite_writer is None
         try:
-            async with self._errors_named(), self._transaction() as session:
+            async with self._errors_named(), self._transaction(alone) as session:
                 yield session
         finally:
             ON_LOOP.reset(on_loop)
@@ -196,9 +207,9 @@ class Database:
             raise
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[AsyncSession]:
+    async def _transaction(self, alone: bool = False) -> AsyncIterator[AsyncSession]:
         if self._sqlite_writer is None:
-            async with self._session() as session:
+            async with self._session(alone) as session:
                 yield session
             return
         async with asyncio.timeout(self._busy_timeout_ms / 1000):
@@ -210,15 +221,15 @@ class Database:
             self._sqlite_writer.release()
 
     @asynccontextmanager
-    async def _session(self) -> AsyncIterator[AsyncSession]:
+    async def _session(self, alone: bool = False) -> AsyncIterator[AsyncSession]:
         """A session in a transaction, closed. SQLAlchemy's own exit closes it in a task of
         its own, so that a cancellation cannot abandon a close halfway: three passes of the
         event loop, each of which waits for every other stream under load, and on SQLite
         with the write lock held. After a commit the close has nothing to say to the
         database (the pool's reset finds no transaction), so it cannot be abandoned halfway
         and runs here; after an error, a rollback may still be due, and SQLAlchemy's exit
-        does it."""
-        session = self.sessionmaker()
+        does it. `alone`: each statement commits as it ends (PostgreSQL's autocommit)."""
+        session = (self._autocommit_sessions if alone else self.sessionmaker)()
         try:
             async with session.begin():
                 yield session

@@ -270,11 +270,13 @@ class FinishedRow:
 #: A turn's finish, built once (building a statement costs more CPU than running it). The
 #: thread row first, as open_turn locks it: one lock order for both transactions, so a
 #: concurrent open (answered 409) cannot deadlock with a finish. It also moves the thread to
-#: the top of the list, and reads its autonomy settings under the lock.
+#: the top of the list, and reads its autonomy settings under the lock. A message finished
+#: already touches nothing: a finish that runs without a transaction writes nothing for it.
 _TOUCH_THREAD_OF_MESSAGE = (
     update(_THREADS)
     .where(_THREADS.c.id == select(_MESSAGES.c.thread_id)
-           .where(_MESSAGES.c.id == bindparam("message_id", type_=_MESSAGES.c.id.type))
+           .where(_MESSAGES.c.id == bindparam("message_id", type_=_MESSAGES.c.id.type),
+                  _MESSAGES.c.completed_at.is_(None))
            .scalar_subquery())
     .values(updated_at=bindparam("now", type_=_THREADS.c.updated_at.type))
     .returning(_THREADS.c.autonomy)

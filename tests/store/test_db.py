@@ -46,6 +46,26 @@ async def test_transaction_rolls_back_on_error(db: Database) -> None:
         assert await threads_store.list_threads(s, "alice") == []
 
 
+async def test_a_one_statement_block_commits_each_statement_on_postgresql(
+    db: Database
+) -> None:
+    """The promise a one_statement caller makes, and why it must keep it: on PostgreSQL a
+    write commits as it ends, so an error after it rolls nothing back; on SQLite the block
+    is a transaction like any other. Afterwards the pooled connection is back to
+    transactions."""
+    with pytest.raises(RuntimeError):
+        async with db.transaction(quick=True, one_statement=True) as s:
+            await threads_store.create_thread(s, "alice", "kept on postgresql")
+            raise RuntimeError("after the write")
+    with pytest.raises(RuntimeError):
+        async with db.transaction(quick=True) as s:
+            await threads_store.create_thread(s, "alice", "never kept")
+            raise RuntimeError("after the write")
+    async with db.read() as s:
+        titles = (await s.execute(select(Thread.title))).scalars().all()
+    assert titles == (["kept on postgresql"] if db.backend == "postgresql" else [])
+
+
 async def test_sqlite_connection_settings(tmp_path: Path) -> None:
     db = Database(f"sqlite+aiosqlite:///{tmp_path}/settings.db")
     try:

@@ -33,3 +33,22 @@ def recorded_statements(db: Database) -> Iterator[list[tuple[str, bool]]]:
         yield statements
     finally:
         event.remove(db.engine.sync_engine, "before_cursor_execute", note)
+
+
+@contextmanager
+def statements_in_transaction(db: Database) -> Iterator[list[tuple[str, bool]]]:
+    """PostgreSQL: each statement run while the block runs, its first word and whether it
+    ran inside a transaction block. A statement outside one is its only round trip; a
+    transaction adds two, its BEGIN and its COMMIT."""
+    assert db.backend == "postgresql", "transaction blocks are told by asyncpg"
+    statements: list[tuple[str, bool]] = []
+
+    def note(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        driver = conn.connection.driver_connection
+        statements.append((statement.split()[0], driver.is_in_transaction()))
+
+    event.listen(db.engine.sync_engine, "after_cursor_execute", note)
+    try:
+        yield statements
+    finally:
+        event.remove(db.engine.sync_engine, "after_cursor_execute", note)
