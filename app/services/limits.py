@@ -8,11 +8,13 @@ A turn request passes, in this order, before anything is stored or sent upstream
 2. an upstream slot of this process (app.services.upstream_slots) -> 503 `gateway_busy`;
 3. last in open_turn's transaction, once the turn's rows are in: the key's daily budget
    (tokens, cost) against the user's rollup of the UTC day -> 429 `budget_exceeded`; then,
-   serialised per user (a PostgreSQL advisory lock held from this one statement to the
+   serialised per user (a PostgreSQL advisory lock held from the statement that counts to the
    commit; SQLite's BEGIN IMMEDIATE), the user's other `streaming` answers, every process and
    thread together, against `max_streams_per_user` -> 429 `too_many_streams` (with the calls
-   without a thread this process runs: app.services.rowless_streams). A refusal rolls the
-   rows back: nothing is stored.
+   without a thread this process runs: app.services.rowless_streams). A turn's opening
+   statement on PostgreSQL takes the lock and counts itself, as it stores the rows (no
+   round trip of its own: UserGuard.counts_streams). A refusal rolls the rows back: nothing
+   is stored.
 
 Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
 a few per process at most, and a user's cap or budget must not lose them; their streaming
@@ -35,7 +37,7 @@ from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.services.api_keys import Principal
 from app.services.rowless_streams import RowlessStreams
-from app.services.turn import Turn, TurnAdmission, open_turn
+from app.services.turn import Turn, open_turn
 from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
 from app.services.upstream_slots import GatewayBusy, TurnRefused
@@ -46,9 +48,6 @@ from app.store.rate_windows import RateWindows
 log = get_logger("services.limits")
 
 T = TypeVar("T")
-#: The limits checked inside an opening transaction, for any call of the user's, as its last
-#: statements before the commit.
-UserGuard = TurnAdmission
 
 RATE_WINDOW = dt.timedelta(minutes=1)
 #: When to try again at the stream cap: no one knows when a stream ends; answers take seconds.
@@ -145,12 +144,7 @@ class TurnGate:
         """The daily budget and the stream cap, to run last in the opening transaction, once
         `inserted` streaming rows of the user's are in (1 for a turn, 0 for a call storing
         none): the user's lock is then held over one statement and the commit only."""
-
-        async def guard(session: AsyncSession) -> None:
-            await self._check_budget(session, principal)
-            await self._check_streams(session, principal.user_id, inserted)
-
-        return guard
+        return UserGuard(self, principal, inserted)
 
     async def _check_budget(self, session: AsyncSession, principal: Principal) -> None:
         if principal.daily_token_budget is None and principal.daily_cost_budget_usd is None:
@@ -161,22 +155,42 @@ class TurnGate:
         if over_budget(principal, tokens, cost):
             raise budget_exceeded(seconds_to_next_day(now))
 
-    async def _check_streams(self, session: AsyncSession, user_id: str, inserted: int) -> None:
+    async def _check_streams(self, session: AsyncSession, user_id: str, inserted: int,
+                             other_streams: int | None) -> None:
         if self.max_streams <= 0:
             return
-        others = (await limit_store.lock_user_and_count_streaming(session, user_id)
-                  - inserted + self.rowless.count(user_id))
-        if others >= self.max_streams:
+        if other_streams is None:
+            other_streams = (await limit_store.lock_user_and_count_streaming(session, user_id)
+                             - inserted)
+        if other_streams + self.rowless.count(user_id) >= self.max_streams:
             raise too_many_streams(self.max_streams)
 
     def rowless_guard(self, principal: Principal, lease: TurnLease) -> UserGuard:
         """user_guard for a call that stores no message: once it passes, the call counts among
         the user's streams until its lease is given back. The hold is taken inside the
         transaction, so the user's next guard, serialised behind this one, sees it."""
-        guard = self.user_guard(principal, inserted=0)
 
-        async def rowless(session: AsyncSession) -> None:
-            await guard(session)
+        def hold() -> None:
             lease.stream_hold = self.rowless.hold(principal.user_id)
 
-        return rowless
+        return UserGuard(self, principal, inserted=0, then=hold)
+
+
+class UserGuard:
+    """The limits checked inside an opening transaction, for any call of the user's, as its
+    last statements before the commit (a TurnAdmission). A turn's opening statement counts
+    the user's other streams for it when the cap is on (`counts_streams`): the lock and the
+    count are then no round trip of their own."""
+
+    def __init__(self, gate: TurnGate, principal: Principal, inserted: int,
+                 then: Callable[[], None] | None = None) -> None:
+        self.gate, self.principal, self.inserted, self.then = gate, principal, inserted, then
+        self.counts_streams = gate.max_streams > 0 and inserted == 1
+
+    async def __call__(self, session: AsyncSession, other_streams: int | None = None
+                       ) -> None:
+        await self.gate._check_budget(session, self.principal)
+        await self.gate._check_streams(session, self.principal.user_id, self.inserted,
+                                       other_streams)
+        if self.then is not None:
+            self.then()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
+from typing import Protocol
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -55,8 +56,19 @@ CONTEXT_HISTORY_LIMIT = 200
 
 #: A check inside open_turn's transaction, before anything is stored (see open_turn).
 TurnGuard = Callable[[AsyncSession, Thread], Awaitable[None]]
-#: A check inside an opening transaction, last before its commit (see open_turn).
-TurnAdmission = Callable[[AsyncSession], Awaitable[None]]
+
+
+class TurnAdmission(Protocol):
+    """A check inside an opening transaction, last before its commit (see open_turn)."""
+
+    #: The opening's statement may count the user's other streaming answers for the check,
+    #: under the user's lock (app.store.messages.open_exchange's `count_streams`).
+    counts_streams: bool
+
+    async def __call__(self, session: AsyncSession, other_streams: int | None = None
+                      ) -> None:
+        """Raises to store nothing. `other_streams`: that count, or None when the opening
+        did not make it."""
 
 
 class ThreadNotFound(Exception):
@@ -89,9 +101,10 @@ async def open_turn(
             exchange = await message_store.open_exchange(
                 session, opened, content, history_limit=CONTEXT_HISTORY_LIMIT,
                 synthetic=synthetic, trigger_type=trigger_type, trigger_reason=trigger_reason,
-                max_chars=deps.settings.max_content_chars, process_id=deps.process_id)
+                max_chars=deps.settings.max_content_chars, process_id=deps.process_id,
+                count_streams=admit is not None and admit.counts_streams)
             if admit is not None:
-                await admit(session)
+                await admit(session, exchange.other_streams)
     except BaseException:
         lease.give_back()
         raise

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from typing import Any
 
-from sqlalchemy import Executable, Select, String, bindparam, delete, func, select
+from sqlalchemy import ColumnElement, Executable, Select, String, bindparam, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -37,6 +38,15 @@ _LOCK_AND_COUNT = select(func.chatgate_lock_user_streams(
     USER_LOCK_NAMESPACE, bindparam("user_id", type_=String())))
 
 
+def lock_and_count_other_streams(user_id: ColumnElement[str], except_id: ColumnElement[Any]
+                                 ) -> ColumnElement[int]:
+    """lock_user_and_count_streaming as an expression, for a statement that also inserts
+    the user's new streaming answer (`except_id`), left out of the count: the user's OTHER
+    streaming answers, whichever part of the statement runs first (migration 0009).
+    PostgreSQL only."""
+    return func.chatgate_lock_user_streams(USER_LOCK_NAMESPACE, user_id, except_id)
+
+
 async def count_streaming(s: AsyncSession, user_id: str) -> int:
     """The user's assistant messages still `streaming` (in every thread and process)."""
     return int(await s.scalar(_COUNT_STREAMING, {"user_id": user_id}) or 0)
@@ -53,28 +63,45 @@ def _count_streaming() -> Select[int]:
 _COUNT_STREAMING = _count_streaming()
 
 
-async def count_request(s: AsyncSession, user_id: str, window_start: dt.datetime) -> int:
-    """Add one request to the user's window and return the window's count, this one
-    included: one atomic upsert (concurrent requests never lose a count). The user's older
-    windows are deleted on the way, so the table holds at most a row per user."""
-    windows = table_of(RateLimitWindow)
-    await s.execute(delete(windows).where(
-        windows.c.user_id == user_id, windows.c.window_start < window_start))
-    upsert = _count_upsert(s.get_bind().dialect.name)
-    return int((await s.execute(upsert, {"user_id": user_id, "window_start": window_start,
-                                         "request_count": 1})).scalar_one())
+async def take_request(s: AsyncSession, user_id: str, window_start: dt.datetime, limit: int
+                       ) -> bool:
+    """Count one request in the user's window if it has room under `limit` (True), else
+    count nothing (False): one atomic upsert whose update runs only below the limit, so
+    concurrent requests neither lose a count nor pass the limit together. The user's older
+    windows are deleted on the way, so the table holds at most a row per user: on
+    PostgreSQL by the same statement (a data-modifying CTE), which then needs no
+    transaction (Database.transaction's `one_statement`); on SQLite by a statement before
+    it."""
+    params = {"user_id": user_id, "window_start": window_start, "request_count": 1,
+              "limit": limit, "of_user": user_id, "before": window_start}
+    dialect = s.get_bind().dialect.name
+    if dialect != "postgresql":
+        await s.execute(_DELETE_OLDER_WINDOWS, params)
+    return (await s.execute(_take_upsert(dialect), params)).first() is not None
+
+
+_WINDOWS = table_of(RateLimitWindow)
+#: Built once, as every statement a turn request runs. Its parameters are not named as the
+#: table's columns: as a CTE of the upsert, SQLAlchemy would take them for the values.
+_DELETE_OLDER_WINDOWS = delete(_WINDOWS).where(
+    _WINDOWS.c.user_id == bindparam("of_user", type_=_WINDOWS.c.user_id.type),
+    _WINDOWS.c.window_start < bindparam("before", type_=_WINDOWS.c.window_start.type))
 
 
 @functools.cache
-def _count_upsert(dialect: str) -> Executable:
-    """The counting upsert, built once per dialect (as the usage rollup's): it runs on every
-    turn."""
+def _take_upsert(dialect: str) -> Executable:
+    """The counting upsert, built once per dialect (as the usage rollup's); on PostgreSQL
+    with the older windows' DELETE as a CTE (it touches other rows than the upsert's, so
+    the one snapshot they share changes nothing)."""
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    windows = table_of(RateLimitWindow)
-    return insert(windows).on_conflict_do_update(
+    upsert = insert(_WINDOWS).on_conflict_do_update(
         index_elements=["user_id", "window_start"],
-        set_={"request_count": windows.c.request_count + 1},
-    ).returning(windows.c.request_count)
+        set_={"request_count": _WINDOWS.c.request_count + 1},
+        where=_WINDOWS.c.request_count < bindparam("limit", type_=_WINDOWS.c.request_count.type),
+    ).returning(_WINDOWS.c.request_count)
+    if dialect == "postgresql":
+        upsert = upsert.add_cte(_DELETE_OLDER_WINDOWS.cte("older"))
+    return upsert
 
 
 async def usage_of_day(s: AsyncSession, user_id: str, day: dt.date) -> tuple[int, float]:

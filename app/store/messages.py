@@ -21,6 +21,7 @@ from sqlalchemy import (
     insert,
     not_,
     select,
+    true,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -30,6 +31,7 @@ from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread, cancel_pending_statement
+from app.store.limits import lock_and_count_other_streams
 from app.store.models import LlmCall, Message, Thread, table_of, unattached
 from app.store.notify import Notification
 from app.store.sanitize import clean_message
@@ -92,13 +94,16 @@ class OpenedExchange:
     user: Message
     assistant: Message
     history: list[tuple[str, str, dt.datetime]]
+    #: The user's other streaming answers, counted under the user's lock by the opening's
+    #: statement (`count_streams`); None when it did not count them.
+    other_streams: int | None = None
 
 
 async def open_exchange(
     s: AsyncSession, opened: OpenedThread, content: str, *, history_limit: int = 0,
     synthetic: bool = False, trigger_type: str | None = None,
     trigger_reason: str | None = None, max_chars: int = MAX_CONTENT_CHARS,
-    process_id: str | None = None,
+    process_id: str | None = None, count_streams: bool = False,
 ) -> OpenedExchange:
     """A turn's two rows, stored together: the user message (as append_user_message) and the
     assistant message, `streaming` and empty, just after it (as open_assistant_message); a
@@ -111,15 +116,18 @@ async def open_exchange(
 
     On PostgreSQL the history, the insert and the cancel are ONE statement (each statement
     is a round trip, and under load every round trip waits for passes of the event loop);
-    on SQLite, whose statements make no trip in a quick transaction, three."""
+    on SQLite, whose statements make no trip in a quick transaction, three. There, with
+    `count_streams`, the statement also takes the user's stream lock, held to the commit,
+    and counts the user's other streaming answers under it (`other_streams`: what the turn
+    limits' lock_user_and_count_streaming, one round trip more, would give less the new
+    row); elsewhere the caller counts."""
     thread = opened.thread
     user = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
                      trigger_reason=trigger_reason, max_chars=max_chars,
                      now=_after(opened.newest_message_at))
     assistant = _assistant_row(thread, _after(user.created_at), process_id)
     if history_limit and s.get_bind().dialect.name == "postgresql":
-        history = await _history_then_exchange(s, user, assistant, history_limit)
-        return OpenedExchange(user, assistant, history)
+        return await _history_then_exchange(s, user, assistant, history_limit, count_streams)
     history = (await context_rows(s, thread.id, limit=history_limit) if history_limit
                else [])
     with _busy_on_conflict(thread.id):
@@ -129,17 +137,20 @@ async def open_exchange(
 
 
 async def _history_then_exchange(s: AsyncSession, user: Message, assistant: Message,
-                                 limit: int) -> list[tuple[str, str, dt.datetime]]:
-    """PostgreSQL: context_rows, the INSERT and the cancel of open_exchange as its one
-    statement (_one_statement_opening)."""
+                                 limit: int, count: bool) -> OpenedExchange:
+    """PostgreSQL: context_rows, the INSERT, the cancel and (`count`) the user's other
+    streams of open_exchange as its one statement (_one_statement_opening)."""
     cancel = not user.synthetic
     params = {"context_of": user.thread_id, **_inserted(user, "new_user_"),
               **_inserted(assistant, "new_assistant_")}
     if cancel:
         params |= {"of_thread": user.thread_id, "now": utcnow()}
     with _busy_on_conflict(user.thread_id):
-        result = await s.execute(_one_statement_opening(limit, cancel), params)
-    return [(role, text, at) for role, text, at in reversed(result.all())]
+        rows = (await s.execute(_one_statement_opening(limit, cancel, count), params)).all()
+    others = int(rows[0].others) if count else None
+    history = [(row.role, row.content, row.created_at) for row in reversed(rows)
+               if row.role is not None]  # a thread without history: the count's row alone
+    return OpenedExchange(user, assistant, history, others)
 
 
 @contextmanager
@@ -172,18 +183,28 @@ def _inserted(message: Message, prefix: str = "") -> dict[str, Any]:
 
 
 @functools.cache
-def _one_statement_opening(limit: int, cancel: bool) -> Select[Any]:
+def _one_statement_opening(limit: int, cancel: bool, count: bool) -> Select[Any]:
     """PostgreSQL's opening as one statement, built once per limit and kind: the history as
     context_rows reads it, with the two rows' INSERTs and (`cancel`) the follow-ups' UPDATE
     as data-modifying CTEs, which run to completion though nothing reads them. All three
     see one snapshot, taken as the statement starts: after open_for_turn's lock, so the
     history holds every answer finished before this turn (as a statement of its own did),
-    and not the turn's own rows. No parameter is named as a column of either table:
-    SQLAlchemy would take it for a value the UPDATE (or the INSERT) sets."""
+    and not the turn's own rows. `count`: a MATERIALIZED CTE, run once, takes the user's
+    stream lock and counts the other streams, its value joined to every history row (one
+    row of it alone when there is no history). No parameter is named as a column of either
+    table: SQLAlchemy would take it for a value the UPDATE (or the INSERT) sets."""
     m = _MESSAGES.c
     history = _context_select(limit, m.role, m.content, m.created_at, m.id).cte("history")
-    statement = (select(history.c.role, history.c.content, history.c.created_at)
-                 .order_by(history.c.created_at.desc(), history.c.id.desc()))
+    columns = (history.c.role, history.c.content, history.c.created_at)
+    statement = select(*columns)
+    if count:
+        counted = select(lock_and_count_other_streams(
+            bindparam("new_assistant_user_id", type_=m.user_id.type),
+            bindparam("new_assistant_id", type_=m.id.type)).label("others")
+        ).cte("counted").prefix_with("MATERIALIZED")
+        statement = (select(counted.c.others, *columns)
+                     .select_from(counted.outerjoin(history, true())))
+    statement = statement.order_by(history.c.created_at.desc(), history.c.id.desc())
     for who in ("user", "assistant"):  # two INSERTs: SQLAlchemy caches no multi-row VALUES
         row = {column: bindparam(f"new_{who}_{column}", type_=_MESSAGES.c[column].type)
                for column in _INSERTED_COLUMNS}

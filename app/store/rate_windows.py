@@ -32,24 +32,16 @@ class RateWindows(Protocol):
         """Release connections (the application's shutdown)."""
 
 
-class _Full(Exception):
-    """Rolls the counting transaction back: a refused request leaves no trace."""
-
-
 class DatabaseRateWindows:
-    """rate_limit_windows rows: one atomic upsert per request in a transaction of its own."""
+    """rate_limit_windows rows: one atomic upsert per request, on PostgreSQL one statement
+    and no transaction (a round trip instead of four)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
     async def take(self, user_id: str, window_start: dt.datetime, limit: int) -> bool:
-        try:
-            async with self.db.transaction(quick=True) as session:
-                if await limit_store.count_request(session, user_id, window_start) > limit:
-                    raise _Full
-        except _Full:
-            return False
-        return True
+        async with self.db.transaction(quick=True, one_statement=True) as session:
+            return await limit_store.take_request(session, user_id, window_start, limit)
 
     async def aclose(self) -> None:
         return None

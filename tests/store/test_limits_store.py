@@ -1,6 +1,6 @@
-"""app/store/limits.py on both backends: the window counter never loses a concurrent request,
-the per-user lock serialises an insert-then-count across connections, streaming rows and a
-day's usage are counted per user."""
+"""app/store/limits.py on both backends: the window counter never loses a concurrent request
+nor lets two pass its limit together, the per-user lock serialises an insert-then-count
+across connections, streaming rows and a day's usage are counted per user."""
 
 from __future__ import annotations
 
@@ -8,32 +8,49 @@ import asyncio
 import datetime as dt
 from decimal import Decimal
 
+import pytest
+from sqlalchemy import select
+
 from app.store import limits, usage
 from app.store import messages as messages_store
 from app.store.db import Database
+from app.store.models import RateLimitWindow
 from app.usage.figures import UsageFigures
 from tests.store.factories import new_thread
+from tests.support.statements import statements_in_transaction
 
 MINUTE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 
 
-async def hit(db: Database, user: str, window: dt.datetime) -> int:
-    async with db.transaction() as s:
-        return await limits.count_request(s, user, window)
+async def hit(db: Database, user: str, window: dt.datetime, limit: int = 100) -> bool:
+    async with db.transaction(quick=True, one_statement=True) as s:
+        return await limits.take_request(s, user, window, limit)
 
 
-async def test_concurrent_requests_each_get_their_own_count(db: Database) -> None:
-    counts = await asyncio.gather(*(hit(db, "alice", MINUTE) for _ in range(12)))
-    assert sorted(counts) == list(range(1, 13))
-    assert await hit(db, "bob", MINUTE) == 1
+async def test_concurrent_requests_neither_lose_a_count_nor_pass_the_limit_together(
+    db: Database
+) -> None:
+    taken = await asyncio.gather(*(hit(db, "alice", MINUTE, limit=8) for _ in range(12)))
+    assert sorted(taken) == [False] * 4 + [True] * 8
+    assert not await hit(db, "alice", MINUTE, limit=8)  # refused ones counted nothing:
+    assert await hit(db, "alice", MINUTE, limit=9)  # one more fits under 9, and only one
+    assert not await hit(db, "alice", MINUTE, limit=9)
+    assert await hit(db, "bob", MINUTE, limit=1)
 
 
-async def test_a_new_window_starts_at_one_and_drops_the_old(db: Database) -> None:
+async def _windows(db: Database) -> list[dt.datetime]:
+    async with db.read() as s:
+        return list((await s.execute(select(RateLimitWindow.window_start))).scalars().all())
+
+
+async def test_a_new_window_starts_empty_and_drops_the_old(db: Database) -> None:
     for _ in range(3):
-        await hit(db, "alice", MINUTE)
-    assert await hit(db, "alice", MINUTE + dt.timedelta(minutes=1)) == 1
-    # the old window was deleted: a (late) request for it starts over rather than piling up
-    assert await hit(db, "alice", MINUTE + dt.timedelta(minutes=2)) == 1
+        assert await hit(db, "alice", MINUTE, limit=3)
+    later = MINUTE + dt.timedelta(minutes=1)
+    assert await hit(db, "alice", later, limit=1)
+    assert await _windows(db) == [later]  # the table holds at most a row per user
+    # a (late) request for the old window starts it over rather than piling up
+    assert await hit(db, "alice", MINUTE, limit=1)
 
 
 async def test_streaming_rows_and_the_days_usage_are_counted_per_user(db: Database) -> None:
@@ -69,3 +86,16 @@ async def test_the_user_lock_serialises_insert_then_count(db: Database) -> None:
 
     await asyncio.gather(*(open_one(index) for index in range(3)))
     assert sorted(seen) == [1, 2, 3]
+
+
+async def test_a_request_is_counted_by_one_statement_without_a_transaction(
+    db: Database
+) -> None:
+    """PostgreSQL: the older windows' DELETE and the upsert are one statement, which needs
+    no BEGIN and no COMMIT: a round trip per turn request instead of four."""
+    if db.backend != "postgresql":
+        pytest.skip("transaction blocks and round trips are PostgreSQL's")
+    assert await hit(db, "alice", MINUTE)
+    with statements_in_transaction(db) as statements:
+        assert await hit(db, "alice", MINUTE + dt.timedelta(minutes=1))
+    assert statements == [("WITH", False)]

@@ -395,6 +395,34 @@ async def test_an_opening_is_one_statement_after_the_lock_on_postgresql(db: Data
     assert all(cached for kind, cached in statements if kind != "BEGIN")
 
 
+async def test_openings_that_count_streams_serialise_on_the_users_lock(db: Database) -> None:
+    """Three openings of one user's turns on three threads at once, each counting the user's
+    streams (`count_streams`): on PostgreSQL in the opening's own statement, under the
+    user's lock held to the commit, so each counts the answers of the ones committed before
+    it and never its own, and each reads its history all the same; on SQLite the caller
+    counts (None)."""
+    threads = [await new_thread(db) for _ in range(3)]
+    await turn(db, threads[0], "one", "reply one")
+
+    async def open_one(thread: Thread) -> messages_store.OpenedExchange:
+        async with db.transaction(quick=True) as s:
+            opened = await threads_store.open_for_turn(s, thread.user_id, thread.id)
+            assert opened is not None
+            exchange = await messages_store.open_exchange(
+                s, opened, "hi", history_limit=10, count_streams=True)
+            await asyncio.sleep(0.05)  # widen the race window; no deadline depends on it
+            return exchange
+
+    opened = await asyncio.gather(*(open_one(thread) for thread in threads))
+    histories = [[text for _, text, _ in exchange.history] for exchange in opened]
+    assert histories == [["one", "reply one"], [], []]
+    counts = [exchange.other_streams for exchange in opened]
+    if db.backend == "postgresql":
+        assert sorted(c for c in counts if c is not None) == [0, 1, 2]
+    else:
+        assert counts == [None] * 3
+
+
 async def test_a_finish_is_one_statement_on_postgresql(db: Database) -> None:
     """As the opening: the thread, the message, its calls and the rollup in one round trip,
     from the compiled cache once a turn with as many calls and models has finished."""
