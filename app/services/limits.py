@@ -146,7 +146,9 @@ class TurnGate:
         none): the user's lock is then held over one statement and the commit only."""
         return UserGuard(self, principal, inserted)
 
-    async def _check_budget(self, session: AsyncSession, principal: Principal) -> None:
+    async def check_budget(self, session: AsyncSession, principal: Principal) -> None:
+        """Raises budget_exceeded when the key has used up a daily budget (a UserGuard's
+        first check)."""
         if principal.daily_token_budget is None and principal.daily_cost_budget_usd is None:
             return
         now = self.clock()
@@ -155,8 +157,11 @@ class TurnGate:
         if over_budget(principal, tokens, cost):
             raise budget_exceeded(seconds_to_next_day(now))
 
-    async def _check_streams(self, session: AsyncSession, user_id: str, inserted: int,
-                             other_streams: int | None) -> None:
+    async def check_streams(self, session: AsyncSession, user_id: str, inserted: int,
+                            other_streams: int | None) -> None:
+        """Raises too_many_streams at the cap: the user's other streams as the opening
+        counted them, or counted here under the user's lock (`inserted` of them the
+        caller's own)."""
         if self.max_streams <= 0:
             return
         if other_streams is None:
@@ -189,8 +194,8 @@ class UserGuard:
 
     async def __call__(self, session: AsyncSession, other_streams: int | None = None
                        ) -> None:
-        await self.gate._check_budget(session, self.principal)
-        await self.gate._check_streams(session, self.principal.user_id, self.inserted,
+        await self.gate.check_budget(session, self.principal)
+        await self.gate.check_streams(session, self.principal.user_id, self.inserted,
                                        other_streams)
         if self.then is not None:
             self.then()

@@ -10,7 +10,7 @@ call, and the `TurnOutcome` of the stream. Hooks run in this order:
     before_main              may add calls (title, summary) and context (summary, memories)
     on_warning               each MarkerFilter warning (sync, cheap)
     notifications_in_finish  NOTIFYs for the statement that stores the message to send
-    may_write_in_finish      before the finish: whether the next hook may write
+    may_write_in_finish      before the finish: whether in_finish_transaction may write
     in_finish_transaction    inside the transaction that stores the message, in a savepoint
                              of its own: if it raises, its writes roll back, the failure is
                              logged and the message is stored all the same

@@ -83,11 +83,13 @@ class TurnStore:
     @staticmethod
     def _may_write(handler: TurnHandler, finished: FinishedMessage, outcome: TurnOutcome
                    ) -> bool:
-        """The hook's answer; one that fails is taken for a yes (its writes then meet the
-        same failure in their savepoint, logged there)."""
+        """The hook's answer; one that fails is logged and taken for a yes: the finish is
+        then a transaction, where its writes, if any, run in their savepoint."""
         try:
             return handler.may_write_in_finish(finished, outcome)
-        except Exception:
+        except Exception as exc:
+            log.exception("turn_observer_failed", hook="may_write_in_finish",
+                          observer=type(handler).__name__, error=type(exc).__name__)
             return True
 
     async def _write_after_finish(self, finished: FinishedMessage, outcome: TurnOutcome,

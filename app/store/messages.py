@@ -116,11 +116,11 @@ async def open_exchange(
 
     On PostgreSQL the history, the insert and the cancel are ONE statement (each statement
     is a round trip, and under load every round trip waits for passes of the event loop);
-    on SQLite, whose statements make no trip in a quick transaction, three. There, with
-    `count_streams`, the statement also takes the user's stream lock, held to the commit,
-    and counts the user's other streaming answers under it (`other_streams`: what the turn
-    limits' lock_user_and_count_streaming, one round trip more, would give less the new
-    row); elsewhere the caller counts."""
+    on SQLite, whose statements make no trip in a quick transaction, three. On PostgreSQL
+    with `count_streams`, that statement also takes the user's stream lock, held to the
+    commit, and counts the user's other streaming answers under it (`other_streams`: what
+    the turn limits' lock_user_and_count_streaming, a round trip more, would give, less the
+    new row); otherwise the caller counts."""
     thread = opened.thread
     user = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
                      trigger_reason=trigger_reason, max_chars=max_chars,

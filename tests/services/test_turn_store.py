@@ -125,3 +125,20 @@ async def test_a_finish_retried_after_it_committed_changes_nothing(db: Database)
         after = await threads_store.get_thread(s, thread.user_id, thread.id)
     assert before is not None and after is not None
     assert after.updated_at == before.updated_at
+
+
+class UnsureWriter(TitleWriter):
+    """Fails to say whether it may write."""
+
+    def may_write_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome) -> bool:
+        raise RuntimeError("cannot tell")
+
+
+async def test_a_hook_that_cannot_tell_is_logged_and_taken_for_a_yes(db: Database) -> None:
+    thread, assistant = await _opened(db)
+    with structlog.testing.capture_logs() as logs:
+        assert await _finish(db, thread, assistant, [UnsureWriter(thread.id, may=False)]
+                             ) == "stored"
+    assert await _stored(db, thread, assistant) == ("complete", "set by the hook")
+    [failure] = [line for line in logs if line["event"] == "turn_observer_failed"]
+    assert failure["hook"] == "may_write_in_finish"
