@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from app.events.bus import make_message_bus
 from app.records import FinishedMessage
@@ -13,17 +12,9 @@ from app.services.turn_store import TurnStore
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
-from app.turns.finish import TurnOutcome
 from tests.store.factories import call, new_thread
+from tests.support.outcomes import complete_outcome
 from tests.support.statements import recorded_statements
-
-
-def _outcome() -> TurnOutcome:
-    started = time.monotonic()
-    return TurnOutcome(
-        status="complete", failure=None, finish_reason="stop", model="demo-1", text_chunks=1,
-        raw_chunks=None, warnings=(), filter_closed=True, started=started, first_token=started,
-        calls=())
 
 
 async def test_a_finish_announces_its_messages_from_its_one_statement(db: Database) -> None:
@@ -47,7 +38,8 @@ async def test_a_finish_announces_its_messages_from_its_one_statement(db: Databa
         with bus.subscribe(thread.id) as notices:
             with recorded_statements(db) as statements:
                 result = await store.store(FinishedMessage(
-                    exchange.assistant.id, "hi there", {}, "complete", [call()]), _outcome())
+                    exchange.assistant.id, "hi there", {}, "complete", [call()]),
+                    complete_outcome())
             assert result == "stored"
             if db.backend == "postgresql":
                 assert [kind for kind, _ in statements if kind != "BEGIN"] == ["WITH"]

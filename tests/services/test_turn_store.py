@@ -3,7 +3,6 @@ hook's writes commit (with the message, or just after it when the hook found the
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -20,15 +19,8 @@ from app.store.messages import FinishedRow
 from app.store.models import Message, Thread
 from app.turns.finish import TurnOutcome
 from tests.store.factories import call, new_thread
+from tests.support.outcomes import complete_outcome
 from tests.support.statements import statements_in_transaction
-
-
-def _outcome() -> TurnOutcome:
-    started = time.monotonic()
-    return TurnOutcome(
-        status="complete", failure=None, finish_reason="stop", model="demo-1", text_chunks=1,
-        raw_chunks=None, warnings=(), filter_closed=True, started=started, first_token=started,
-        calls=())
 
 
 class TitleWriter(TurnHandler):
@@ -62,7 +54,7 @@ async def _finish(db: Database, thread: Thread, assistant: Message, handlers: li
                   ) -> str:
     store = TurnStore(db, thread.user_id, handlers)
     return await store.store(FinishedMessage(
-        assistant.id, "hi there", {}, "complete", [call()]), _outcome())
+        assistant.id, "hi there", {}, "complete", [call()]), complete_outcome())
 
 
 async def _stored(db: Database, thread: Thread, assistant: Message) -> tuple[str, str | None]:
