@@ -14,7 +14,7 @@ from app.api.auth import authenticate
 from app.api.errors import ApiError, not_found
 from app.api.log_stream import LogStreamResponse
 from app.api.state import runtime
-from app.services.turn import ThreadNotFound
+from app.services.turn_opening import ThreadNotFound
 from app.services.upstream_slots import TurnRefused
 from app.store.errors import ContentTooLong, ThreadBusy
 

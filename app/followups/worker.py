@@ -28,8 +28,9 @@ from app.followups.thread_settings import default_autonomy
 from app.followups.triggers import prompt_for
 from app.logging import get_logger
 from app.services.shield import run_shielded
-from app.services.turn import ThreadNotFound, Turn, TurnGuard, open_turn
+from app.services.turn import Turn, open_turn
 from app.services.turn_deps import TurnDeps
+from app.services.turn_opening import ThreadNotFound, TurnGuard
 from app.services.upstream_slots import GatewayBusy
 from app.store import followup_queue
 from app.store.errors import ThreadBusy

@@ -48,9 +48,9 @@ from app.services.observers import (
     report_warnings,
 )
 from app.services.shield import run_shielded
-from app.services.turn import ThreadNotFound
 from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
+from app.services.turn_opening import ThreadNotFound
 from app.services.turn_store import TurnStore
 from app.store import messages as message_store
 from app.store import threads as thread_store

@@ -13,8 +13,9 @@ A turn request passes, in this order, before anything is stored or sent upstream
    thread together, against `max_streams_per_user` -> 429 `too_many_streams` (with the calls
    without a thread this process runs: app.services.rowless_streams). A turn's opening
    statement on PostgreSQL takes the lock and counts itself, as it stores the rows (no
-   round trip of its own: UserGuard.counts_streams). A refusal rolls the rows back: nothing
-   is stored.
+   round trip of its own: UserGuard.counts_streams); for a key without a budget, the whole
+   opening is that one statement, which stores the rows only under the cap
+   (UserGuard.cap_is_all). A refusal stores nothing.
 
 Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
 a few per process at most, and a user's cap or budget must not lose them; their streaming
@@ -86,6 +87,12 @@ def seconds_to_next_day(now: dt.datetime) -> float:
     return (midnight - utc).total_seconds()
 
 
+def has_budget(principal: Principal) -> bool:
+    """The key has a daily budget of tokens or cost."""
+    return (principal.daily_token_budget is not None
+            or principal.daily_cost_budget_usd is not None)
+
+
 def over_budget(principal: Principal, tokens: int, cost_usd: float) -> bool:
     """Used up: the day's usage has reached a budget the key has."""
     token_budget, cost_budget = principal.daily_token_budget, principal.daily_cost_budget_usd
@@ -149,7 +156,7 @@ class TurnGate:
     async def check_budget(self, session: AsyncSession, principal: Principal) -> None:
         """Raises budget_exceeded when the key has used up a daily budget (a UserGuard's
         first check)."""
-        if principal.daily_token_budget is None and principal.daily_cost_budget_usd is None:
+        if not has_budget(principal):
             return
         now = self.clock()
         tokens, cost = await limit_store.usage_of_day(
@@ -185,12 +192,20 @@ class UserGuard:
     """The limits checked inside an opening transaction, for any call of the user's, as its
     last statements before the commit (a TurnAdmission). A turn's opening statement counts
     the user's other streams for it when the cap is on (`counts_streams`): the lock and the
-    count are then no round trip of their own."""
+    count are then no round trip of their own. When the cap is all there is to check
+    (`cap_is_all`: a turn, for a key without a daily budget), the opening's one statement
+    checks it against stream_cap() and needs no transaction."""
 
     def __init__(self, gate: TurnGate, principal: Principal, inserted: int,
                  then: Callable[[], None] | None = None) -> None:
         self.gate, self.principal, self.inserted, self.then = gate, principal, inserted, then
         self.counts_streams = gate.max_streams > 0 and inserted == 1
+        self.cap_is_all = inserted == 1 and not has_budget(principal) and then is None
+
+    def stream_cap(self) -> int:
+        """The other streams a turn may find: the cap, less the calls without a thread this
+        process runs for the user."""
+        return self.gate.max_streams - self.gate.rowless.count(self.principal.user_id)
 
     async def __call__(self, session: AsyncSession, other_streams: int | None = None
                        ) -> None:

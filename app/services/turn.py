@@ -3,8 +3,9 @@
     turn = await open_turn(deps, user_id, thread_id, content)   # ThreadNotFound, ThreadBusy
     async for event in turn.events(): ...                        # app.turns.events.TurnEvent
 
-open: ONE transaction reads the history and stores the user message and the `streaming`
-assistant message; no session is open while the answer streams. stream: the observers'
+open: one statement (PostgreSQL) or one transaction reads the history and stores the user
+message and the `streaming` assistant message (app/services/turn_opening.py); no session is
+open while the answer streams. stream: the observers'
 stages, then each upstream chunk through the core's AnswerStream. finish: however the stream
 ended, ONE transaction stores what was sent with an honest status, exactly once
 (app/services/turn_store.py). docs/architecture.md draws the cancellation flow."""
@@ -12,12 +13,10 @@ ended, ONE transaction stores what was sent with an honest status, exactly once
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Protocol
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.logging import get_logger
@@ -32,10 +31,13 @@ from app.services.observers import (
 from app.services.shield import run_shielded
 from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
+from app.services.turn_opening import (
+    CONTEXT_HISTORY_LIMIT,
+    TurnAdmission,
+    TurnGuard,
+    open_rows,
+)
 from app.services.turn_store import TurnStore
-from app.store import messages as message_store
-from app.store import threads as thread_store
-from app.store.models import Thread
 from app.turns.answer import AnswerStream
 from app.turns.events import Delta, Started, TurnEvent, TurnFailure
 from app.turns.finish import (
@@ -51,30 +53,6 @@ from app.upstream import UpstreamError, UpstreamStream
 
 log = get_logger("services.turn")
 
-#: Messages read for the context; the character budget then keeps the newest that fit.
-CONTEXT_HISTORY_LIMIT = 200
-
-#: A check inside open_turn's transaction, before anything is stored (see open_turn).
-TurnGuard = Callable[[AsyncSession, Thread], Awaitable[None]]
-
-
-class TurnAdmission(Protocol):
-    """A check inside an opening transaction, last before its commit (see open_turn)."""
-
-    #: The opening's statement may count the user's other streaming answers for the check,
-    #: under the user's lock (app.store.messages.open_exchange's `count_streams`).
-    counts_streams: bool
-
-    async def __call__(self, session: AsyncSession, other_streams: int | None = None
-                      ) -> None:
-        """Raises to store nothing. `other_streams`: that count, or None when the opening
-        did not make it."""
-
-
-class ThreadNotFound(Exception):
-    """No such thread for this user (a foreign thread is the same as a missing one)."""
-
-
 async def open_turn(
     deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
     synthetic: bool = False, trigger_type: str | None = None,
@@ -82,29 +60,14 @@ async def open_turn(
     admit: TurnAdmission | None = None,
 ) -> Turn:
     """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
-    stored). Two checks may raise to store nothing: `guard` runs in the transaction once the
-    thread is locked, before its history is read and anything is stored (the follow-up
-    worker checks there, atomically, that the user has not replied meanwhile); `admit` runs
-    once the turn's rows are in, last before the commit (the turn limits count the user's
-    streams there, under a lock of the user's held to the commit, so the lock spans their
-    statement and the commit only). The slot is taken before the transaction, so no
-    transaction (on SQLite: the write lock) is held while waiting for one."""
+    stored), or what `guard` or `admit` raise to store nothing (app.services.turn_opening
+    says where each runs). The slot is taken before the opening, so no transaction (on
+    SQLite: the write lock) is held while waiting for one."""
     lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence)
     try:
-        async with deps.db.transaction(quick=True) as session:
-            opened = await thread_store.open_for_turn(session, user_id, thread_id)
-            if opened is None:
-                raise ThreadNotFound(str(thread_id))
-            thread = opened.thread
-            if guard is not None:
-                await guard(session, thread)
-            exchange = await message_store.open_exchange(
-                session, opened, content, history_limit=CONTEXT_HISTORY_LIMIT,
-                synthetic=synthetic, trigger_type=trigger_type, trigger_reason=trigger_reason,
-                max_chars=deps.settings.max_content_chars, process_id=deps.process_id,
-                count_streams=admit is not None and admit.counts_streams)
-            if admit is not None:
-                await admit(session, exchange.other_streams)
+        thread, exchange = await open_rows(
+            deps, user_id, thread_id, content, synthetic=synthetic, trigger_type=trigger_type,
+            trigger_reason=trigger_reason, guard=guard, admit=admit)
     except BaseException:
         lease.give_back()
         raise

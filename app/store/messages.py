@@ -77,9 +77,9 @@ async def append_user_message(
     """Store a user message. Only the server makes synthetic messages, and only a literal
     `synthetic=True` does. A real message cancels the thread's pending and claimed
     follow-ups in the caller's transaction."""
-    message = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
-                        trigger_reason=trigger_reason, max_chars=max_chars,
-                        now=await _next_created_at(s, thread.id))
+    message = user_row(thread.id, thread.user_id, content, synthetic=synthetic,
+                       trigger_type=trigger_type, trigger_reason=trigger_reason,
+                       max_chars=max_chars, now=await _next_created_at(s, thread.id))
     s.add(message)
     await s.flush()
     await _after_user_message(s, thread.id, synthetic=message.synthetic)
@@ -122,16 +122,17 @@ async def open_exchange(
     the turn limits' lock_user_and_count_streaming, a round trip more, would give, less the
     new row); otherwise the caller counts."""
     thread = opened.thread
-    user = _user_row(thread, content, synthetic=synthetic, trigger_type=trigger_type,
-                     trigger_reason=trigger_reason, max_chars=max_chars,
-                     now=_after(opened.newest_message_at))
-    assistant = _assistant_row(thread, _after(user.created_at), process_id)
+    user = user_row(thread.id, thread.user_id, content, synthetic=synthetic,
+                    trigger_type=trigger_type, trigger_reason=trigger_reason, max_chars=max_chars,
+                    now=_after(opened.newest_message_at))
+    assistant = assistant_row(thread.id, thread.user_id, _after(user.created_at),
+                              process_id)
     if history_limit and s.get_bind().dialect.name == "postgresql":
         return await _history_then_exchange(s, user, assistant, history_limit, count_streams)
     history = (await context_rows(s, thread.id, limit=history_limit) if history_limit
                else [])
-    with _busy_on_conflict(thread.id):
-        await s.execute(_INSERT_MESSAGES, [_inserted(user), _inserted(assistant)])
+    with busy_on_conflict(thread.id):
+        await s.execute(_INSERT_MESSAGES, [inserted_values(user), inserted_values(assistant)])
     await _cancel_followups_if_real(s, thread.id, synthetic=user.synthetic)
     return OpenedExchange(user, assistant, history)
 
@@ -141,11 +142,11 @@ async def _history_then_exchange(s: AsyncSession, user: Message, assistant: Mess
     """PostgreSQL: context_rows, the INSERT, the cancel and (`count`) the user's other
     streams of open_exchange as its one statement (_one_statement_opening)."""
     cancel = not user.synthetic
-    params = {"context_of": user.thread_id, **_inserted(user, "new_user_"),
-              **_inserted(assistant, "new_assistant_")}
+    params = {"context_of": user.thread_id, **inserted_values(user, "new_user_"),
+              **inserted_values(assistant, "new_assistant_")}
     if cancel:
         params |= {"of_thread": user.thread_id, "now": utcnow()}
-    with _busy_on_conflict(user.thread_id):
+    with busy_on_conflict(user.thread_id):
         rows = (await s.execute(_one_statement_opening(limit, cancel, count), params)).all()
     others = int(rows[0].others) if count else None
     history = [(row.role, row.content, row.created_at) for row in reversed(rows)
@@ -154,7 +155,7 @@ async def _history_then_exchange(s: AsyncSession, user: Message, assistant: Mess
 
 
 @contextmanager
-def _busy_on_conflict(thread_id: uuid.UUID) -> Iterator[None]:
+def busy_on_conflict(thread_id: uuid.UUID) -> Iterator[None]:
     """The one-streaming-message-per-thread index refusing a row, raised as ThreadBusy."""
     try:
         yield
@@ -169,17 +170,17 @@ _INSERT_MESSAGES = insert(_MESSAGES)
 
 #: The columns a new row is inserted with (`tokens` is computed by the database), each with
 #: the Message attribute it comes from.
-_INSERTED_COLUMNS = {
+INSERTED_COLUMNS = {
     "id": "id", "thread_id": "thread_id", "user_id": "user_id", "role": "role",
     "content": "content", "metadata": "meta", "status": "status", "synthetic": "synthetic",
     "trigger_type": "trigger_type", "created_at": "created_at", "updated_at": "updated_at",
     "completed_at": "completed_at", "stream_process": "stream_process"}
 
 
-def _inserted(message: Message, prefix: str = "") -> dict[str, Any]:
+def inserted_values(message: Message, prefix: str = "") -> dict[str, Any]:
     """A new row's columns as an INSERT takes them, each named `prefix` + its column."""
     return {prefix + column: getattr(message, attribute)
-            for column, attribute in _INSERTED_COLUMNS.items()}
+            for column, attribute in INSERTED_COLUMNS.items()}
 
 
 @functools.cache
@@ -194,7 +195,7 @@ def _one_statement_opening(limit: int, cancel: bool, count: bool) -> Select[Any]
     row of it alone when there is no history). No parameter is named as a column of either
     table: SQLAlchemy would take it for a value the UPDATE (or the INSERT) sets."""
     m = _MESSAGES.c
-    history = _context_select(limit, m.role, m.content, m.created_at, m.id).cte("history")
+    history = context_select(limit, m.role, m.content, m.created_at, m.id).cte("history")
     columns = (history.c.role, history.c.content, history.c.created_at)
     statement = select(*columns)
     if count:
@@ -207,15 +208,15 @@ def _one_statement_opening(limit: int, cancel: bool, count: bool) -> Select[Any]
     statement = statement.order_by(history.c.created_at.desc(), history.c.id.desc())
     for who in ("user", "assistant"):  # two INSERTs: SQLAlchemy caches no multi-row VALUES
         row = {column: bindparam(f"new_{who}_{column}", type_=_MESSAGES.c[column].type)
-               for column in _INSERTED_COLUMNS}
+               for column in INSERTED_COLUMNS}
         statement = statement.add_cte(insert(_MESSAGES).values(row).cte(f"new_{who}"))
     if cancel:
         statement = statement.add_cte(cancel_pending_statement(True).cte("cancelled"))
     return statement
 
 
-def _user_row(
-    thread: Thread, content: str, *, synthetic: bool, trigger_type: str | None,
+def user_row(
+    thread_id: uuid.UUID, user_id: str, content: str, *, synthetic: bool, trigger_type: str | None,
     trigger_reason: str | None, max_chars: int, now: dt.datetime,
 ) -> Message:
     """A user message's row, checked and cleaned, not yet added."""
@@ -232,16 +233,18 @@ def _user_row(
         clean_meta.update(real_user_metadata(clean_content))
     # Every column set, as on the assistant row: rows with the same columns share one INSERT.
     return Message(
-        id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="user",
+        id=uuid.uuid4(), thread_id=thread_id, user_id=user_id, role="user",
         content=clean_content, meta=clean_meta, status="complete", synthetic=is_synthetic,
         trigger_type=clean_meta.get("trigger_type") if is_synthetic else None,
         created_at=now, updated_at=now, completed_at=now, stream_process=None,
     )
 
 
-def _assistant_row(thread: Thread, now: dt.datetime, process_id: str | None) -> Message:
+def assistant_row(thread_id: uuid.UUID, user_id: str, now: dt.datetime,
+                  process_id: str | None) -> Message:
+    """A turn's assistant message's row, `streaming` and empty, not yet added."""
     return Message(
-        id=uuid.uuid4(), thread_id=thread.id, user_id=thread.user_id, role="assistant",
+        id=uuid.uuid4(), thread_id=thread_id, user_id=user_id, role="assistant",
         content="", meta={}, status="streaming", synthetic=False, trigger_type=None,
         created_at=now, updated_at=now, completed_at=None, stream_process=process_id,
     )
@@ -272,8 +275,9 @@ async def open_assistant_message(s: AsyncSession, thread: Thread, *,
     `process_id`: the gateway process streaming it, so the row is swept soon after that
     process dies. Raises ThreadBusy when the thread already streams (the session stays
     usable: savepoint)."""
-    message = _assistant_row(thread, await _next_created_at(s, thread.id), process_id)
-    with _busy_on_conflict(thread.id):
+    message = assistant_row(thread.id, thread.user_id, await _next_created_at(s, thread.id),
+                            process_id)
+    with busy_on_conflict(thread.id):
         async with s.begin_nested():
             s.add(message)
     return message
@@ -477,7 +481,7 @@ async def visible_history(
     return list(result.scalars())
 
 
-def _context_select(limit: int, *columns: Any) -> Select[Any]:
+def context_select(limit: int, *columns: Any) -> Select[Any]:
     """The newest `limit` messages the model may see, newest first: rows still streaming,
     failed assistant rows and empty rows left out. For the thread of the `context_of`
     parameter."""
@@ -495,7 +499,7 @@ def _context_select(limit: int, *columns: Any) -> Select[Any]:
 async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) -> list[Message]:
     """What the model sees: the newest `limit` messages, oldest first, synthetic prompts
     included; rows still streaming, failed assistant rows and empty rows left out."""
-    result = await s.execute(_context_select(limit, Message), {"context_of": thread_id})
+    result = await s.execute(context_select(limit, Message), {"context_of": thread_id})
     return list(reversed(result.scalars().all()))
 
 
@@ -512,7 +516,7 @@ async def context_rows(s: AsyncSession, thread_id: uuid.UUID, *, limit: int
 def _context_rows_select(limit: int) -> Select[Any]:
     """Built once per limit: every turn reads its context with it."""
     m = _MESSAGES.c
-    return _context_select(limit, m.role, m.content, m.created_at)
+    return context_select(limit, m.role, m.content, m.created_at)
 
 
 async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -> int:

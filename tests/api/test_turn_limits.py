@@ -28,7 +28,7 @@ from app.usage.figures import UsageFigures
 from tests.e2e.helpers import messages, new_thread
 from tests.support.inproc import FakeClock, InProcessGateway, in_process_gateway
 from tests.support.live import DemoLlm, SseEvent, parse_sse
-from tests.support.statements import recorded_statements
+from tests.support.statements import recorded_statements, statements_in_transaction
 
 ASK = [{"role": "user", "content": "Hello"}]
 NOON = dt.datetime(2026, 11, 24, 12, 0, 45, tzinfo=dt.UTC)
@@ -102,22 +102,26 @@ async def test_a_user_at_the_stream_cap_is_refused_before_any_upstream_call(
 async def test_the_stream_cap_costs_an_opening_no_statement_of_its_own_on_postgresql(
     database_url: str, demo_llm: DemoLlm
 ) -> None:
-    """The cap's lock and count run inside the opening's one statement on PostgreSQL (each
-    statement is a round trip on the way to the first delta); on SQLite, where statements
-    make none, the count is a statement of its own. (The rate limit, off here, counts in a
-    transaction of its own before.)"""
+    """The cap's lock and count run inside the opening's one statement on PostgreSQL, which
+    runs outside a transaction: its only round trip on the way to the first delta. On
+    SQLite, where statements make none, the count is a statement of its own. (The rate
+    limit, off here, counts in a statement of its own before.)"""
     async with in_process_gateway(database_url, demo_llm, max_streams_per_user=2,
                                   rate_limit_per_minute=0) as gw:
         alice = await gw.api_key("alice")
         async with gw.client(alice) as client:
             threads = [await new_thread(client) for _ in range(2)]
             held = [await gw.hold_turn("alice", threads[0])]
-            with recorded_statements(gw.runtime.db) as statements:
+            on_postgresql = gw.runtime.db.backend == "postgresql"
+            recorded = (statements_in_transaction if on_postgresql else recorded_statements)
+            with recorded(gw.runtime.db) as statements:
                 held.append(await gw.hold_turn("alice", threads[1]))
             await finish_all(held)
-    kinds = [kind for kind, _ in statements if kind != "BEGIN"]
-    assert kinds == (["UPDATE", "WITH"] if "postgresql" in database_url
-                     else ["UPDATE", "SELECT", "INSERT", "UPDATE", "SELECT"])
+    if on_postgresql:
+        assert statements == [("WITH", False)]  # False: outside a transaction
+    else:
+        assert [kind for kind, _ in statements if kind != "BEGIN"] == [
+            "UPDATE", "SELECT", "INSERT", "UPDATE", "SELECT"]
 
 
 async def test_concurrent_openings_of_one_user_stop_at_the_cap(

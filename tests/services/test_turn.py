@@ -22,7 +22,8 @@ from app.records import FinishedMessage
 from app.services import turn_store, usage_rollups
 from app.services.observers import ContextDraft, TurnHandler, TurnView
 from app.services.runtime import Runtime
-from app.services.turn import ThreadNotFound, open_turn
+from app.services.turn import open_turn
+from app.services.turn_opening import ThreadNotFound
 from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.clock import utcnow
@@ -26,6 +26,7 @@ from app.store.models import LlmCall, Message, Thread, UserTokenUsage
 from app.store.notify import Notification, open_listener
 from app.store.visibility import is_hidden
 from tests.store.factories import call, legacy_prompt, new_thread, turn
+from tests.support.locks import until_a_lock_is_awaited
 from tests.support.statements import recorded_statements
 
 
@@ -363,19 +364,9 @@ async def test_an_opening_behind_a_finish_sees_its_answer(db: Database) -> None:
         await messages_store.finish_assistant_message(
             finish, FinishedMessage(first.assistant.id, "reply one", {}, "complete", []))
         opening = asyncio.create_task(_open(db, thread, "two", history_limit=10))
-        await _until_a_lock_is_awaited(db)
+        await until_a_lock_is_awaited(db)
     second = await opening
     assert [text for _, text, _ in second.history] == ["one", "reply one"]
-
-
-async def _until_a_lock_is_awaited(db: Database) -> None:
-    """Until some session of the database waits for a lock (bounded: 500 looks)."""
-    for _ in range(500):
-        async with db.read() as s:
-            if await s.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")):
-                return
-        await asyncio.sleep(0.01)
-    raise AssertionError("no session waited for a lock")
 
 
 async def test_an_opening_is_one_statement_after_the_lock_on_postgresql(db: Database) -> None:
@@ -483,7 +474,7 @@ async def test_a_finish_takes_the_thread_before_its_message(db: Database) -> Non
     async with db.transaction() as holder:
         await threads_store.open_for_turn(holder, thread.user_id, thread.id)
         finishing = asyncio.create_task(_finish(db, opened.assistant.id, "reply one"))
-        await _until_a_lock_is_awaited(db)
+        await until_a_lock_is_awaited(db)
         await holder.execute(select(Message.id).where(Message.id == opened.assistant.id)
                              .with_for_update(nowait=True))
     assert (await finishing).message.content == "reply one"

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from app.api.errors import DATABASE_UNAVAILABLE, ApiError, note_database_unavailable
 from app.logging import get_logger
 from app.services.completions import CompletionFailed, ModelNotFound
-from app.services.turn import ThreadNotFound
+from app.services.turn_opening import ThreadNotFound
 from app.services.upstream_slots import TurnRefused
 from app.store.errors import ContentTooLong, DatabaseUnavailable, ThreadBusy
 from app.turns.events import TurnFailure

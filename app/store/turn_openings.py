@@ -1,0 +1,215 @@
+"""PostgreSQL: a user's turn opened in ONE statement, run without BEGIN and COMMIT.
+
+A turn's opening is its thread's UPDATE (the thread's lock, its move to the top of the list),
+the history the model is shown, the turn's two rows, the cancel of the thread's follow-ups and
+the count of the user's other streams for the stream cap. As statements of a transaction
+(app.store.threads.open_for_turn, then app.store.messages.open_exchange) they cost four round
+trips with BEGIN and COMMIT; as one statement in autocommit, one. Each round trip costs CPU in
+the driver and, under load, waits for passes of the busy event loop; a statement is atomic on
+its own, so a refusal in it (a busy thread, the stream cap) stores nothing.
+
+One snapshot serves the whole statement, taken as it starts. An answer whose finish commits
+while the UPDATE waits for the thread's lock would be missing from that snapshot's history, and
+the model would not see it. Every transaction that writes a thread's messages updates the
+thread's row first (an opening, a finish), so the UPDATE asks for the very row version the
+snapshot saw (its `xmin`): a newer version leaves the thread unopened and the statement stores
+nothing (`changed`); the caller then opens the turn in a transaction, whose statements each
+take a snapshot of their own."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Integer,
+    Interval,
+    Select,
+    bindparam,
+    func,
+    insert,
+    literal,
+    literal_column,
+    null,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.clock import utcnow
+from app.store.followups import cancel_pending_statement
+from app.store.limits import lock_and_count_other_streams
+from app.store.messages import (
+    INSERTED_COLUMNS,
+    MAX_CONTENT_CHARS,
+    OpenedExchange,
+    assistant_row,
+    busy_on_conflict,
+    context_select,
+    inserted_values,
+    user_row,
+)
+from app.store.models import Message, Thread, table_of, unattached
+
+_MESSAGES, _THREADS = table_of(Message), table_of(Thread)
+#: The row times the statement computes: after the thread's newest message (see _times).
+_TIMED = ("created_at", "updated_at", "completed_at")
+_MICROSECOND = literal(dt.timedelta(microseconds=1), Interval())
+_THREAD_PREFIX = "thread_"
+
+
+@dataclass(frozen=True, slots=True)
+class OneStatementOpening:
+    """What the statement did. `opened`: the thread and the turn's rows (`exchange`);
+    `changed`: the thread changed after the snapshot, nothing stored; `at_cap`: the user's
+    other streams (`other_streams`) reached the cap, nothing stored."""
+
+    outcome: Literal["opened", "changed", "at_cap"]
+    thread: Thread | None = None
+    exchange: OpenedExchange | None = None
+    other_streams: int | None = None
+
+
+async def open_turn_rows(
+    s: AsyncSession, user_id: str, thread_id: uuid.UUID, content: str, *, history_limit: int,
+    stream_cap: int | None, max_chars: int = MAX_CONTENT_CHARS, process_id: str | None = None,
+) -> OneStatementOpening | None:
+    """A real user message's turn opened as threads.open_for_turn and then
+    messages.open_exchange would (history read before the rows, follow-ups cancelled), in one
+    statement for a session in autocommit. `stream_cap`: the rows are stored only when the
+    user's other streaming answers, counted under the user's lock, are fewer; None counts
+    nothing. None for a missing or foreign thread. Raises ContentTooLong before any
+    statement, ThreadBusy when the thread already streams."""
+    now = utcnow()
+    user = user_row(thread_id, user_id, content, synthetic=False, trigger_type=None,
+                    trigger_reason=None, max_chars=max_chars, now=now)
+    assistant = assistant_row(thread_id, user_id, now, process_id)
+    params = {"opening_thread": thread_id, "owner": user_id, "now": now, "of_thread": thread_id,
+              "context_of": thread_id, "stream_cap": stream_cap,
+              **inserted_values(user, "new_user_"), **inserted_values(assistant, "new_assistant_")}
+    with busy_on_conflict(thread_id):
+        rows = (await s.execute(_statement(history_limit, stream_cap is not None),
+                                params)).all()
+    if not rows:
+        return None
+    first = rows[0]
+    if first.thread_id is None:
+        return OneStatementOpening("changed")
+    if first.user_at is None:
+        return OneStatementOpening("at_cap", other_streams=int(first.others))
+    _stamp(user, first.user_at, completed=True)
+    _stamp(assistant, first.assistant_at, completed=False)
+    history = [(row.role, row.content, row.created_at) for row in reversed(rows)
+               if row.role is not None]
+    others = int(first.others) if stream_cap is not None else None
+    return OneStatementOpening("opened", _thread_of(first._mapping),
+                               OpenedExchange(user, assistant, history, others), others)
+
+
+def _stamp(message: Message, at: dt.datetime, *, completed: bool) -> None:
+    """The times the statement gave a row."""
+    message.created_at = message.updated_at = at
+    if completed:
+        message.completed_at = at
+
+
+def _thread_of(row: Any) -> Thread:
+    return unattached(Thread, {column: row[_THREAD_PREFIX + column.name]
+                               for column in _THREADS.c})
+
+
+@functools.cache
+def _statement(limit: int, capped: bool) -> Select[Any]:
+    """The opening, built once per history limit and kind. Its CTEs: `seen` (the thread's
+    row version in the snapshot; none for a missing or foreign thread: no row comes back),
+    `opened` (the UPDATE, of that version only), `counted` (`capped`: the user's lock and
+    count, MATERIALIZED and read from `opened`, so it runs once and after the thread's
+    lock, in the order every opening takes them), `times`, the two INSERTs (each from
+    `opened`, so nothing is stored in a thread left unopened, and under the cap),
+    `cancelled` (once the user's row is in) and `history`. One row comes back per history
+    message, or one alone. No parameter is named as a column of a table the statement
+    writes: SQLAlchemy would take it for a value set."""
+    seen = (select(literal_column("threads.xmin").label("version")).select_from(_THREADS)
+            .where(*_the_thread()).cte("seen"))
+    opened = _opened(seen)
+    counted = (select(lock_and_count_other_streams(
+        opened.c.user_id, bindparam("new_assistant_id", type_=_MESSAGES.c.id.type)
+    ).label("others")).cte("counted").prefix_with("MATERIALIZED") if capped else None)
+    times = _times(opened)
+    new_user = _insert("user", times.c.user_at, times, counted)
+    new_assistant = _insert("assistant", times.c.assistant_at, times, counted)
+    cancelled = cancel_pending_statement(True).where(select(new_user.c.created_at).exists())
+    m = _MESSAGES.c
+    history = context_select(limit, m.role, m.content, m.created_at, m.id).cte("history")
+    joined = seen.outerjoin(opened, true())
+    if counted is not None:
+        joined = joined.outerjoin(counted, true())
+    joined = (joined.outerjoin(new_user, true()).outerjoin(new_assistant, true())
+              .outerjoin(history, new_user.c.created_at.is_not(None)))
+    return (
+        select(*(opened.c[column.name].label(_THREAD_PREFIX + column.name)
+                 for column in _THREADS.c),
+               (counted.c.others if counted is not None else null()).label("others"),
+               new_user.c.created_at.label("user_at"),
+               new_assistant.c.created_at.label("assistant_at"),
+               history.c.role, history.c.content, history.c.created_at)
+        .select_from(joined)
+        .order_by(history.c.created_at.desc(), history.c.id.desc())
+        .add_cte(cancelled.cte("cancelled"))
+    )
+
+
+def _thread_param() -> BindParameter[uuid.UUID]:
+    return bindparam("opening_thread", type_=_THREADS.c.id.type)
+
+
+def _the_thread() -> tuple[ColumnElement[bool], ...]:
+    """The user's thread: the one given, if the user owns it."""
+    t = _THREADS.c
+    return (t.id == _thread_param(), t.user_id == bindparam("owner", type_=t.user_id.type))
+
+
+def _opened(seen: Any) -> Any:
+    """The thread's UPDATE (as open_for_turn's), of the row version `seen` only, with the
+    time of the thread's newest message as the snapshot holds it."""
+    newest = (select(func.max(_MESSAGES.c.created_at))
+              .where(_MESSAGES.c.thread_id == _thread_param()).scalar_subquery())
+    version = select(seen.c.version).scalar_subquery()
+    return (
+        update(_THREADS)
+        .where(*_the_thread(), literal_column("threads.xmin") == version)
+        .values(updated_at=bindparam("now", type_=_THREADS.c.updated_at.type))
+        .returning(*_THREADS.c, newest.label("newest_message_at"))
+        .cte("opened")
+    )
+
+
+def _times(opened: Any) -> Any:
+    """The two rows' times, as messages.open_exchange computes them: now, or just after the
+    newest message (the user's row), and just after the user's row (the answer's)."""
+    user_at = func.greatest(bindparam("new_user_created_at", type_=_MESSAGES.c.created_at.type),
+                            opened.c.newest_message_at + _MICROSECOND)
+    return select(user_at.label("user_at"), (user_at + _MICROSECOND).label("assistant_at")
+                  ).select_from(opened).cte("times")
+
+
+def _insert(who: str, at: Any, times: Any, counted: Any | None) -> Any:
+    """One row's INSERT from `times`, so only in an opened thread; with `counted`, only
+    under the cap."""
+    values = [at if column in _TIMED else bindparam(f"new_{who}_{column}",
+                                                    type_=_MESSAGES.c[column].type)
+              for column in INSERTED_COLUMNS]
+    if who == "assistant":
+        values[list(INSERTED_COLUMNS).index("completed_at")] = null()
+    source = select(*values).select_from(times)
+    if counted is not None:
+        source = source.join(counted, true()).where(
+            counted.c.others < bindparam("stream_cap", type_=Integer()))
+    return (insert(_MESSAGES).from_select(list(INSERTED_COLUMNS), source)
+            .returning(_MESSAGES.c.created_at).cte(f"new_{who}"))

@@ -1,0 +1,163 @@
+"""PostgreSQL's one-statement turn opening: what it stores, and everything it must refuse or
+leave to the opening in a transaction, stored nothing of."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+
+import pytest
+from sqlalchemy import select, update
+
+from app.clock import utcnow
+from app.records import FinishedMessage
+from app.store import ThreadBusy, turn_openings
+from app.store import messages as messages_store
+from app.store.db import Database
+from app.store.followups import list_followups, schedule_followup
+from app.store.models import Message, Thread
+from app.store.turn_openings import OneStatementOpening
+from tests.store.factories import new_thread, turn
+from tests.support.locks import until_a_lock_is_awaited
+from tests.support.statements import recorded_statements, statements_in_transaction
+
+
+@pytest.fixture
+def pg(db: Database) -> Database:
+    if db.backend != "postgresql":
+        pytest.skip("one statement in autocommit is PostgreSQL's opening")
+    return db
+
+
+async def _open(db: Database, thread: Thread, content: str = "two", *,
+                stream_cap: int | None = None, user_id: str | None = None
+                ) -> OneStatementOpening | None:
+    async with db.transaction(quick=True, one_statement=True) as s:
+        return await turn_openings.open_turn_rows(
+            s, user_id or thread.user_id, thread.id, content, history_limit=10,
+            stream_cap=stream_cap)
+
+
+async def _rows(db: Database, thread: Thread) -> list[tuple[str, str, str]]:
+    async with db.read() as s:
+        rows = await s.execute(select(Message.role, Message.content, Message.status)
+                               .where(Message.thread_id == thread.id)
+                               .order_by(Message.created_at))
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+
+
+async def test_an_opening_stores_the_turn_after_its_history_in_one_round_trip(pg: Database
+                                                                              ) -> None:
+    thread = await new_thread(pg)
+    await turn(pg, thread, "one", "reply one")
+    await _schedule(pg, thread)
+    with statements_in_transaction(pg) as statements:
+        opening = await _open(pg, thread, stream_cap=3)
+    assert statements == [("WITH", False)]
+    assert opening is not None and opening.outcome == "opened"
+    assert opening.exchange is not None and opening.thread is not None
+    assert [text for _, text, _ in opening.exchange.history] == ["one", "reply one"]
+    assert opening.other_streams == opening.exchange.other_streams == 0
+    assert await _rows(pg, thread) == [("user", "one", "complete"),
+                                       ("assistant", "reply one", "complete"),
+                                       ("user", "two", "complete"),
+                                       ("assistant", "", "streaming")]
+    async with pg.read() as s:
+        stored = {m.id: m.created_at for m in await messages_store.visible_history(
+            s, thread.user_id, thread.id)}
+        followups = await list_followups(s, thread.id)
+        moved = await s.scalar(select(Thread.updated_at).where(Thread.id == thread.id))
+    user, assistant = opening.exchange.user, opening.exchange.assistant
+    assert stored[user.id] == user.created_at < assistant.created_at == stored[assistant.id]
+    assert [f.status for f in followups] == ["cancelled"]
+    assert moved == opening.thread.updated_at > thread.updated_at
+
+
+async def test_the_turn_is_ordered_after_a_newest_message_from_a_clock_ahead(pg: Database
+                                                                             ) -> None:
+    """Another process's clock ran ahead: the new rows still come after its message."""
+    thread = await new_thread(pg)
+    await turn(pg, thread, "one", "reply one")
+    ahead = utcnow() + dt.timedelta(hours=1)
+    async with pg.transaction() as s:
+        await s.execute(update(Message).where(Message.thread_id == thread.id)
+                        .values(created_at=ahead))
+    opening = await _open(pg, thread)
+    assert opening is not None and opening.exchange is not None
+    assert ahead < opening.exchange.user.created_at < opening.exchange.assistant.created_at
+    assert [row[1] for row in await _rows(pg, thread)][-2:] == ["two", ""]
+
+
+async def test_a_missing_or_foreign_thread_opens_nothing_and_cancels_nothing(pg: Database
+                                                                             ) -> None:
+    thread = await new_thread(pg, "bob")
+    await _schedule(pg, thread)
+    assert await _open(pg, thread, user_id="alice") is None
+    missing = Thread(id=uuid.uuid4(), user_id="alice")
+    assert await _open(pg, missing) is None
+    assert await _rows(pg, thread) == []
+    async with pg.read() as s:
+        assert [f.status for f in await list_followups(s, thread.id)] == ["pending"]
+
+
+async def test_a_thread_streaming_already_is_busy_and_keeps_its_follow_ups(pg: Database
+                                                                         ) -> None:
+    thread = await new_thread(pg)
+    first = await _open(pg, thread, "one")
+    assert first is not None and first.outcome == "opened"
+    await _schedule(pg, thread)
+    with pytest.raises(ThreadBusy):
+        await _open(pg, thread)
+    assert await _rows(pg, thread) == [("user", "one", "complete"),
+                                       ("assistant", "", "streaming")]
+    async with pg.read() as s:
+        assert [f.status for f in await list_followups(s, thread.id)] == ["pending"]
+
+
+async def test_at_the_stream_cap_nothing_is_stored_and_the_count_comes_back(pg: Database
+                                                                           ) -> None:
+    streaming = [await new_thread(pg) for _ in range(2)]
+    for thread in streaming:
+        await _open(pg, thread)
+    thread = await new_thread(pg)
+    await _schedule(pg, thread)
+    refused = await _open(pg, thread, stream_cap=2)
+    assert refused == OneStatementOpening("at_cap", other_streams=2)
+    assert await _rows(pg, thread) == []
+    async with pg.read() as s:
+        assert [f.status for f in await list_followups(s, thread.id)] == ["pending"]
+    opened = await _open(pg, thread, stream_cap=3)
+    assert opened is not None and opened.other_streams == 2
+
+
+async def test_an_opening_behind_a_finish_stores_nothing_and_says_the_thread_changed(
+        pg: Database) -> None:
+    """The finish holds the thread's row; the statement's snapshot, taken before it waited,
+    would leave the finished answer out of the history, and see it still streaming."""
+    thread = await new_thread(pg)
+    first = await _open(pg, thread, "one")
+    assert first is not None and first.exchange is not None
+    async with pg.transaction() as finish:
+        await messages_store.finish_assistant_message(finish, FinishedMessage(
+            first.exchange.assistant.id, "reply one", {}, "complete", []))
+        opening = asyncio.create_task(_open(pg, thread))
+        await until_a_lock_is_awaited(pg)
+    assert await opening == OneStatementOpening("changed")
+    assert await _rows(pg, thread) == [("user", "one", "complete"),
+                                       ("assistant", "reply one", "complete")]
+
+
+async def test_the_statement_runs_as_compiled_once(pg: Database) -> None:
+    """Compiling the opening costs milliseconds of CPU: every turn after the first takes it
+    from SQLAlchemy's cache, with nothing rendered into its text."""
+    await _open(pg, await new_thread(pg, "someone else"), stream_cap=5)
+    with recorded_statements(pg) as statements:
+        await _open(pg, await new_thread(pg), stream_cap=5)
+    assert statements[-1] == ("WITH", True)
+
+
+async def _schedule(db: Database, thread: Thread) -> None:
+    async with db.transaction() as s:
+        await schedule_followup(s, thread_id=thread.id, user_id=thread.user_id,
+                                trigger_type="check_in", reason="idle", due_at=utcnow())
