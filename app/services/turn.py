@@ -5,10 +5,10 @@
 
 open: one statement (PostgreSQL) or one transaction reads the history and stores the user
 message and the `streaming` assistant message (app/services/turn_opening.py); no session is
-open while the answer streams. stream: the observers'
-stages, then each upstream chunk through the core's AnswerStream. finish: however the stream
-ended, ONE transaction stores what was sent with an honest status, exactly once
-(app/services/turn_store.py). docs/architecture.md draws the cancellation flow."""
+open while the answer streams. stream: the observers' stages, then each upstream chunk
+through the core's AnswerStream. finish: however the stream ended, ONE transaction stores
+what was sent with an honest status, exactly once (app/services/turn_store.py).
+docs/architecture.md draws the cancellation flow."""
 
 from __future__ import annotations
 
