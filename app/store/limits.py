@@ -8,7 +8,17 @@ import datetime as dt
 import functools
 from typing import Any
 
-from sqlalchemy import ColumnElement, Executable, Select, String, bindparam, delete, func, select
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Executable,
+    Select,
+    String,
+    bindparam,
+    delete,
+    func,
+    select,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -38,13 +48,14 @@ _LOCK_AND_COUNT = select(func.chatgate_lock_user_streams(
     USER_LOCK_NAMESPACE, bindparam("user_id", type_=String())))
 
 
-def lock_and_count_other_streams(user_id: ColumnElement[str], except_id: ColumnElement[Any]
-                                 ) -> ColumnElement[int]:
-    """lock_user_and_count_streaming as an expression, for a statement that also inserts
-    the user's new streaming answer (`except_id`), left out of the count: the user's OTHER
-    streaming answers, whichever part of the statement runs first (migration 0009).
+def other_streams_counted(user_id: ColumnElement[str], except_id: ColumnElement[Any]) -> CTE:
+    """lock_user_and_count_streaming as a CTE (`counted`, its column `others`), for a
+    statement that also inserts the user's new streaming answer (`except_id`), left out of
+    the count: the user's OTHER streaming answers, whichever part of the statement runs
+    first (migration 0009). MATERIALIZED: it runs once, however often it is read.
     PostgreSQL only."""
-    return func.chatgate_lock_user_streams(USER_LOCK_NAMESPACE, user_id, except_id)
+    count = func.chatgate_lock_user_streams(USER_LOCK_NAMESPACE, user_id, except_id)
+    return select(count.label("others")).cte("counted").prefix_with("MATERIALIZED")
 
 
 async def count_streaming(s: AsyncSession, user_id: str) -> int:

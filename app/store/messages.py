@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     Select,
     String,
     and_,
@@ -31,7 +32,7 @@ from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread, cancel_pending_statement
-from app.store.limits import lock_and_count_other_streams
+from app.store.limits import other_streams_counted
 from app.store.models import LlmCall, Message, Thread, table_of, unattached
 from app.store.notify import Notification
 from app.store.sanitize import clean_message
@@ -183,6 +184,13 @@ def inserted_values(message: Message, prefix: str = "") -> dict[str, Any]:
             for column, attribute in INSERTED_COLUMNS.items()}
 
 
+def inserted_params(prefix: str) -> dict[str, BindParameter[Any]]:
+    """A parameter for each column a new row is inserted with, named as inserted_values
+    names its value."""
+    return {column: bindparam(prefix + column, type_=_MESSAGES.c[column].type)
+            for column in INSERTED_COLUMNS}
+
+
 @functools.cache
 def _one_statement_opening(limit: int, cancel: bool, count: bool) -> Select[Any]:
     """PostgreSQL's opening as one statement, built once per limit and kind: the history as
@@ -199,16 +207,14 @@ def _one_statement_opening(limit: int, cancel: bool, count: bool) -> Select[Any]
     columns = (history.c.role, history.c.content, history.c.created_at)
     statement = select(*columns)
     if count:
-        counted = select(lock_and_count_other_streams(
+        counted = other_streams_counted(
             bindparam("new_assistant_user_id", type_=m.user_id.type),
-            bindparam("new_assistant_id", type_=m.id.type)).label("others")
-        ).cte("counted").prefix_with("MATERIALIZED")
+            bindparam("new_assistant_id", type_=m.id.type))
         statement = (select(counted.c.others, *columns)
                      .select_from(counted.outerjoin(history, true())))
     statement = statement.order_by(history.c.created_at.desc(), history.c.id.desc())
     for who in ("user", "assistant"):  # two INSERTs: SQLAlchemy caches no multi-row VALUES
-        row = {column: bindparam(f"new_{who}_{column}", type_=_MESSAGES.c[column].type)
-               for column in INSERTED_COLUMNS}
+        row = inserted_params(f"new_{who}_")
         statement = statement.add_cte(insert(_MESSAGES).values(row).cte(f"new_{who}"))
     if cancel:
         statement = statement.add_cte(cancel_pending_statement(True).cte("cancelled"))

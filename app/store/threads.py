@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, Update, bindparam, delete, func, select, update
+from sqlalchemy import BindParameter, Select, Update, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -68,12 +68,12 @@ async def open_for_turn(s: AsyncSession, user_id: str, thread_id: uuid.UUID
     return OpenedThread(unattached(Thread, row._mapping), row.newest_message_at)
 
 
-def _open_for_turn() -> Update:
-    """open_for_turn's statement. Its subquery is bound to the id given, not correlated:
-    SQLite writes RETURNING's columns unqualified, so a correlated `threads.id` would read as
-    the subquery's own `messages.id`."""
+def open_for_turn_update(thread_id: BindParameter[uuid.UUID]) -> Update:
+    """open_for_turn's statement, for the thread of the parameter given (the turn's
+    one-statement opening, app.store.turn_openings, names it otherwise). Its subquery is
+    bound to that parameter, not correlated: SQLite writes RETURNING's columns unqualified,
+    so a correlated `threads.id` would read as the subquery's own `messages.id`."""
     threads, messages = table_of(Thread), table_of(Message)
-    thread_id = bindparam("thread_id", type_=threads.c.id.type)
     newest = (select(func.max(messages.c.created_at))
               .where(messages.c.thread_id == thread_id).scalar_subquery())
     return (
@@ -86,7 +86,7 @@ def _open_for_turn() -> Update:
 
 
 #: Built once (building a statement costs more CPU than running it): every turn opens with it.
-_OPEN_FOR_TURN = _open_for_turn()
+_OPEN_FOR_TURN = open_for_turn_update(bindparam("thread_id", type_=table_of(Thread).c.id.type))
 
 
 def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:

@@ -38,20 +38,20 @@ from sqlalchemy import (
     null,
     select,
     true,
-    update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
+from app.store import threads
 from app.store.followups import cancel_pending_statement
-from app.store.limits import lock_and_count_other_streams
+from app.store.limits import other_streams_counted
 from app.store.messages import (
-    INSERTED_COLUMNS,
     MAX_CONTENT_CHARS,
     OpenedExchange,
     assistant_row,
     busy_on_conflict,
     context_select,
+    inserted_params,
     inserted_values,
     user_row,
 )
@@ -138,9 +138,8 @@ def _statement(limit: int, capped: bool) -> Select[Any]:
     seen = (select(literal_column("threads.xmin").label("version")).select_from(_THREADS)
             .where(*_the_thread()).cte("seen"))
     opened = _opened(seen)
-    counted = (select(lock_and_count_other_streams(
-        opened.c.user_id, bindparam("new_assistant_id", type_=_MESSAGES.c.id.type)
-    ).label("others")).cte("counted").prefix_with("MATERIALIZED") if capped else None)
+    counted = (other_streams_counted(opened.c.user_id, bindparam(
+        "new_assistant_id", type_=_MESSAGES.c.id.type)) if capped else None)
     times = _times(opened)
     new_user = _insert("user", times.c.user_at, times, counted)
     new_assistant = _insert("assistant", times.c.assistant_at, times, counted)
@@ -176,18 +175,11 @@ def _the_thread() -> tuple[ColumnElement[bool], ...]:
 
 
 def _opened(seen: Any) -> Any:
-    """The thread's UPDATE (as open_for_turn's), of the row version `seen` only, with the
-    time of the thread's newest message as the snapshot holds it."""
-    newest = (select(func.max(_MESSAGES.c.created_at))
-              .where(_MESSAGES.c.thread_id == _thread_param()).scalar_subquery())
+    """The thread's UPDATE (open_for_turn's), of the row version `seen` only, with the time
+    of the thread's newest message as the snapshot holds it."""
     version = select(seen.c.version).scalar_subquery()
-    return (
-        update(_THREADS)
-        .where(*_the_thread(), literal_column("threads.xmin") == version)
-        .values(updated_at=bindparam("now", type_=_THREADS.c.updated_at.type))
-        .returning(*_THREADS.c, newest.label("newest_message_at"))
-        .cte("opened")
-    )
+    return (threads.open_for_turn_update(_thread_param())
+            .where(literal_column("threads.xmin") == version).cte("opened"))
 
 
 def _times(opened: Any) -> Any:
@@ -202,14 +194,13 @@ def _times(opened: Any) -> Any:
 def _insert(who: str, at: Any, times: Any, counted: Any | None) -> Any:
     """One row's INSERT from `times`, so only in an opened thread; with `counted`, only
     under the cap."""
-    values = [at if column in _TIMED else bindparam(f"new_{who}_{column}",
-                                                    type_=_MESSAGES.c[column].type)
-              for column in INSERTED_COLUMNS]
+    values: dict[str, Any] = inserted_params(f"new_{who}_")
+    values |= dict.fromkeys(_TIMED, at)
     if who == "assistant":
-        values[list(INSERTED_COLUMNS).index("completed_at")] = null()
-    source = select(*values).select_from(times)
+        values["completed_at"] = null()
+    source = select(*values.values()).select_from(times)
     if counted is not None:
         source = source.join(counted, true()).where(
             counted.c.others < bindparam("stream_cap", type_=Integer()))
-    return (insert(_MESSAGES).from_select(list(INSERTED_COLUMNS), source)
+    return (insert(_MESSAGES).from_select(list(values), source)
             .returning(_MESSAGES.c.created_at).cte(f"new_{who}"))

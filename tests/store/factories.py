@@ -10,6 +10,7 @@ from app.records import CallRecord, FinishedMessage
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
+from app.store.followups import schedule_followup
 from app.store.models import Message, Thread
 
 
@@ -24,6 +25,13 @@ def call(
         started_at=now - dt.timedelta(milliseconds=900), first_token_at=now, finished_at=now,
         status=status, error=None,
     )
+
+
+async def schedule_due_followup(db: Database, thread: Thread) -> None:
+    """A follow-up of the thread's, due now: what a user's next message cancels."""
+    async with db.transaction() as s:
+        await schedule_followup(s, thread_id=thread.id, user_id=thread.user_id,
+                                trigger_type="check_in", reason="idle", due_at=utcnow())
 
 
 async def new_thread(db: Database, user_id: str = "alice", title: str | None = None) -> Thread:

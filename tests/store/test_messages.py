@@ -25,7 +25,7 @@ from app.store.followups import list_followups, schedule_followup
 from app.store.models import LlmCall, Message, Thread, UserTokenUsage
 from app.store.notify import Notification, open_listener
 from app.store.visibility import is_hidden
-from tests.store.factories import call, legacy_prompt, new_thread, turn
+from tests.store.factories import call, legacy_prompt, new_thread, schedule_due_followup, turn
 from tests.support.locks import until_a_lock_is_awaited
 from tests.support.statements import recorded_statements
 
@@ -300,12 +300,6 @@ async def _open(db: Database, thread: Thread, content: str, **kwargs: Any
         return await messages_store.open_exchange(s, opened, content, **kwargs)
 
 
-async def _schedule(db: Database, thread: Thread) -> None:
-    async with db.transaction() as s:
-        await schedule_followup(s, thread_id=thread.id, user_id=thread.user_id,
-                                trigger_type="check_in", reason="idle", due_at=utcnow())
-
-
 async def _followup_statuses(db: Database, thread: Thread) -> list[str]:
     async with db.transaction() as s:
         return [f.status for f in await list_followups(s, thread.id)]
@@ -316,7 +310,7 @@ async def test_an_opening_reads_the_history_before_storing_its_rows(db: Database
     await turn(db, thread, "one", "reply one")
     await turn(db, thread, "two", "broken", status="failed")
     await turn(db, thread, "three", "reply three")
-    await _schedule(db, thread)
+    await schedule_due_followup(db, thread)
     opened = await _open(db, thread, "four", history_limit=3)
     assert [(role, text) for role, text, _ in opened.history] == [
         ("user", "two"), ("user", "three"), ("assistant", "reply three")]
@@ -331,7 +325,7 @@ async def test_an_opening_reads_the_history_before_storing_its_rows(db: Database
 
 async def test_a_synthetic_opening_leaves_the_follow_ups(db: Database) -> None:
     thread = await new_thread(db)
-    await _schedule(db, thread)
+    await schedule_due_followup(db, thread)
     opened = await _open(db, thread, "checking in", history_limit=10, synthetic=True,
                          trigger_type="check_in", trigger_reason="idle")
     assert opened.history == [] and opened.user.synthetic
@@ -343,7 +337,7 @@ async def test_an_opening_on_a_streaming_thread_is_busy_and_stores_nothing(
 ) -> None:
     thread = await new_thread(db)
     first = await _open(db, thread, "first", history_limit=10)
-    await _schedule(db, thread)
+    await schedule_due_followup(db, thread)
     with pytest.raises(ThreadBusy):
         await _open(db, thread, "second", history_limit=10)
     async with db.transaction() as s:

@@ -15,10 +15,10 @@ from app.records import FinishedMessage
 from app.store import ThreadBusy, turn_openings
 from app.store import messages as messages_store
 from app.store.db import Database
-from app.store.followups import list_followups, schedule_followup
+from app.store.followups import list_followups
 from app.store.models import Message, Thread
 from app.store.turn_openings import OneStatementOpening
-from tests.store.factories import new_thread, turn
+from tests.store.factories import new_thread, schedule_due_followup, turn
 from tests.support.locks import until_a_lock_is_awaited
 from tests.support.statements import recorded_statements, statements_in_transaction
 
@@ -51,7 +51,7 @@ async def test_an_opening_stores_the_turn_after_its_history_in_one_round_trip(pg
                                                                               ) -> None:
     thread = await new_thread(pg)
     await turn(pg, thread, "one", "reply one")
-    await _schedule(pg, thread)
+    await schedule_due_followup(pg, thread)
     with statements_in_transaction(pg) as statements:
         opening = await _open(pg, thread, stream_cap=3)
     assert statements == [("WITH", False)]
@@ -92,7 +92,7 @@ async def test_the_turn_is_ordered_after_a_newest_message_from_a_clock_ahead(pg:
 async def test_a_missing_or_foreign_thread_opens_nothing_and_cancels_nothing(pg: Database
                                                                              ) -> None:
     thread = await new_thread(pg, "bob")
-    await _schedule(pg, thread)
+    await schedule_due_followup(pg, thread)
     assert await _open(pg, thread, user_id="alice") is None
     missing = Thread(id=uuid.uuid4(), user_id="alice")
     assert await _open(pg, missing) is None
@@ -106,7 +106,7 @@ async def test_a_thread_streaming_already_is_busy_and_keeps_its_follow_ups(pg: D
     thread = await new_thread(pg)
     first = await _open(pg, thread, "one")
     assert first is not None and first.outcome == "opened"
-    await _schedule(pg, thread)
+    await schedule_due_followup(pg, thread)
     with pytest.raises(ThreadBusy):
         await _open(pg, thread)
     assert await _rows(pg, thread) == [("user", "one", "complete"),
@@ -121,7 +121,7 @@ async def test_at_the_stream_cap_nothing_is_stored_and_the_count_comes_back(pg: 
     for thread in streaming:
         await _open(pg, thread)
     thread = await new_thread(pg)
-    await _schedule(pg, thread)
+    await schedule_due_followup(pg, thread)
     refused = await _open(pg, thread, stream_cap=2)
     assert refused == OneStatementOpening("at_cap", other_streams=2)
     assert await _rows(pg, thread) == []
@@ -155,9 +155,3 @@ async def test_the_statement_runs_as_compiled_once(pg: Database) -> None:
     with recorded_statements(pg) as statements:
         await _open(pg, await new_thread(pg), stream_cap=5)
     assert statements[-1] == ("WITH", True)
-
-
-async def _schedule(db: Database, thread: Thread) -> None:
-    async with db.transaction() as s:
-        await schedule_followup(s, thread_id=thread.id, user_id=thread.user_id,
-                                trigger_type="check_in", reason="idle", due_at=utcnow())
