@@ -174,6 +174,11 @@ class TurnGate:
         if other_streams is None:
             other_streams = (await limit_store.lock_user_and_count_streaming(session, user_id)
                              - inserted)
+        self.check_count(user_id, other_streams)
+
+    def check_count(self, user_id: str, other_streams: int) -> None:
+        """Raises too_many_streams when the user's other streams, with the calls without a
+        thread this process runs for the user, reach the cap."""
         if other_streams + self.rowless.count(user_id) >= self.max_streams:
             raise too_many_streams(self.max_streams)
 
@@ -206,6 +211,10 @@ class UserGuard:
         """The other streams a turn may find: the cap, less the calls without a thread this
         process runs for the user."""
         return self.gate.max_streams - self.gate.rowless.count(self.principal.user_id)
+
+    def check_count(self, other_streams: int) -> None:
+        """The cap's check on a count the opening's one statement made."""
+        self.gate.check_count(self.principal.user_id, other_streams)
 
     async def __call__(self, session: AsyncSession, other_streams: int | None = None
                        ) -> None:

@@ -48,6 +48,10 @@ class TurnAdmission(Protocol):
     def stream_cap(self) -> int:
         """The turn passes when the user's other streaming answers are fewer than this."""
 
+    def check_count(self, other_streams: int) -> None:
+        """With cap_is_all: raises as __call__ would for the count the opening's one
+        statement made."""
+
     async def __call__(self, session: AsyncSession, other_streams: int | None = None
                       ) -> None:
         """Raises to store nothing. `other_streams`: that count, or None when the opening
@@ -86,15 +90,15 @@ async def _in_one_statement(deps: TurnDeps, user_id: str, thread_id: uuid.UUID, 
     """None when the statement stored nothing for a reason the transaction may not share:
     the thread changed under it, or the cap it was given no longer holds."""
     cap = admit.stream_cap() if admit is not None and admit.counts_streams else None
-    async with deps.db.transaction(quick=True, one_statement=True) as session:
+    async with deps.db.one_statement() as runner:
         opening = await turn_openings.open_turn_rows(
-            session, user_id, thread_id, content, history_limit=CONTEXT_HISTORY_LIMIT,
+            runner, user_id, thread_id, content, history_limit=CONTEXT_HISTORY_LIMIT,
             stream_cap=cap, max_chars=deps.settings.max_content_chars,
             process_id=deps.process_id)
-        if opening is None:
-            raise ThreadNotFound(str(thread_id))
-        if opening.outcome == "at_cap" and admit is not None:
-            await admit(session, opening.other_streams)  # the refusal, as in a transaction
+    if opening is None:
+        raise ThreadNotFound(str(thread_id))
+    if opening.outcome == "at_cap" and admit is not None and opening.other_streams is not None:
+        admit.check_count(opening.other_streams)  # the refusal, as in a transaction
     if opening.thread is None or opening.exchange is None:
         return None
     return opening.thread, opening.exchange

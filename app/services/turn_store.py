@@ -46,13 +46,7 @@ class TurnStore:
         alone = not any(self._may_write(handler, finished, outcome) for handler in self.handlers)
         for attempt in range(1, attempts + 1):
             try:
-                async with self.db.transaction(quick=True, one_statement=alone) as session:
-                    row = await message_store.finish_assistant_message(
-                        session, finished, notifications)
-                    if not alone:
-                        await self._write_in_finish(session, finished, outcome, row)
-                if alone:
-                    await self._write_after_finish(finished, outcome, row)
+                await self._finish(finished, outcome, notifications, alone=alone)
                 return "stored"
             except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
@@ -67,6 +61,20 @@ class TurnStore:
                     await asyncio.sleep(
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1)))
         return "failed"
+
+    async def _finish(self, finished: FinishedMessage, outcome: TurnOutcome,
+                      notifications: list[Notification], *, alone: bool) -> None:
+        """`alone` (no hook may write in it): the message's one statement, then what a hook
+        found to write after all; else one transaction with every hook's writes."""
+        if alone:
+            async with self.db.one_statement() as runner:
+                row = await message_store.finish_assistant_message(
+                    runner, finished, notifications)
+            await self._write_after_finish(finished, outcome, row)
+            return
+        async with self.db.transaction(quick=True) as session:
+            row = await message_store.finish_assistant_message(session, finished, notifications)
+            await self._write_in_finish(session, finished, outcome, row)
 
     def _notifications(self) -> list[Notification]:
         """Every hook's NOTIFYs; one failing is logged and sends none (a failing hook never

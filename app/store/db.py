@@ -22,6 +22,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -39,6 +40,24 @@ from app.store.sqlite_driver import (
 from app.store.unavailable import is_pool_timeout, is_unavailable, unavailable_sentence
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+#: What a store function that writes with one statement runs it on: a session in a
+#: transaction, or, in Database.one_statement's block on PostgreSQL, a bare connection.
+Runner = AsyncSession | AsyncConnection
+
+
+def dialect_of(runner: Runner) -> str:
+    """'sqlite' or 'postgresql', for a store function whose SQL depends on it."""
+    bind = runner if isinstance(runner, AsyncConnection) else runner.get_bind()
+    return bind.dialect.name
+
+
+def session_of(runner: Runner) -> AsyncSession:
+    """The runner as the session it must be: only PostgreSQL's one statement runs on a bare
+    connection, so a store function's SQLite path always has one."""
+    if not isinstance(runner, AsyncSession):
+        raise TypeError("this store function needs a session (a transaction)")
+    return runner
 
 
 #: Driver names an operator may write, and the async driver the store runs on.
@@ -141,9 +160,7 @@ class Database:
             self.engine, expire_on_commit=False
         )
         self._sqlite_writer = asyncio.Lock() if self.backend == "sqlite" else None
-        self._autocommit_sessions: async_sessionmaker[AsyncSession] = async_sessionmaker(
-            self.engine.execution_options(isolation_level="AUTOCOMMIT"),
-            expire_on_commit=False)
+        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @property
     def backend(self) -> str:
@@ -151,29 +168,38 @@ class Database:
         return self.url.get_backend_name()
 
     @asynccontextmanager
-    async def transaction(self, *, quick: bool = False, one_statement: bool = False
-                          ) -> AsyncIterator[AsyncSession]:
+    async def transaction(self, *, quick: bool = False) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on any error.
         `quick`: a few indexed statements, run on every turn (its opening, its finish); on
         SQLite they run on the event loop's thread, which holds the write lock for their CPU
         time only (app.store.sqlite_driver); on PostgreSQL nothing changes.
-        `one_statement`: the block writes with one statement on PostgreSQL (reads may follow
-        it), which then runs without BEGIN and COMMIT: a statement is atomic on its own, and
-        the two round trips it saves are two more passes of a busy event loop, with the rows
-        it locks held through them. A second write in such a block commits on its own:
-        only a caller that knows the store function it runs writes once may ask. On SQLite
-        nothing changes.
         An error meaning the database cannot be reached or used is raised as
         DatabaseUnavailable (app.store.unavailable says which), whether it came from the
         connection, a statement or the commit. Do not nest transactions of one Database: on
         SQLite the inner one would wait for the outer one and fail after the busy timeout."""
         on_loop = ON_LOOP.set(quick and self._sqlite_writer is not None)
-        alone = one_statement and self._sqlite_writer is None
         try:
-            async with self._errors_named(), self._transaction(alone) as session:
+            async with self._errors_named(), self._transaction() as session:
                 yield session
         finally:
             ON_LOOP.reset(on_loop)
+
+    @asynccontextmanager
+    async def one_statement(self) -> AsyncIterator[Runner]:
+        """For a block that writes with ONE statement, on every turn (reads may follow it).
+        On PostgreSQL a pooled connection in autocommit: no BEGIN and no COMMIT (a statement
+        is atomic on its own, and the two round trips saved are two more passes of a busy
+        event loop, with the rows it locks held through them), and no ORM session, whose
+        set-up and teardown cost a statement's worth of CPU. A second write in the block
+        commits on its own: only a caller that knows the store function it runs writes once
+        may use it. On SQLite, a quick transaction (`transaction(quick=True)`). Errors are
+        named as transaction()'s."""
+        if self._sqlite_writer is not None:
+            async with self.transaction(quick=True) as session:
+                yield session
+            return
+        async with self._errors_named(), self._connection() as connection:
+            yield connection
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -207,9 +233,9 @@ class Database:
             raise
 
     @asynccontextmanager
-    async def _transaction(self, alone: bool = False) -> AsyncIterator[AsyncSession]:
+    async def _transaction(self) -> AsyncIterator[AsyncSession]:
         if self._sqlite_writer is None:
-            async with self._session(alone) as session:
+            async with self._session() as session:
                 yield session
             return
         async with asyncio.timeout(self._busy_timeout_ms / 1000):
@@ -221,15 +247,15 @@ class Database:
             self._sqlite_writer.release()
 
     @asynccontextmanager
-    async def _session(self, alone: bool = False) -> AsyncIterator[AsyncSession]:
+    async def _session(self) -> AsyncIterator[AsyncSession]:
         """A session in a transaction, closed. SQLAlchemy's own exit closes it in a task of
         its own, so that a cancellation cannot abandon a close halfway: three passes of the
         event loop, each of which waits for every other stream under load, and on SQLite
         with the write lock held. After a commit the close has nothing to say to the
         database (the pool's reset finds no transaction), so it cannot be abandoned halfway
         and runs here; after an error, a rollback may still be due, and SQLAlchemy's exit
-        does it. `alone`: each statement commits as it ends (PostgreSQL's autocommit)."""
-        session = (self._autocommit_sessions if alone else self.sessionmaker)()
+        does it."""
+        session = self.sessionmaker()
         try:
             async with session.begin():
                 yield session
@@ -237,6 +263,18 @@ class Database:
             await session.__aexit__(None, None, None)
             raise
         await session.close()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection]:
+        """A pooled connection in autocommit, closed as _session closes a session: here
+        after success, by SQLAlchemy's own (shielded) exit after an error."""
+        connection = await self._autocommit.connect()
+        try:
+            yield connection
+        except BaseException:
+            await connection.__aexit__(None, None, None)
+            raise
+        await connection.close()
 
     async def dispose(self) -> None:
         """Close every pooled connection (on shutdown, and before dropping a test database)."""

@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.store.db import Runner, dialect_of
 from app.store.models import Message, RateLimitWindow, UserTokenUsage, table_of
 from app.store.usage import PERIOD_DAY
 
@@ -74,18 +75,17 @@ def _count_streaming() -> Select[int]:
 _COUNT_STREAMING = _count_streaming()
 
 
-async def take_request(s: AsyncSession, user_id: str, window_start: dt.datetime, limit: int
+async def take_request(s: Runner, user_id: str, window_start: dt.datetime, limit: int
                        ) -> bool:
     """Count one request in the user's window if it has room under `limit` (True), else
     count nothing (False): one atomic upsert whose update runs only below the limit, so
     concurrent requests neither lose a count nor pass the limit together. The user's older
     windows are deleted on the way, so the table holds at most a row per user: on
     PostgreSQL by the same statement (a data-modifying CTE), which then needs no
-    transaction (Database.transaction's `one_statement`); on SQLite by a statement before
-    it."""
+    transaction (Database.one_statement); on SQLite by a statement before it."""
     params = {"user_id": user_id, "window_start": window_start, "request_count": 1,
               "limit": limit, "of_user": user_id, "before": window_start}
-    dialect = s.get_bind().dialect.name
+    dialect = dialect_of(s)
     if dialect != "postgresql":
         await s.execute(_DELETE_OLDER_WINDOWS, params)
     return (await s.execute(_take_upsert(dialect), params)).first() is not None

@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
+from app.store.db import Runner, dialect_of, session_of
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread, cancel_pending_statement
 from app.store.limits import other_streams_counted
@@ -322,11 +323,12 @@ _FINISH_MESSAGE = (
 )
 
 
-async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage,
+async def finish_assistant_message(s: Runner, finished: FinishedMessage,
                                    notifications: Sequence[Notification] = ()) -> FinishedRow:
     """Write the final content, metadata, status and completed_at, one llm_calls row per call,
-    and the daily usage rollup, all in the caller's transaction. Finishing twice raises
-    MessageAlreadyFinished (usage must not be counted twice).
+    and the daily usage rollup, all in the caller's transaction (or, on PostgreSQL, in
+    Database.one_statement's block). Finishing twice raises MessageAlreadyFinished (usage
+    must not be counted twice).
 
     On PostgreSQL it is ONE statement (each is a round trip, and under load every round trip
     waits for passes of the event loop, while the thread's and the rollup's rows stay locked
@@ -340,12 +342,12 @@ async def finish_assistant_message(s: AsyncSession, finished: FinishedMessage,
     params = {"message_id": finished.message_id, "now": now, "new_content": content,
               "new_metadata": metadata, "new_status": finished.status,
               "new_completed_at": now, "new_updated_at": now}
-    if s.get_bind().dialect.name == "postgresql":
+    if dialect_of(s) == "postgresql":
         stored = await _finish_in_one_statement(s, finished.llm_calls, notifications, params)
     elif notifications:
         raise ValueError("NOTIFY is PostgreSQL's")
     else:
-        stored = await _finish_then_record(s, finished.llm_calls, params)
+        stored = await _finish_then_record(session_of(s), finished.llm_calls, params)
     if stored is None:
         found = await s.scalar(select(exists().where(Message.id == finished.message_id)))
         if not found:
@@ -368,7 +370,7 @@ async def _finish_then_record(s: AsyncSession, calls: Sequence[CallRecord],
     return FinishedRow(message, autonomy or {})
 
 
-async def _finish_in_one_statement(s: AsyncSession, calls: Sequence[CallRecord],
+async def _finish_in_one_statement(s: Runner, calls: Sequence[CallRecord],
                                    notifications: Sequence[Notification],
                                    params: dict[str, Any]) -> FinishedRow | None:
     """PostgreSQL: _finish_then_record and the NOTIFYs as one statement

@@ -40,8 +40,8 @@ class DatabaseRateWindows:
         self.db = db
 
     async def take(self, user_id: str, window_start: dt.datetime, limit: int) -> bool:
-        async with self.db.transaction(quick=True, one_statement=True) as session:
-            return await limit_store.take_request(session, user_id, window_start, limit)
+        async with self.db.one_statement() as runner:
+            return await limit_store.take_request(runner, user_id, window_start, limit)
 
     async def aclose(self) -> None:
         return None

@@ -39,10 +39,10 @@ from sqlalchemy import (
     select,
     true,
 )
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.store import threads
+from app.store.db import Runner
 from app.store.followups import cancel_pending_statement
 from app.store.limits import other_streams_counted
 from app.store.messages import (
@@ -77,14 +77,14 @@ class OneStatementOpening:
 
 
 async def open_turn_rows(
-    s: AsyncSession, user_id: str, thread_id: uuid.UUID, content: str, *, history_limit: int,
+    s: Runner, user_id: str, thread_id: uuid.UUID, content: str, *, history_limit: int,
     stream_cap: int | None, max_chars: int = MAX_CONTENT_CHARS, process_id: str | None = None,
 ) -> OneStatementOpening | None:
     """A real user message's turn opened as threads.open_for_turn and then
     messages.open_exchange would (history read before the rows, follow-ups cancelled), in one
-    statement for a session in autocommit. `stream_cap`: the rows are stored only when the
-    user's other streaming answers, counted under the user's lock, are fewer; None counts
-    nothing. None for a missing or foreign thread. Raises ContentTooLong before any
+    statement, on Database.one_statement's connection. `stream_cap`: the rows are stored
+    only when the user's other streaming answers, counted under the user's lock, are fewer;
+    None counts nothing. None for a missing or foreign thread. Raises ContentTooLong before any
     statement, ThreadBusy when the thread already streams."""
     now = utcnow()
     user = user_row(thread_id, user_id, content, synthetic=False, trigger_type=None,

@@ -38,6 +38,11 @@ class Admission:
     def stream_cap(self) -> int:
         return self.cap
 
+    def check_count(self, other_streams: int) -> None:
+        self.calls.append(other_streams)
+        if self.refusing:
+            raise Refused
+
     async def __call__(self, session: AsyncSession, other_streams: int | None = None
                        ) -> None:
         self.calls.append(other_streams)

@@ -10,9 +10,10 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.pool import NullPool
 
+from app.store import limits as limits_store
 from app.store import threads as threads_store
 from app.store.db import Database
-from app.store.models import Thread
+from app.store.models import RateLimitWindow, Thread
 from tests.store.factories import new_thread
 
 
@@ -51,19 +52,21 @@ async def test_a_one_statement_block_commits_each_statement_on_postgresql(
 ) -> None:
     """The promise a one_statement caller makes, and why it must keep it: on PostgreSQL a
     write commits as it ends, so an error after it rolls nothing back; on SQLite the block
-    is a transaction like any other. Afterwards the pooled connection is back to
-    transactions."""
+    is a transaction like any other. Either way the connection goes back to the pool, and
+    is back to transactions there."""
+    minute = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.UTC)
     with pytest.raises(RuntimeError):
-        async with db.transaction(quick=True, one_statement=True) as s:
-            await threads_store.create_thread(s, "alice", "kept on postgresql")
+        async with db.one_statement() as s:
+            assert await limits_store.take_request(s, "alice", minute, 10)
             raise RuntimeError("after the write")
     with pytest.raises(RuntimeError):
         async with db.transaction(quick=True) as s:
-            await threads_store.create_thread(s, "alice", "never kept")
+            assert await limits_store.take_request(s, "bob", minute, 10)
             raise RuntimeError("after the write")
+    assert db.engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
     async with db.read() as s:
-        titles = (await s.execute(select(Thread.title))).scalars().all()
-    assert titles == (["kept on postgresql"] if db.backend == "postgresql" else [])
+        users = (await s.execute(select(RateLimitWindow.user_id))).scalars().all()
+    assert users == (["alice"] if db.backend == "postgresql" else [])
 
 
 async def test_sqlite_connection_settings(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ MINUTE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 
 
 async def hit(db: Database, user: str, window: dt.datetime, limit: int = 100) -> bool:
-    async with db.transaction(quick=True, one_statement=True) as s:
+    async with db.one_statement() as s:
         return await limits.take_request(s, user, window, limit)
 
 

@@ -33,7 +33,7 @@ def pg(db: Database) -> Database:
 async def _open(db: Database, thread: Thread, content: str = "two", *,
                 stream_cap: int | None = None, user_id: str | None = None
                 ) -> OneStatementOpening | None:
-    async with db.transaction(quick=True, one_statement=True) as s:
+    async with db.one_statement() as s:
         return await turn_openings.open_turn_rows(
             s, user_id or thread.user_id, thread.id, content, history_limit=10,
             stream_cap=stream_cap)
