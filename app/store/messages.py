@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.db import Runner, dialect_of, session_of
+from app.store.driver_statements import DriverStatement
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread, cancel_pending_statement
 from app.store.limits import other_streams_counted
@@ -385,11 +386,11 @@ async def _finish_in_one_statement(s: Runner, calls: Sequence[CallRecord],
         values |= {f"notice{k}_channel": notification.channel,
                    f"notice{k}_payload": notification.payload}
     statement = _one_statement_finish(len(calls), len(rollups), len(notifications))
-    row = (await s.execute(statement, values)).one_or_none()
-    if row is None:
+    rows = await statement.rows(s, values)
+    if not rows:
         return None
-    return FinishedRow(unattached(Message, _by_column(row._mapping)),
-                       row.thread_autonomy or {})
+    return FinishedRow(unattached(Message, _by_column(rows[0])),
+                       rows[0]["thread_autonomy"] or {})
 
 
 def _by_column(row: Mapping[str, Any]) -> dict[Any, Any]:
@@ -398,7 +399,7 @@ def _by_column(row: Mapping[str, Any]) -> dict[Any, Any]:
 
 
 @functools.lru_cache(maxsize=64)
-def _one_statement_finish(calls: int, models: int, notices: int) -> Select[Any]:
+def _one_statement_finish(calls: int, models: int, notices: int) -> DriverStatement:
     """PostgreSQL's finish as one statement, built once per count of calls, of models and of
     NOTIFYs: the thread's UPDATE, then the message's, which waits for it (an EXISTS on it),
     so the thread's row is locked before the message's as in every transaction that writes
@@ -425,7 +426,7 @@ def _one_statement_finish(calls: int, models: int, notices: int) -> Select[Any]:
     for k in range(models):
         upsert = rollup_upsert_of(finished.c.user_id, f"usage{k}_")
         statement = statement.add_cte(upsert.cte(f"usage{k}"))
-    return statement
+    return DriverStatement(statement)
 
 
 async def record_calls_without_message(

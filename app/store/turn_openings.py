@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,7 +30,6 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     Interval,
-    Select,
     bindparam,
     func,
     insert,
@@ -43,6 +43,7 @@ from sqlalchemy import (
 from app.clock import utcnow
 from app.store import threads
 from app.store.db import Runner
+from app.store.driver_statements import DriverStatement
 from app.store.followups import cancel_pending_statement
 from app.store.limits import other_streams_counted
 from app.store.messages import (
@@ -94,21 +95,20 @@ async def open_turn_rows(
               "context_of": thread_id, "stream_cap": stream_cap,
               **inserted_values(user, "new_user_"), **inserted_values(assistant, "new_assistant_")}
     with busy_on_conflict(thread_id):
-        rows = (await s.execute(_statement(history_limit, stream_cap is not None),
-                                params)).all()
+        rows = await _statement(history_limit, stream_cap is not None).rows(s, params)
     if not rows:
         return None
     first = rows[0]
-    if first.thread_id is None:
+    if first[_THREAD_PREFIX + "id"] is None:
         return OneStatementOpening("changed")
-    if first.user_at is None:
-        return OneStatementOpening("at_cap", other_streams=int(first.others))
-    _stamp(user, first.user_at, completed=True)
-    _stamp(assistant, first.assistant_at, completed=False)
-    history = [(row.role, row.content, row.created_at) for row in reversed(rows)
-               if row.role is not None]
-    others = int(first.others) if stream_cap is not None else None
-    return OneStatementOpening("opened", _thread_of(first._mapping),
+    if first["user_at"] is None:
+        return OneStatementOpening("at_cap", other_streams=int(first["others"]))
+    _stamp(user, first["user_at"], completed=True)
+    _stamp(assistant, first["assistant_at"], completed=False)
+    history = [(row["role"], row["content"], row["created_at"]) for row in reversed(rows)
+               if row["role"] is not None]
+    others = int(first["others"]) if stream_cap is not None else None
+    return OneStatementOpening("opened", _thread_of(first),
                                OpenedExchange(user, assistant, history, others), others)
 
 
@@ -119,13 +119,13 @@ def _stamp(message: Message, at: dt.datetime, *, completed: bool) -> None:
         message.completed_at = at
 
 
-def _thread_of(row: Any) -> Thread:
+def _thread_of(row: Mapping[str, Any]) -> Thread:
     return unattached(Thread, {column: row[_THREAD_PREFIX + column.name]
                                for column in _THREADS.c})
 
 
 @functools.cache
-def _statement(limit: int, capped: bool) -> Select[Any]:
+def _statement(limit: int, capped: bool) -> DriverStatement:
     """The opening, built once per history limit and kind. Its CTEs: `seen` (the thread's
     row version in the snapshot; none for a missing or foreign thread: no row comes back),
     `opened` (the UPDATE, of that version only), `counted` (`capped`: the user's lock and
@@ -151,7 +151,7 @@ def _statement(limit: int, capped: bool) -> Select[Any]:
         joined = joined.outerjoin(counted, true())
     joined = (joined.outerjoin(new_user, true()).outerjoin(new_assistant, true())
               .outerjoin(history, new_user.c.created_at.is_not(None)))
-    return (
+    return DriverStatement(
         select(*(opened.c[column.name].label(_THREAD_PREFIX + column.name)
                  for column in _THREADS.c),
                (counted.c.others if counted is not None else null()).label("others"),

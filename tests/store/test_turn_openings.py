@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 
 from app.clock import utcnow
 from app.records import FinishedMessage
-from app.store import ThreadBusy, turn_openings
+from app.store import ThreadBusy, driver_statements, turn_openings
 from app.store import messages as messages_store
 from app.store.db import Database
 from app.store.followups import list_followups
@@ -148,10 +148,16 @@ async def test_an_opening_behind_a_finish_stores_nothing_and_says_the_thread_cha
                                        ("assistant", "reply one", "complete")]
 
 
-async def test_the_statement_runs_as_compiled_once(pg: Database) -> None:
-    """Compiling the opening costs milliseconds of CPU: every turn after the first takes it
-    from SQLAlchemy's cache, with nothing rendered into its text."""
+async def test_the_statement_runs_as_compiled_once(pg: Database,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiling the opening costs milliseconds of CPU: every turn after the first runs the
+    SQL compiled for the first, with nothing rendered into its text."""
     await _open(pg, await new_thread(pg, "someone else"), stream_cap=5)
+    compiled: list[object] = []
+    compile_once = driver_statements._compile
+    monkeypatch.setattr(driver_statements, "_compile",
+                        lambda *args: compiled.append(args) or compile_once(*args))
     with recorded_statements(pg) as statements:
         await _open(pg, await new_thread(pg), stream_cap=5)
     assert statements[-1] == ("WITH", True)
+    assert compiled == []

@@ -1,6 +1,7 @@
 """What a database ran while a block ran, for tests that count a path's statements (each is
 a round trip to PostgreSQL) or check that each runs as compiled once (out of SQLAlchemy's
-compiled cache, with nothing rendered into its SQL at execution)."""
+compiled cache, or as SQL compiled before, with nothing rendered into its SQL at
+execution)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,18 @@ from app.store.db import Database
 @contextmanager
 def recorded_statements(db: Database) -> Iterator[list[tuple[str, bool]]]:
     """Each statement run while the block runs: its first word, and whether it ran as
-    compiled: out of SQLAlchemy's compiled cache, and with no parameter rendered into its SQL
-    text at execution (an IN list is, each time, over the whole statement's text)."""
+    compiled: out of SQLAlchemy's compiled cache, or as the driver's SQL (a DriverStatement's,
+    compiled once), and with no parameter rendered into its SQL text at execution (an IN
+    list is, each time, over the whole statement's text)."""
     statements: list[tuple[str, bool]] = []
 
     def note(_conn: Any, _cursor: Any, statement: str, _params: Any, context: Any,
              _many: bool) -> None:
         compiled = context.compiled
-        rendered = compiled is not None and bool(compiled.post_compile_params)
+        if compiled is None:
+            statements.append((statement.split()[0], True))
+            return
+        rendered = bool(compiled.post_compile_params)
         statements.append((statement.split()[0],
                            context.cache_hit == CacheStats.CACHE_HIT and not rendered))
 

@@ -1,0 +1,96 @@
+"""A turn's hot statements run from their compiled SQL, as the driver's own.
+
+SQLAlchemy runs a Core statement by looking its compiled form up in a cache, building its
+parameters, converting each with its type's bind processor and setting up a result for the
+compiled columns. For the statements every turn runs once each on PostgreSQL (its opening and
+its finish, thirty to sixty parameters each), that execution path cost about as much CPU as
+the driver's work on the statement. Here a statement is compiled once per dialect, its
+parameters built and converted by the same types' processors in the order its SQL takes them,
+and the SQL run as the driver's (`exec_driver_sql`): SQLAlchemy still turns the driver's
+errors into its own and invalidates a connection the server dropped. Its rows come back as
+dicts of the statement's column names, converted by the columns' result processors (the
+timestamps' aware UTC) as SQLAlchemy's rows would be."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import CursorResult, Select
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.compiler import SQLCompiler
+
+from app.store.db import Runner
+
+Processor = Callable[[Any], Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    """A statement's SQL for one dialect, with what its parameters and rows need."""
+
+    compiled: SQLCompiler
+    #: Each positional parameter's name and bind processor, in the SQL's order.
+    parameters: tuple[tuple[str, Processor], ...]
+    #: Each result column's processor, in the SQL's order.
+    results: tuple[Processor, ...]
+
+    def arguments(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
+        values = self.compiled.construct_params(params)
+        return tuple(values[name] if process is None else process(values[name])
+                     for name, process in self.parameters)
+
+    def rows(self, result: CursorResult[Any]) -> list[dict[str, Any]]:
+        names = tuple(result.keys())
+        return [{name: value if process is None else process(value)
+                 for name, process, value in zip(names, self.results, row, strict=True)}
+                for row in result.all()]
+
+
+class DriverStatement:
+    """A Core statement (a SELECT, with any data-modifying CTEs) to run as the driver's SQL.
+    Build it once, as the statement is, and call rows() at every execution."""
+
+    def __init__(self, statement: Select[Any]) -> None:
+        self.statement = statement
+        self._by_dialect: dict[str, _Compiled] = {}
+
+    async def rows(self, runner: Runner, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The statement's rows, run with `params` on the runner's connection (a session's
+        is its transaction's)."""
+        connection = (runner if isinstance(runner, AsyncConnection)
+                      else await runner.connection())
+        compiled = self._compiled_for(connection.dialect)
+        result = await connection.exec_driver_sql(compiled.compiled.string,
+                                                  compiled.arguments(params))
+        return compiled.rows(result)
+
+    def _compiled_for(self, dialect: Dialect) -> _Compiled:
+        compiled = self._by_dialect.get(dialect.name)
+        if compiled is None:
+            compiled = self._by_dialect[dialect.name] = _compile(self.statement, dialect)
+        return compiled
+
+
+def _compile(statement: Select[Any], dialect: Dialect) -> _Compiled:
+    """Raises ValueError for a statement this way cannot run: named (not positional)
+    parameters, or ones rendered at execution (an expanding IN list, a literal_execute)."""
+    compiled = statement.compile(dialect=dialect)
+    if not isinstance(compiled, SQLCompiler) or compiled.positiontup is None:
+        raise ValueError("the driver's SQL needs a dialect with positional parameters")
+    if compiled.literal_execute_params or compiled.post_compile_params:
+        raise ValueError("a parameter rendered at execution cannot run as the driver's SQL")
+    parameters = tuple((name, _bind_processor(compiled, name, dialect))
+                       for name in compiled.positiontup)
+    return _Compiled(compiled, parameters, _result_processors(statement, dialect))
+
+
+def _bind_processor(compiled: SQLCompiler, name: str, dialect: Dialect) -> Processor:
+    return compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+
+
+def _result_processors(statement: Select[Any], dialect: Dialect) -> tuple[Processor, ...]:
+    return tuple(column.type.dialect_impl(dialect).result_processor(dialect, None)
+                 for column in statement.selected_columns)
