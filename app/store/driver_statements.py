@@ -28,19 +28,37 @@ Processor = Callable[[Any], Any] | None
 
 
 @dataclass(frozen=True, slots=True)
+class _Parameter:
+    """One positional parameter: its value taken from the caller's by its name, or the
+    statement's own (a literal's), then converted by its type's bind processor."""
+
+    name: str
+    process: Processor
+    #: The statement's own value; _GIVEN when the caller must give one.
+    own: Any
+
+    def value_in(self, params: Mapping[str, Any]) -> Any:
+        given = self.own is _GIVEN or self.name in params
+        value = params[self.name] if given else self.own
+        return value if self.process is None else self.process(value)
+
+
+#: The value of a parameter the caller gives (a KeyError names it when missing).
+_GIVEN = object()
+
+
+@dataclass(frozen=True, slots=True)
 class _Compiled:
     """A statement's SQL for one dialect, with what its parameters and rows need."""
 
-    compiled: SQLCompiler
-    #: Each positional parameter's name and bind processor, in the SQL's order.
-    parameters: tuple[tuple[str, Processor], ...]
+    sql: str
+    #: Each positional parameter, in the SQL's order.
+    parameters: tuple[_Parameter, ...]
     #: Each result column's processor, in the SQL's order.
     results: tuple[Processor, ...]
 
     def arguments(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        values = self.compiled.construct_params(params)
-        return tuple(values[name] if process is None else process(values[name])
-                     for name, process in self.parameters)
+        return tuple(parameter.value_in(params) for parameter in self.parameters)
 
     def rows(self, result: CursorResult[Any]) -> list[dict[str, Any]]:
         names = tuple(result.keys())
@@ -63,8 +81,7 @@ class DriverStatement:
         connection = (runner if isinstance(runner, AsyncConnection)
                       else await runner.connection())
         compiled = self._compiled_for(connection.dialect)
-        result = await connection.exec_driver_sql(compiled.compiled.string,
-                                                  compiled.arguments(params))
+        result = await connection.exec_driver_sql(compiled.sql, compiled.arguments(params))
         return compiled.rows(result)
 
     def _compiled_for(self, dialect: Dialect) -> _Compiled:
@@ -76,19 +93,24 @@ class DriverStatement:
 
 def _compile(statement: Select[Any], dialect: Dialect) -> _Compiled:
     """Raises ValueError for a statement this way cannot run: named (not positional)
-    parameters, or ones rendered at execution (an expanding IN list, a literal_execute)."""
+    parameters, ones rendered at execution (an expanding IN list, a literal_execute), or
+    ones whose value is computed at execution (a callable) or named apart from their key."""
     compiled = statement.compile(dialect=dialect)
     if not isinstance(compiled, SQLCompiler) or compiled.positiontup is None:
         raise ValueError("the driver's SQL needs a dialect with positional parameters")
     if compiled.literal_execute_params or compiled.post_compile_params:
         raise ValueError("a parameter rendered at execution cannot run as the driver's SQL")
-    parameters = tuple((name, _bind_processor(compiled, name, dialect))
-                       for name in compiled.positiontup)
-    return _Compiled(compiled, parameters, _result_processors(statement, dialect))
+    return _Compiled(compiled.string,
+                     tuple(_parameter(compiled, name, dialect) for name in compiled.positiontup),
+                     _result_processors(statement, dialect))
 
 
-def _bind_processor(compiled: SQLCompiler, name: str, dialect: Dialect) -> Processor:
-    return compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+def _parameter(compiled: SQLCompiler, name: str, dialect: Dialect) -> _Parameter:
+    bind = compiled.binds[name]
+    if bind.callable is not None or (bind.required and bind.key != name):
+        raise ValueError(f"the parameter {name} cannot run as the driver's SQL")
+    process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+    return _Parameter(name, process, _GIVEN if bind.required else bind.value)
 
 
 def _result_processors(statement: Select[Any], dialect: Dialect) -> tuple[Processor, ...]:

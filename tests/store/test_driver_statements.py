@@ -4,6 +4,7 @@ compiled once per dialect; the database's errors as SQLAlchemy's; what it will n
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Any
 
 import pytest
@@ -74,3 +75,9 @@ async def test_a_parameter_rendered_at_execution_is_refused(db: Database) -> Non
     with pytest.raises(ValueError, match="rendered at execution"):
         async with db.one_statement() as runner:
             await DriverStatement(statement).rows(runner, {"ids": []})
+
+
+async def test_a_missing_parameter_is_named(db: Database) -> None:
+    with pytest.raises(KeyError, match="owner"):
+        async with db.one_statement() as runner:
+            await DriverStatement(_the_thread()).rows(runner, {"wanted": uuid.uuid4()})
