@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy import Select, bindparam, literal, literal_column, select, table
 from sqlalchemy.exc import DBAPIError
 
-from app.store import driver_statements
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.models import Thread, table_of
 from app.store.threads import set_autonomy
 from tests.store.factories import new_thread
+from tests.support.statements import driver_compiles
 
 _THREADS = table_of(Thread)
 
@@ -47,10 +47,7 @@ async def test_rows_are_what_sqlalchemy_gives(db: Database) -> None:
 
 async def test_a_statement_is_compiled_once_per_dialect(
         db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    compiled: list[object] = []
-    compile_once = driver_statements._compile
-    monkeypatch.setattr(driver_statements, "_compile",
-                        lambda *args: compiled.append(args) or compile_once(*args))
+    compiled = driver_compiles(monkeypatch)
     statement = DriverStatement(_the_thread())
     threads = [await new_thread(db) for _ in range(3)]
     async with db.one_statement() as runner:

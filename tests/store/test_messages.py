@@ -27,7 +27,7 @@ from app.store.notify import Notification, open_listener
 from app.store.visibility import is_hidden
 from tests.store.factories import call, legacy_prompt, new_thread, schedule_due_followup, turn
 from tests.support.locks import until_a_lock_is_awaited
-from tests.support.statements import recorded_statements
+from tests.support.statements import driver_compiles, recorded_statements
 
 
 async def test_history_is_in_turn_order_with_assistant_after_user(db: Database) -> None:
@@ -408,13 +408,15 @@ async def test_openings_that_count_streams_serialise_on_the_users_lock(db: Datab
         assert counts == [None] * 3
 
 
-async def test_a_finish_is_one_statement_on_postgresql(db: Database) -> None:
+async def test_a_finish_is_one_statement_on_postgresql(db: Database,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """As the opening: the thread, the message, its calls and the rollup in one round trip,
-    from the compiled cache once a turn with as many calls and models has finished."""
+    compiled once a turn with as many calls and models has finished."""
     calls = [call("a", 100, 20), call("b", 10, 2, stage="title")]
     await turn(db, await new_thread(db, "someone else"), "warm", "up", calls=calls)
     thread = await new_thread(db)
     opened = await _open(db, thread, "one")
+    compiled = driver_compiles(monkeypatch)
     with recorded_statements(db) as statements:
         async with db.transaction(quick=True) as s:
             stored = await messages_store.finish_assistant_message(s, FinishedMessage(
@@ -424,6 +426,7 @@ async def test_a_finish_is_one_statement_on_postgresql(db: Database) -> None:
     assert kinds == (["WITH"] if db.backend == "postgresql"
                      else ["UPDATE", "UPDATE", "INSERT", "INSERT", "INSERT"])
     assert all(cached for kind, cached in statements if kind != "BEGIN")
+    assert compiled == []
     async with db.transaction() as s:
         usage = (await s.execute(
             select(UserTokenUsage.model, UserTokenUsage.total_tokens, UserTokenUsage.message_count)

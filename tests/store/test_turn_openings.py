@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 
 from app.clock import utcnow
 from app.records import FinishedMessage
-from app.store import ThreadBusy, driver_statements, turn_openings
+from app.store import ThreadBusy, turn_openings
 from app.store import messages as messages_store
 from app.store.db import Database
 from app.store.followups import list_followups
@@ -20,7 +20,11 @@ from app.store.models import Message, Thread
 from app.store.turn_openings import OneStatementOpening
 from tests.store.factories import new_thread, schedule_due_followup, turn
 from tests.support.locks import until_a_lock_is_awaited
-from tests.support.statements import recorded_statements, statements_in_transaction
+from tests.support.statements import (
+    driver_compiles,
+    recorded_statements,
+    statements_in_transaction,
+)
 
 
 @pytest.fixture
@@ -153,10 +157,7 @@ async def test_the_statement_runs_as_compiled_once(pg: Database,
     """Compiling the opening costs milliseconds of CPU: every turn after the first runs the
     SQL compiled for the first, with nothing rendered into its text."""
     await _open(pg, await new_thread(pg, "someone else"), stream_cap=5)
-    compiled: list[object] = []
-    compile_once = driver_statements._compile
-    monkeypatch.setattr(driver_statements, "_compile",
-                        lambda *args: compiled.append(args) or compile_once(*args))
+    compiled = driver_compiles(monkeypatch)
     with recorded_statements(pg) as statements:
         await _open(pg, await new_thread(pg), stream_cap=5)
     assert statements[-1] == ("WITH", True)

@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from sqlalchemy import event
 from sqlalchemy.engine.interfaces import CacheStats
 
+from app.store import driver_statements
 from app.store.db import Database
 
 
@@ -57,3 +59,14 @@ def statements_in_transaction(db: Database) -> Iterator[list[tuple[str, bool]]]:
         yield statements
     finally:
         event.remove(db.engine.sync_engine, "after_cursor_execute", note)
+
+
+def driver_compiles(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Each compile of a DriverStatement's SQL from now on (the list grows as they happen):
+    recorded_statements counts driver SQL as compiled, so a test that a statement is compiled
+    once watches the compile itself."""
+    compiles: list[object] = []
+    compile_once = driver_statements._compile
+    monkeypatch.setattr(driver_statements, "_compile",
+                        lambda *args: compiles.append(args) or compile_once(*args))
+    return compiles
