@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from app.clock import utcnow
 from app.followups.triggers import TRIGGER_PROMPTS
 from app.store import followup_queue
 from app.store.models import Followup
@@ -261,6 +262,9 @@ async def test_a_user_message_near_the_due_time_leaves_no_followup_after_it(
     user's message."""
 
     async def race(client: Any, offset_s: float) -> None:
+        # The last race left the worker's clock ahead of the real one: an hour behind instead,
+        # nothing falls due before the race sets its time, however slow the machine.
+        hand_clock.set(utcnow() - datetime.timedelta(hours=1))
         thread_id = await new_thread(client)
         await set_autonomy(client, thread_id, enabled=True, idle_seconds=1, max_followups=5)
         await post_turn(client, thread_id, "first")
