@@ -35,7 +35,7 @@ from app.store.driver_statements import DriverStatement
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.followups import cancel_pending_for_thread, cancel_pending_statement
 from app.store.limits import other_streams_counted
-from app.store.models import LlmCall, Message, Thread, table_of, unattached
+from app.store.models import LlmCall, Message, Thread, detached, table_of, unattached
 from app.store.notify import Notification
 from app.store.sanitize import clean_message
 from app.store.threads import OpenedThread, touch_thread
@@ -80,9 +80,10 @@ async def append_user_message(
     """Store a user message. Only the server makes synthetic messages, and only a literal
     `synthetic=True` does. A real message cancels the thread's pending and claimed
     follow-ups in the caller's transaction."""
-    message = user_row(thread.id, thread.user_id, content, synthetic=synthetic,
-                       trigger_type=trigger_type, trigger_reason=trigger_reason,
-                       max_chars=max_chars, now=await _next_created_at(s, thread.id))
+    message = Message(**user_values(thread.id, thread.user_id, content, synthetic=synthetic,
+                                    trigger_type=trigger_type, trigger_reason=trigger_reason,
+                                    max_chars=max_chars,
+                                    now=await _next_created_at(s, thread.id)))
     s.add(message)
     await s.flush()
     await _after_user_message(s, thread.id, synthetic=message.synthetic)
@@ -125,36 +126,38 @@ async def open_exchange(
     the turn limits' lock_user_and_count_streaming, a round trip more, would give, less the
     new row); otherwise the caller counts."""
     thread = opened.thread
-    user = user_row(thread.id, thread.user_id, content, synthetic=synthetic,
-                    trigger_type=trigger_type, trigger_reason=trigger_reason, max_chars=max_chars,
-                    now=_after(opened.newest_message_at))
-    assistant = assistant_row(thread.id, thread.user_id, _after(user.created_at),
-                              process_id)
+    user = user_values(thread.id, thread.user_id, content, synthetic=synthetic,
+                       trigger_type=trigger_type, trigger_reason=trigger_reason,
+                       max_chars=max_chars, now=_after(opened.newest_message_at))
+    assistant = assistant_values(thread.id, thread.user_id, _after(user["created_at"]),
+                                 process_id)
     if history_limit and s.get_bind().dialect.name == "postgresql":
         return await _history_then_exchange(s, user, assistant, history_limit, count_streams)
     history = (await context_rows(s, thread.id, limit=history_limit) if history_limit
                else [])
     with busy_on_conflict(thread.id):
         await s.execute(_INSERT_MESSAGES, [inserted_values(user), inserted_values(assistant)])
-    await _cancel_followups_if_real(s, thread.id, synthetic=user.synthetic)
-    return OpenedExchange(user, assistant, history)
+    await _cancel_followups_if_real(s, thread.id, synthetic=user["synthetic"])
+    return OpenedExchange(detached(Message, user), detached(Message, assistant), history)
 
 
-async def _history_then_exchange(s: AsyncSession, user: Message, assistant: Message,
-                                 limit: int, count: bool) -> OpenedExchange:
+async def _history_then_exchange(s: AsyncSession, user: Mapping[str, Any],
+                                 assistant: Mapping[str, Any], limit: int, count: bool
+                                 ) -> OpenedExchange:
     """PostgreSQL: context_rows, the INSERT, the cancel and (`count`) the user's other
     streams of open_exchange as its one statement (_one_statement_opening)."""
-    cancel = not user.synthetic
-    params = {"context_of": user.thread_id, **inserted_values(user, "new_user_"),
+    cancel = not user["synthetic"]
+    params = {"context_of": user["thread_id"], **inserted_values(user, "new_user_"),
               **inserted_values(assistant, "new_assistant_")}
     if cancel:
-        params |= {"of_thread": user.thread_id, "now": utcnow()}
-    with busy_on_conflict(user.thread_id):
+        params |= {"of_thread": user["thread_id"], "now": utcnow()}
+    with busy_on_conflict(user["thread_id"]):
         rows = (await s.execute(_one_statement_opening(limit, cancel, count), params)).all()
     others = int(rows[0].others) if count else None
     history = [(row.role, row.content, row.created_at) for row in reversed(rows)
                if row.role is not None]  # a thread without history: the count's row alone
-    return OpenedExchange(user, assistant, history, others)
+    return OpenedExchange(detached(Message, user), detached(Message, assistant), history,
+                          others)
 
 
 @contextmanager
@@ -180,9 +183,10 @@ INSERTED_COLUMNS = {
     "completed_at": "completed_at", "stream_process": "stream_process"}
 
 
-def inserted_values(message: Message, prefix: str = "") -> dict[str, Any]:
-    """A new row's columns as an INSERT takes them, each named `prefix` + its column."""
-    return {prefix + column: getattr(message, attribute)
+def inserted_values(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A new row's columns as an INSERT takes them, each named `prefix` + its column, from
+    its attributes' values (user_values, assistant_values)."""
+    return {prefix + column: values[attribute]
             for column, attribute in INSERTED_COLUMNS.items()}
 
 
@@ -223,11 +227,12 @@ def _one_statement_opening(limit: int, cancel: bool, count: bool) -> Select[Any]
     return statement
 
 
-def user_row(
+def user_values(
     thread_id: uuid.UUID, user_id: str, content: str, *, synthetic: bool, trigger_type: str | None,
     trigger_reason: str | None, max_chars: int, now: dt.datetime,
-) -> Message:
-    """A user message's row, checked and cleaned, not yet added."""
+) -> dict[str, Any]:
+    """A user message's row, checked and cleaned, as its attributes' values: a Message to add
+    to a session, or, once a Core statement has stored it, a detached one."""
     check_length(content, max_chars)
     is_synthetic = synthetic is True
     if is_synthetic and not trigger_type:
@@ -240,22 +245,25 @@ def user_row(
     if not is_synthetic:
         clean_meta.update(real_user_metadata(clean_content))
     # Every column set, as on the assistant row: rows with the same columns share one INSERT.
-    return Message(
-        id=uuid.uuid4(), thread_id=thread_id, user_id=user_id, role="user",
-        content=clean_content, meta=clean_meta, status="complete", synthetic=is_synthetic,
-        trigger_type=clean_meta.get("trigger_type") if is_synthetic else None,
-        created_at=now, updated_at=now, completed_at=now, stream_process=None,
-    )
+    return {
+        "id": uuid.uuid4(), "thread_id": thread_id, "user_id": user_id, "role": "user",
+        "content": clean_content, "meta": clean_meta, "status": "complete",
+        "synthetic": is_synthetic,
+        "trigger_type": clean_meta.get("trigger_type") if is_synthetic else None,
+        "created_at": now, "updated_at": now, "completed_at": now, "stream_process": None,
+    }
 
 
-def assistant_row(thread_id: uuid.UUID, user_id: str, now: dt.datetime,
-                  process_id: str | None) -> Message:
-    """A turn's assistant message's row, `streaming` and empty, not yet added."""
-    return Message(
-        id=uuid.uuid4(), thread_id=thread_id, user_id=user_id, role="assistant",
-        content="", meta={}, status="streaming", synthetic=False, trigger_type=None,
-        created_at=now, updated_at=now, completed_at=None, stream_process=process_id,
-    )
+def assistant_values(thread_id: uuid.UUID, user_id: str, now: dt.datetime,
+                     process_id: str | None) -> dict[str, Any]:
+    """A turn's assistant message's row, `streaming` and empty, as its attributes' values
+    (as user_values)."""
+    return {
+        "id": uuid.uuid4(), "thread_id": thread_id, "user_id": user_id, "role": "assistant",
+        "content": "", "meta": {}, "status": "streaming", "synthetic": False,
+        "trigger_type": None, "created_at": now, "updated_at": now, "completed_at": None,
+        "stream_process": process_id,
+    }
 
 
 async def _after_user_message(s: AsyncSession, thread_id: uuid.UUID, *, synthetic: bool
@@ -283,8 +291,8 @@ async def open_assistant_message(s: AsyncSession, thread: Thread, *,
     `process_id`: the gateway process streaming it, so the row is swept soon after that
     process dies. Raises ThreadBusy when the thread already streams (the session stays
     usable: savepoint)."""
-    message = assistant_row(thread.id, thread.user_id, await _next_created_at(s, thread.id),
-                            process_id)
+    message = Message(**assistant_values(thread.id, thread.user_id,
+                                         await _next_created_at(s, thread.id), process_id))
     with busy_on_conflict(thread.id):
         async with s.begin_nested():
             s.add(message)

@@ -40,6 +40,7 @@ from sqlalchemy.orm import (
     make_transient_to_detached,
     mapped_column,
 )
+from sqlalchemy.orm.instrumentation import ClassManager
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -111,24 +112,34 @@ def table_of(model: type[Base]) -> Table:
 
 def unattached(model: type[ModelT], row: Mapping[Any, Any]) -> ModelT:
     """A row a Core statement returned (its table's columns; other labels are ignored) as a
-    `model` object no session tracks, as a session leaves a row it loaded (detached): its
-    values are the stored row's, so a session it is later added to would update that row,
-    never insert it again. Built as SQLAlchemy's loading builds an object, its values put in
-    the instance's dict: the constructor records each value as a change, 20 us an object
-    against 7."""
-    values = {key: row[column] for key, column in _attribute_columns(model)}
-    instance = cast(ModelT, sa_inspect(model).class_manager.new_instance())
+    `model` object no session tracks (detached)."""
+    return detached(model, {key: row[column] for key, column in _attribute_columns(model)})
+
+
+def detached(model: type[ModelT], values: Mapping[str, Any]) -> ModelT:
+    """A stored row, given as its attributes' values, as a `model` object no session tracks,
+    as a session leaves a row it loaded (detached): its values are the stored row's, so a
+    session it is later added to would update that row, never insert it again. Built as
+    SQLAlchemy's loading builds an object, its values put in the instance's dict: the
+    constructor records each value as a change, 20 us an object against 7."""
+    instance = cast(ModelT, _class_manager(model).new_instance())
     instance.__dict__.update(values)
     make_transient_to_detached(instance)
     return instance
 
 
 @functools.cache
-def _attribute_columns(model: type[Base]) -> tuple[tuple[str, Column[Any]], ...]:
-    """Each column of the model's table with the name of its attribute. The mappers are
-    configured first: a detached object needs its attributes' implementations, which a
-    process whose first statement is a Core one has not set up yet."""
+def _class_manager(model: type[Base]) -> ClassManager[Any]:
+    """The model's class manager, the mappers configured first: a detached object needs its
+    attributes' implementations, which a process whose first statement is a Core one has not
+    set up yet."""
     configure_mappers()
+    return sa_inspect(model).class_manager
+
+
+@functools.cache
+def _attribute_columns(model: type[Base]) -> tuple[tuple[str, Column[Any]], ...]:
+    """Each column of the model's table with the name of its attribute."""
     mapper = sa_inspect(model)
     return tuple((mapper.get_property_by_column(column).key, column)
                  for column in table_of(model).c)

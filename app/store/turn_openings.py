@@ -49,14 +49,14 @@ from app.store.limits import other_streams_counted
 from app.store.messages import (
     MAX_CONTENT_CHARS,
     OpenedExchange,
-    assistant_row,
+    assistant_values,
     busy_on_conflict,
     context_select,
     inserted_params,
     inserted_values,
-    user_row,
+    user_values,
 )
-from app.store.models import Message, Thread, table_of, unattached
+from app.store.models import Message, Thread, detached, table_of, unattached
 
 _MESSAGES, _THREADS = table_of(Message), table_of(Thread)
 #: The row times the statement computes: after the thread's newest message (see _times).
@@ -88,9 +88,9 @@ async def open_turn_rows(
     None counts nothing. None for a missing or foreign thread. Raises ContentTooLong before any
     statement, ThreadBusy when the thread already streams."""
     now = utcnow()
-    user = user_row(thread_id, user_id, content, synthetic=False, trigger_type=None,
-                    trigger_reason=None, max_chars=max_chars, now=now)
-    assistant = assistant_row(thread_id, user_id, now, process_id)
+    user = user_values(thread_id, user_id, content, synthetic=False, trigger_type=None,
+                       trigger_reason=None, max_chars=max_chars, now=now)
+    assistant = assistant_values(thread_id, user_id, now, process_id)
     params = {"opening_thread": thread_id, "owner": user_id, "now": now, "of_thread": thread_id,
               "context_of": thread_id, "stream_cap": stream_cap,
               **inserted_values(user, "new_user_"), **inserted_values(assistant, "new_assistant_")}
@@ -103,20 +103,21 @@ async def open_turn_rows(
         return OneStatementOpening("changed")
     if first["user_at"] is None:
         return OneStatementOpening("at_cap", other_streams=int(first["others"]))
-    _stamp(user, first["user_at"], completed=True)
-    _stamp(assistant, first["assistant_at"], completed=False)
+    stored_user = _stored(user, first["user_at"], completed=True)
+    stored_assistant = _stored(assistant, first["assistant_at"], completed=False)
     history = [(row["role"], row["content"], row["created_at"]) for row in reversed(rows)
                if row["role"] is not None]
     others = int(first["others"]) if stream_cap is not None else None
-    return OneStatementOpening("opened", _thread_of(first),
-                               OpenedExchange(user, assistant, history, others), others)
+    exchange = OpenedExchange(stored_user, stored_assistant, history, others)
+    return OneStatementOpening("opened", _thread_of(first), exchange, others)
 
 
-def _stamp(message: Message, at: dt.datetime, *, completed: bool) -> None:
-    """The times the statement gave a row."""
-    message.created_at = message.updated_at = at
-    if completed:
-        message.completed_at = at
+def _stored(values: Mapping[str, Any], at: dt.datetime, *, completed: bool) -> Message:
+    """A row the statement stored, with the times it gave the row."""
+    times: dict[str, dt.datetime | None] = dict.fromkeys(_TIMED, at)
+    if not completed:
+        times["completed_at"] = None
+    return detached(Message, {**values, **times})
 
 
 def _thread_of(row: Mapping[str, Any]) -> Thread:
