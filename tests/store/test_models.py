@@ -1,4 +1,4 @@
-"""Row objects made from Core statements' rows (app.store.models.unattached)."""
+"""Row objects of stored rows (models.detached, unattached), as a session takes them."""
 
 from __future__ import annotations
 
