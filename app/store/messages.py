@@ -397,13 +397,7 @@ async def _finish_in_one_statement(s: Runner, calls: Sequence[CallRecord],
     rows = await statement.rows(s, values)
     if not rows:
         return None
-    return FinishedRow(unattached(Message, _by_column(rows[0])),
-                       rows[0]["thread_autonomy"] or {})
-
-
-def _by_column(row: Mapping[str, Any]) -> dict[Any, Any]:
-    """A row of named columns keyed by the messages table's columns, as unattached takes it."""
-    return {column: row[column.name] for column in _MESSAGES.c}
+    return FinishedRow(unattached(Message, rows[0]), rows[0]["thread_autonomy"] or {})
 
 
 @functools.lru_cache(maxsize=64)

@@ -16,7 +16,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
-    Column,
     Computed,
     Date,
     ForeignKey,
@@ -110,10 +109,10 @@ def table_of(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
 
-def unattached(model: type[ModelT], row: Mapping[Any, Any]) -> ModelT:
-    """A row a Core statement returned (its table's columns; other labels are ignored) as a
-    `model` object no session tracks (detached)."""
-    return detached(model, {key: row[column] for key, column in _attribute_columns(model)})
+def unattached(model: type[ModelT], row: Mapping[Any, Any], prefix: str = "") -> ModelT:
+    """A row a Core statement returned, each of the table's columns under its name after
+    `prefix` (other labels are ignored), as a `model` object no session tracks (detached)."""
+    return detached(model, {key: row[prefix + name] for key, name in _attribute_names(model)})
 
 
 def detached(model: type[ModelT], values: Mapping[str, Any]) -> ModelT:
@@ -138,10 +137,10 @@ def _class_manager(model: type[Base]) -> ClassManager[Any]:
 
 
 @functools.cache
-def _attribute_columns(model: type[Base]) -> tuple[tuple[str, Column[Any]], ...]:
-    """Each column of the model's table with the name of its attribute."""
+def _attribute_names(model: type[Base]) -> tuple[tuple[str, str], ...]:
+    """Each column of the model's table: its attribute's name and its own."""
     mapper = sa_inspect(model)
-    return tuple((mapper.get_property_by_column(column).key, column)
+    return tuple((mapper.get_property_by_column(column).key, column.name)
                  for column in table_of(model).c)
 
 

@@ -109,7 +109,8 @@ async def open_turn_rows(
                if row["role"] is not None]
     others = int(first["others"]) if stream_cap is not None else None
     exchange = OpenedExchange(stored_user, stored_assistant, history, others)
-    return OneStatementOpening("opened", _thread_of(first), exchange, others)
+    return OneStatementOpening("opened", unattached(Thread, first, _THREAD_PREFIX), exchange,
+                               others)
 
 
 def _stored(values: Mapping[str, Any], at: dt.datetime, *, completed: bool) -> Message:
@@ -118,11 +119,6 @@ def _stored(values: Mapping[str, Any], at: dt.datetime, *, completed: bool) -> M
     if not completed:
         times["completed_at"] = None
     return detached(Message, {**values, **times})
-
-
-def _thread_of(row: Mapping[str, Any]) -> Thread:
-    return unattached(Thread, {column: row[_THREAD_PREFIX + column.name]
-                               for column in _THREADS.c})
 
 
 @functools.cache

@@ -79,9 +79,9 @@ def test_a_process_whose_first_statement_is_a_core_one_makes_row_objects() -> No
     with a Core statement before any ORM query has configured the mappers."""
     code = ("import uuid\n"
             "from app.store.models import Thread, table_of, unattached\n"
-            "row = dict.fromkeys(table_of(Thread).c)\n"
-            "row[table_of(Thread).c.id] = thread_id = uuid.uuid4()\n"
-            "row[table_of(Thread).c.title] = 'Trip'\n"
+            "row = dict.fromkeys(column.name for column in table_of(Thread).c)\n"
+            "row['id'] = thread_id = uuid.uuid4()\n"
+            "row['title'] = 'Trip'\n"
             "made = unattached(Thread, row)\n"
             "assert (made.id, made.title, made.summary) == (thread_id, 'Trip', None)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
