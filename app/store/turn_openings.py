@@ -39,6 +39,7 @@ from sqlalchemy import (
     select,
     true,
 )
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from app.clock import utcnow
 from app.store import threads
@@ -98,15 +99,15 @@ async def open_turn_rows(
         rows = await _statement(history_limit, stream_cap is not None).rows(s, params)
     if not rows:
         return None
-    first = rows[0]
+    [first] = rows
     if first[_THREAD_PREFIX + "id"] is None:
         return OneStatementOpening("changed")
     if first["user_at"] is None:
         return OneStatementOpening("at_cap", other_streams=int(first["others"]))
     stored_user = _stored(user, first["user_at"], completed=True)
     stored_assistant = _stored(assistant, first["assistant_at"], completed=False)
-    history = [(row["role"], row["content"], row["created_at"]) for row in reversed(rows)
-               if row["role"] is not None]
+    history = list(zip(first["roles"] or (), first["contents"] or (), first["times"] or (),
+                       strict=True))
     others = int(first["others"]) if stream_cap is not None else None
     exchange = OpenedExchange(stored_user, stored_assistant, history, others)
     return OneStatementOpening("opened", unattached(Thread, first, _THREAD_PREFIX), exchange,
@@ -141,8 +142,7 @@ def _statement(limit: int, capped: bool) -> DriverStatement:
     new_user = _insert("user", times.c.user_at, times, counted)
     new_assistant = _insert("assistant", times.c.assistant_at, times, counted)
     cancelled = cancel_pending_statement(True).where(select(new_user.c.created_at).exists())
-    m = _MESSAGES.c
-    history = context_select(limit, m.role, m.content, m.created_at, m.id).cte("history")
+    history = _history(limit)
     joined = seen.outerjoin(opened, true())
     if counted is not None:
         joined = joined.outerjoin(counted, true())
@@ -154,11 +154,22 @@ def _statement(limit: int, capped: bool) -> DriverStatement:
                (counted.c.others if counted is not None else null()).label("others"),
                new_user.c.created_at.label("user_at"),
                new_assistant.c.created_at.label("assistant_at"),
-               history.c.role, history.c.content, history.c.created_at)
+               history.c.roles, history.c.contents, history.c.times)
         .select_from(joined)
-        .order_by(history.c.created_at.desc(), history.c.id.desc())
         .add_cte(cancelled.cte("cancelled"))
     )
+
+
+def _history(limit: int) -> Any:
+    """The history as three arrays of one row (roles, contents, times), oldest first; NULL
+    arrays when the thread has none. A row per message would repeat the thread's columns
+    with each, and a long thread's history is hundreds of messages."""
+    m = _MESSAGES.c
+    newest = context_select(limit, m.role, m.content, m.created_at, m.id).subquery("newest")
+    oldest_first = (newest.c.created_at, newest.c.id)
+    return select(*(func.array_agg(aggregate_order_by(newest.c[name], *oldest_first)).label(label)
+                    for name, label in (("role", "roles"), ("content", "contents"),
+                                        ("created_at", "times")))).cte("history")
 
 
 def _thread_param() -> BindParameter[uuid.UUID]:

@@ -78,6 +78,31 @@ async def test_an_opening_stores_the_turn_after_its_history_in_one_round_trip(pg
     assert moved == opening.thread.updated_at > thread.updated_at
 
 
+async def test_the_history_is_what_an_opening_in_a_transaction_reads(pg: Database) -> None:
+    """Past the limit the newest messages, oldest first, two of one time in the order of
+    their ids, each time aware UTC: messages.context_rows' rows, which the opening in a
+    transaction reads. A thread's first turn has none."""
+    first = await new_thread(pg)
+    opening = await _open(pg, first)
+    assert opening is not None and opening.exchange is not None
+    assert opening.exchange.history == []
+    thread = await new_thread(pg)
+    for n in range(6):
+        await turn(pg, thread, f"question {n}", f"answer {n}")
+    async with pg.transaction() as s:
+        times = (await s.execute(select(Message.id, Message.created_at)
+                                 .where(Message.thread_id == thread.id)
+                                 .order_by(Message.created_at))).all()
+        await s.execute(update(Message).where(Message.id == times[5].id)
+                        .values(created_at=times[4].created_at))
+        expected = await messages_store.context_rows(s, thread.id, limit=10)
+    opening = await _open(pg, thread)
+    assert opening is not None and opening.exchange is not None
+    assert opening.exchange.history == expected
+    assert [text for _, text, _ in expected][::9] == ["question 1", "answer 5"]
+    assert all(at.tzinfo is dt.UTC for _, _, at in opening.exchange.history)
+
+
 async def test_the_turn_is_ordered_after_a_newest_message_from_a_clock_ahead(pg: Database
                                                                              ) -> None:
     """Another process's clock ran ahead: the new rows still come after its message."""
