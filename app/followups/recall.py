@@ -68,22 +68,17 @@ class _RecallHandler(TurnHandler):
 
     async def _recall(self, draft: ContextDraft) -> None:
         view, recall = self.view, self.recall
-        async with recall.db.read() as session:  # beside the writer, never behind it
-            last_real = (
-                await memory.last_real_user_message(session, view.thread_id)
-                if view.synthetic else None
-            )
-            source = choose_query_source(
-                current_text=view.user_text, current_is_synthetic=view.synthetic,
-                last_real_user_text=last_real.content if last_real else None,
-                summary=draft.summary,
-            )
-            if source is None:
-                log.error("empty thread - no query source", synthetic=view.synthetic)
-                return
-            log.debug("memory_query_source", source=source.name)
+        source = choose_query_source(
+            current_text=view.user_text, current_is_synthetic=view.synthetic,
+            last_real_user_text=await self._last_real_user_text(), summary=draft.summary,
+        )
+        if source is None:
+            log.error("empty thread - no query source", synthetic=view.synthetic)
+            return
+        log.debug("memory_query_source", source=source.name)
+        async with recall.db.one_read() as runner:  # beside the writer, never behind it
             found = await memory.search_thread(
-                session, view.thread_id, source.text,
+                runner, view.thread_id, source.text,
                 before=window_start(view, self._window),
                 limit=recall.limit,
             )
@@ -92,3 +87,12 @@ class _RecallHandler(TurnHandler):
             for m in sorted(found, key=lambda m: m.created_at)
         ]
         log.info("memories_recalled", source=source.name, count=len(draft.memories))
+
+    async def _last_real_user_text(self) -> str | None:
+        """What the user last wrote, a follow-up prompt's query when it has none of its own;
+        a real message is its own query."""
+        if not self.view.synthetic:
+            return None
+        async with self.recall.db.read() as session:
+            last_real = await memory.last_real_user_message(session, self.view.thread_id)
+        return last_real.content if last_real else None

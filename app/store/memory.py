@@ -26,7 +26,6 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Integer,
-    Select,
     String,
     bindparam,
     column,
@@ -40,6 +39,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.expression import UnaryExpression
 
+from app.store.db import Runner, dialect_of
+from app.store.driver_statements import DriverStatement
 from app.store.models import Message, table_of
 from app.store.visibility import visible_sql
 
@@ -99,7 +100,7 @@ class Memory:
 
 
 async def search_thread(
-    s: AsyncSession, thread_id: uuid.UUID, query_text: str, *, before: dt.datetime, limit: int
+    s: Runner, thread_id: uuid.UUID, query_text: str, *, before: dt.datetime, limit: int
 ) -> list[Memory]:
     """The thread's messages created before `before` that best match query_text, best first.
     Synthetic prompts are never memories. No usable term: []. One statement built once per
@@ -108,12 +109,12 @@ async def search_thread(
     terms = search_terms(query_text)
     if not terms or limit <= 0:
         return []
-    dialect = s.get_bind().dialect.name
+    dialect = dialect_of(s)
     match = (" or ".join(terms) if dialect == "postgresql"
              else sqlite_match(thread_id, terms))
-    result = await s.execute(_search(dialect), {
+    rows = await _search(dialect).rows(s, {
         "thread_id": thread_id, "before": before, "match": match, "limit": limit})
-    return [Memory(*row) for row in result.all()]
+    return [Memory(**row) for row in rows]
 
 
 def sqlite_match(thread_id: uuid.UUID, terms: list[str]) -> str:
@@ -124,7 +125,7 @@ def sqlite_match(thread_id: uuid.UUID, terms: list[str]) -> str:
 
 
 @functools.cache
-def _search(dialect: str) -> Select[Any]:
+def _search(dialect: str) -> DriverStatement:
     m = table_of(Message).c
     columns = (m.id, m.role, m.content, m.created_at)
     thread_id = bindparam("thread_id", type_=m.thread_id.type)
@@ -147,7 +148,7 @@ def _search(dialect: str) -> Select[Any]:
                          .join(_fts, _fts.c.rowid == _search_map.c.id))
             .where(fts.op("MATCH")(match), _unindexed(m.thread_id) == thread_id, *rest)
             .order_by(_hits(fts, m.content).desc(), m.created_at.desc()))
-    return statement.limit(bindparam("limit", type_=Integer()))
+    return DriverStatement(statement.limit(bindparam("limit", type_=Integer())))
 
 
 def _hits(fts: ColumnElement[Any], content: ColumnElement[Any]) -> ColumnElement[Any]:

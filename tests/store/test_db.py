@@ -15,6 +15,7 @@ from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import RateLimitWindow, Thread
 from tests.store.factories import new_thread
+from tests.support.statements import statements_in_transaction
 
 
 async def test_timestamps_are_aware_utc_whatever_zone_goes_in(db: Database) -> None:
@@ -67,6 +68,29 @@ async def test_a_one_statement_block_commits_each_statement_on_postgresql(
     async with db.read() as s:
         users = (await s.execute(select(RateLimitWindow.user_id))).scalars().all()
     assert users == (["alice"] if db.backend == "postgresql" else [])
+
+
+async def test_a_one_read_block_needs_neither_a_transaction_nor_the_write_lock(db: Database
+                                                                               ) -> None:
+    """A turn's one-statement read (its memory search) waits for no writer: on SQLite it
+    reads beside a transaction holding the write lock (were it to queue for that lock, here
+    it would wait for its own caller until the busy timeout failed it), and on PostgreSQL
+    its statement is its one round trip, outside any transaction."""
+    thread = await new_thread(db, "alice", "kept")
+
+    async def title() -> str | None:
+        async with db.one_read() as r:
+            return await r.scalar(select(Thread.title).where(Thread.id == thread.id))
+
+    async with db.transaction() as writer:
+        await threads_store.set_title(writer, thread.id, "not yet committed")
+        if db.backend == "postgresql":
+            with statements_in_transaction(db) as statements:
+                assert await title() == "kept"
+            assert statements == [("SELECT", False)]
+        else:
+            assert await title() == "kept"
+    assert db.engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
 
 
 async def test_sqlite_connection_settings(tmp_path: Path) -> None:
