@@ -45,6 +45,21 @@ def test_bench_trace_compares_with_and_without_a_trace(database_url: str) -> Non
                      r"with trace [\d.]+ ms", out), out
 
 
+def test_bench_history_compares_a_long_thread_with_a_fresh_one(database_url: str) -> None:
+    """On PostgreSQL, whose opening is one statement; SQLite is refused in plain words."""
+    args = ("--database-url", database_url, "--messages", "10", "--rounds", "1", "--turns", "2")
+    if database_url.startswith("sqlite"):
+        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_history.py"),
+                               *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                              env=_clean_env({"COLUMNS": "200"}))
+        assert done.returncode == 2 and "give a PostgreSQL database" in done.stderr, done.stderr
+        return
+    out = run_script("bench_history.py", *args)
+    assert re.search(r"round 1: opening, fresh thread [\d.]+ ms vs 10 prior messages [\d.]+ ms "
+                     r"\(added [+-][\d.]+ ms\); memory search, read transaction [\d.]+ ms vs "
+                     r"one statement [\d.]+ ms", out), out
+
+
 def test_bench_repair_defaults_to_a_scratch_sqlite_file() -> None:
     out = run_script("bench_repair.py", "--messages", "200", "--runs", "1")
     assert out.splitlines()[-1].startswith("sqlite+aiosqlite: 200 messages, median of 1 runs")

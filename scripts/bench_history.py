@@ -1,0 +1,115 @@
+"""What a long thread adds to a turn's reads on PostgreSQL, in process: the CPU of a turn's
+one-statement opening on a fresh thread against one with N prior messages, and the CPU of
+the memory search in a read transaction against the same search as one statement
+(Database.one_read, what a turn runs).
+
+    python scripts/bench_history.py --database-url postgresql+asyncpg://…/DB
+        [--messages 100] [--rounds 5] [--turns 20]
+
+Use an EMPTY database you own (it is migrated to head and threads are written to it). Each
+round seeds a new long thread (each of its turns adds two messages to it); every opening on
+a fresh thread gets a new one. Figures are medians of process CPU time (the gateway's own
+cost, not the database's), printed per round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from sqlalchemy import make_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.clock import utcnow
+from app.records import FinishedMessage
+from app.store import memory, threads, turn_openings
+from app.store import messages as message_store
+from app.store.db import Database
+from app.store.migrations import upgrade_to_head
+
+cli = typer.Typer(add_completion=False)
+USER = "bench"
+#: A question and an answer of the gateway benchmark's sizes (scripts/bench_gateway.py).
+QUESTION, ANSWER = "question {n} about the benchmark", "".join(f"w{i} " for i in range(100))
+
+
+async def new_thread(db: Database, messages: int) -> uuid.UUID:
+    async with db.transaction() as s:
+        thread = await threads.create_thread(s, USER)
+        for n in range(messages // 2):
+            await message_store.append_user_message(s, thread, QUESTION.format(n=n))
+            opened = await message_store.open_assistant_message(s, thread)
+            await message_store.finish_assistant_message(
+                s, FinishedMessage(opened.id, ANSWER, {}, "complete"))
+        return thread.id
+
+
+async def opening(db: Database, thread_id: uuid.UUID) -> float:
+    """CPU seconds of one turn's opening; the turn is finished afterwards, untimed."""
+    began = time.process_time()
+    async with db.one_statement() as runner:
+        opened = await turn_openings.open_turn_rows(
+            runner, USER, thread_id, "hello benchmark", history_limit=200, stream_cap=None)
+    spent = time.process_time() - began
+    assert opened is not None and opened.exchange is not None, "the thread did not open"
+    async with db.one_statement() as runner:
+        await message_store.finish_assistant_message(
+            runner, FinishedMessage(opened.exchange.assistant.id, "hi", {}, "complete"))
+    return spent
+
+
+async def search(db: Database, thread_id: uuid.UUID, one_statement: bool) -> float:
+    began = time.process_time()
+    async with (db.one_read() if one_statement else db.read()) as runner:
+        await memory.search_thread(runner, thread_id, "hello benchmark", before=utcnow(),
+                                   limit=3)
+    return time.process_time() - began
+
+
+async def median_ms(times: int, measure: Callable[[], Awaitable[float]]) -> float:
+    return statistics.median([await measure() for _ in range(times)]) * 1000
+
+
+async def run(url: str, messages: int, rounds: int, turns: int) -> None:
+    await upgrade_to_head(url)
+    db = Database(url)
+    try:
+        for round_ in range(1, rounds + 1):
+            long = await new_thread(db, messages)
+            fresh = [await new_thread(db, 0) for _ in range(turns)]
+            fresh_ms = statistics.median([await opening(db, t) for t in fresh]) * 1000
+            long_ms = await median_ms(turns, partial(opening, db, long))
+            read_ms = await median_ms(turns * 5, partial(search, db, long, False))
+            one_ms = await median_ms(turns * 5, partial(search, db, long, True))
+            print(f"round {round_}: opening, fresh thread {fresh_ms:.3f} ms vs {messages} "
+                  f"prior messages {long_ms:.3f} ms (added {long_ms - fresh_ms:+.3f} ms); "
+                  f"memory search, read transaction {read_ms:.3f} ms vs one statement "
+                  f"{one_ms:.3f} ms")
+    finally:
+        await db.dispose()
+
+
+@cli.command()
+def main(
+    database_url: Annotated[str, typer.Option(help="an empty PostgreSQL database you own")],
+    messages: Annotated[int, typer.Option(min=2, max=1000)] = 100,
+    rounds: Annotated[int, typer.Option(min=1, max=50)] = 5,
+    turns: Annotated[int, typer.Option(min=1, max=500)] = 20,
+) -> None:
+    if make_url(database_url).get_backend_name() != "postgresql":
+        raise typer.BadParameter("the one-statement opening is PostgreSQL's; give a "
+                                 "PostgreSQL database", param_hint="--database-url")
+    asyncio.run(run(database_url, messages, rounds, turns))
+
+
+if __name__ == "__main__":
+    cli()
