@@ -130,9 +130,9 @@ def _statement(limit: int, capped: bool) -> DriverStatement:
     count, MATERIALIZED and read from `opened`, so it runs once and after the thread's
     lock, in the order every opening takes them), `times`, the two INSERTs (each from
     `opened`, so nothing is stored in a thread left unopened, and under the cap),
-    `cancelled` (once the user's row is in) and `history`. One row comes back per history
-    message, or one alone. No parameter is named as a column of a table the statement
-    writes: SQLAlchemy would take it for a value set."""
+    `cancelled` (once the user's row is in) and `history` (_history). One row comes back,
+    or none for a missing or foreign thread. No parameter is named as a column of a table
+    the statement writes: SQLAlchemy would take it for a value set."""
     seen = (select(literal_column("threads.xmin").label("version")).select_from(_THREADS)
             .where(*_the_thread()).cte("seen"))
     opened = _opened(seen)
