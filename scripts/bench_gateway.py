@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import resource
 import statistics
@@ -94,6 +95,14 @@ class Failed(Exception):
     def __init__(self, kind: str, refused: bool = False) -> None:
         super().__init__(kind)
         self.kind, self.refused = kind, refused
+
+
+def error_event_code(data_line: str) -> str:
+    """The `code` of an SSE `error` event's data line (the stream's failure)."""
+    try:
+        return str(json.loads(data_line.removeprefix("data:"))["code"])
+    except (ValueError, KeyError, TypeError):
+        return "unreadable"
 
 
 async def check_status(response: httpx.Response) -> None:
@@ -426,7 +435,10 @@ class Bench:
             try:
                 async with self.client.stream("POST", url, json={"content": "[slow]"}) as r:
                     await check_status(r)
+                    event = ""
                     async for line in r.aiter_lines():
+                        if line.startswith("event: "):
+                            event = line.removeprefix("event: ")
                         if line == "event: delta":
                             open_now += 1
                             progress.set()
@@ -434,6 +446,9 @@ class Bench:
                                 await asyncio.sleep(3600)  # held open; cancelled below
                             finally:
                                 open_now -= 1
+                        elif event == "error" and line.startswith("data:"):
+                            raise Failed(f"error event {error_event_code(line)}")
+                raise Failed("ended before its first delta")
             except Failed as failed:
                 failures[failed.kind] += 1
             except httpx.HTTPError as error:
