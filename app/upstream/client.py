@@ -31,8 +31,8 @@ from app.upstream.errors import (
     classify,
     upstream_failure,
 )
-from app.upstream.pool import ShardedTransport
 from app.upstream.sending import StreamSender
+from app.upstream.transport import AiohttpTransport
 from app.upstream.wire import DONE, decode, model_name, parse_chunk, sse_data, usage_of
 
 
@@ -57,8 +57,8 @@ def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
     """The process-wide HTTP client; its pool is shared by every upstream call. The gateway
     lets at most `pool_size` turns use it at once (app.services.upstream_slots), so a turn
     never waits here for a connection and a pool timeout is not mistaken for the model's.
-    The pool is sharded (app.upstream.pool) unless the environment names a proxy: httpx's own
-    pool then applies it, with its NO_PROXY rules, as any httpx client would."""
+    Its transport is aiohttp's (app.upstream.transport) unless the environment names a
+    proxy: httpx's own then applies it, with its NO_PROXY rules, as any httpx client would."""
     timeout = httpx.Timeout(
         connect=config.connect_timeout_s,
         read=config.read_timeout_s,
@@ -69,7 +69,7 @@ def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=config.pool_size,
                               max_keepalive_connections=min(50, config.pool_size))
         return httpx.AsyncClient(timeout=timeout, limits=limits)
-    return httpx.AsyncClient(timeout=timeout, transport=ShardedTransport(config.pool_size))
+    return httpx.AsyncClient(timeout=timeout, transport=AiohttpTransport(config.pool_size))
 
 
 def make_openai_client(config: UpstreamConfig, http_client: httpx.AsyncClient
