@@ -760,7 +760,7 @@ def new_client() -> httpx.AsyncClient:
     the load generator shares the machine's cores with what it measures, and httpx's own
     pool of 500 busy connections cost it about 10 ms of CPU per request more, which made it
     the slowest process of the 500-stream step."""
-    return httpx.AsyncClient(timeout=120.0, transport=AiohttpTransport(6000))
+    return httpx.AsyncClient(timeout=120.0, transport=AiohttpTransport())
 
 
 if __name__ == "__main__":

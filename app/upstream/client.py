@@ -69,7 +69,7 @@ def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=config.pool_size,
                               max_keepalive_connections=min(50, config.pool_size))
         return httpx.AsyncClient(timeout=timeout, limits=limits)
-    return httpx.AsyncClient(timeout=timeout, transport=AiohttpTransport(config.pool_size))
+    return httpx.AsyncClient(timeout=timeout, transport=AiohttpTransport())
 
 
 def make_openai_client(config: UpstreamConfig, http_client: httpx.AsyncClient

@@ -85,9 +85,8 @@ def answering(served: list[Served]) -> Serve:
 
 
 @asynccontextmanager
-async def client(timeout: httpx.Timeout | None = None, pool_size: int = 10
-                 ) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=AiohttpTransport(pool_size),
+async def client(timeout: httpx.Timeout | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=AiohttpTransport(),
                                  timeout=timeout or httpx.Timeout(5.0)) as http:
         yield http
 
@@ -251,25 +250,6 @@ def test_a_port_nobody_listens_on_is_a_connect_error(run: Run) -> None:
         async with client() as http:
             with pytest.raises(httpx.ConnectError):
                 await http.post(f"http://127.0.0.1:{free_port()}/v1")
-
-    run(scenario())
-
-
-def test_a_request_beyond_the_pool_times_out_waiting_for_a_connection(run: Run) -> None:
-    async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        writer.write(HEAD)
-        await reader.read()
-
-    async def scenario() -> None:
-        async with server(held) as served, client(httpx.Timeout(5.0, pool=0.05),
-                                                  pool_size=1) as http:
-            url = f"http://127.0.0.1:{served.port}/v1"
-            first = await http.send(http.build_request("POST", url), stream=True)
-            with pytest.raises(httpx.ConnectTimeout):
-                await http.post(url)
-            await first.aclose()
-            assert served.connections == 1
 
     run(scenario())
 
