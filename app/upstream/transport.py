@@ -10,7 +10,7 @@ open streams cost no pool bookkeeping per request. The openai SDK offers the sam
 (`DefaultAioHttpClient`) for clients under high concurrency.
 
 Errors are httpx's, named as httpcore would name them (app.upstream.errors classifies
-httpx's): a timeout while connecting or waiting for a free connection is ConnectTimeout, a
+httpx's): a timeout while connecting is ConnectTimeout, a
 silence past the read timeout ReadTimeout, a refused or failed connection (an untrusted
 certificate too) ConnectError, and a server that closed before or during its answer
 RemoteProtocolError."""
@@ -33,7 +33,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     gateway's upstream slots (app.services.upstream_slots) bound the turns that use the
     client, and a refused turn is told so at once. With aiohttp's limit set to the slots'
     count, 141 to 240 of 2,000 slow turns opened at once on SQLite failed as connect
-    timeouts, against 1 without it. The session is made on the first request, inside the
+    timeouts, against 2 without it. The session is made on the first request, inside the
     loop that uses it (aiohttp binds it to that loop)."""
 
     def __init__(self) -> None:
