@@ -91,6 +91,12 @@ async def client(timeout: httpx.Timeout | None = None) -> AsyncIterator[httpx.As
         yield http
 
 
+async def streamed(http: httpx.AsyncClient, served: Served) -> httpx.Response:
+    """A POST's response to `served`, its body unread."""
+    url = f"http://127.0.0.1:{served.port}/v1"
+    return await http.send(http.build_request("POST", url), stream=True)
+
+
 async def until(condition: Callable[[], bool], passes: int = 1000) -> bool:
     """Whether `condition` holds within `passes` passes of the loop."""
     for _ in range(passes):
@@ -138,8 +144,7 @@ def test_a_read_takes_every_chunk_that_has_come(run: Run) -> None:
 
     async def scenario() -> None:
         async with server(serve) as served, client() as http:
-            request = http.build_request("POST", f"http://127.0.0.1:{served.port}/v1")
-            response = await http.send(request, stream=True)
+            response = await streamed(http, served)
             await sent.wait()
             blocks = [block async for block in response.aiter_raw()]
             await response.aclose()
@@ -186,8 +191,7 @@ def test_a_reader_that_does_not_read_holds_the_server_back(run: Run) -> None:
 
     async def scenario() -> None:
         async with server(serve) as served, client() as http:
-            request = http.build_request("POST", f"http://127.0.0.1:{served.port}/v1")
-            response = await http.send(request, stream=True)
+            response = await streamed(http, served)
             await until(drained.is_set, passes=2000)
             assert not drained.is_set(), "the server sent everything to a reader reading none"
             assert await response.aread() == sent
@@ -212,8 +216,7 @@ def test_a_silent_server_is_a_read_timeout(run: Run) -> None:
             with pytest.raises(httpx.ReadTimeout):
                 await http.post(f"http://127.0.0.1:{served.port}/v1")
         async with server(silent_mid_body) as served, client(quick) as http:
-            request = http.build_request("POST", f"http://127.0.0.1:{served.port}/v1")
-            response = await http.send(request, stream=True)
+            response = await streamed(http, served)
             with pytest.raises(httpx.ReadTimeout):
                 await response.aread()
             await response.aclose()
@@ -236,8 +239,7 @@ def test_a_server_that_closes_before_or_during_its_answer_is_a_protocol_error(ru
             with pytest.raises(httpx.RemoteProtocolError):
                 await http.post(f"http://127.0.0.1:{served.port}/v1")
         async with server(cuts) as served, client() as http:
-            request = http.build_request("POST", f"http://127.0.0.1:{served.port}/v1")
-            response = await http.send(request, stream=True)
+            response = await streamed(http, served)
             with pytest.raises(httpx.RemoteProtocolError):
                 await response.aread()
             await response.aclose()
