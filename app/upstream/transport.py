@@ -10,10 +10,9 @@ open streams cost no pool bookkeeping per request. The openai SDK offers the sam
 (`DefaultAioHttpClient`) for clients under high concurrency.
 
 Errors are httpx's, named as httpcore would name them (app.upstream.errors classifies
-httpx's): a timeout while connecting is ConnectTimeout, a
-silence past the read timeout ReadTimeout, a refused or failed connection (an untrusted
-certificate too) ConnectError, and a server that closed before or during its answer
-RemoteProtocolError."""
+httpx's): a timeout while connecting is ConnectTimeout, a silence past the read timeout
+ReadTimeout, a refused or failed connection (an untrusted certificate too) ConnectError, and
+a server that closed before or during its answer RemoteProtocolError."""
 
 from __future__ import annotations
 
