@@ -123,7 +123,8 @@ def _warn_unknown_model_price(model: str) -> None:
 
 def build_runtime(settings: Settings) -> Runtime:
     prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
-    db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s)
+    db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s,
+                  postgres_pool_size=settings.database_pool_size)
     config = upstream_config(settings)
     http = make_http_client(config)
     client = make_openai_client(config, http)

@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     database_retry_after_s: int = 5
     #: SQLite only: how long a transaction waits for another writer before it fails.
     sqlite_busy_timeout_s: float = 30.0
+    #: PostgreSQL only: connections this process keeps open. A statement that finds all in
+    #: use waits for one (30 s at most; then opening a turn answers 503 `gateway_busy`).
+    database_pool_size: int = Field(default=20, ge=1)
     #: uvicorn worker processes of scripts/serve and the Docker entry point (PostgreSQL only
     #: above 1: see app.serve.check_workers).
     workers: int = Field(default=1, ge=1, le=64)

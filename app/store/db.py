@@ -40,6 +40,8 @@ from app.store.sqlite_driver import (
 from app.store.unavailable import is_pool_timeout, is_unavailable, unavailable_sentence
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: PostgreSQL connections a process keeps open (see create_engine_for).
+POSTGRES_POOL_SIZE = 20
 
 #: What a store function that writes with one statement runs it on: a session in a
 #: transaction, or, in Database.one_statement's block on PostgreSQL, a bare connection.
@@ -99,7 +101,8 @@ def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool, busy_timeo
 
 def create_engine_for(
     url: str | URL, *, sqlite_foreign_keys: bool = True,
-    sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS, **engine_kwargs: Any
+    sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    postgres_pool_size: int = POSTGRES_POOL_SIZE, **engine_kwargs: Any
 ) -> AsyncEngine:
     """An AsyncEngine with the per-backend settings the store relies on.
 
@@ -119,10 +122,14 @@ def create_engine_for(
                               busy_timeout_ms=sqlite_busy_timeout_ms)
         return engine
     # PostgreSQL: connections are shared by short transactions, never held while streaming;
-    # several gateway processes each keep their own pool.
+    # several gateway processes each keep their own pool. No overflow: an overflow
+    # connection is closed as soon as it is returned, so a load just above the pool's size
+    # opened a new one every few turns, a server process forked and started and a handshake
+    # in the gateway each time, which halved the turns a second at 20 concurrent streams.
+    # A statement that finds every connection in use waits for one instead.
     if "poolclass" not in engine_kwargs:
-        engine_kwargs.setdefault("pool_size", 10)
-        engine_kwargs.setdefault("max_overflow", 10)
+        engine_kwargs.setdefault("pool_size", postgres_pool_size)
+        engine_kwargs.setdefault("max_overflow", 0)
         engine_kwargs.setdefault("pool_recycle", 1800)
     engine = create_async_engine(parsed, **engine_kwargs)
     if not engine_kwargs.get("pool_pre_ping"):
@@ -150,12 +157,13 @@ class Database:
     the process (app.main, app.cli for the scripts, the tests) decides which database it is."""
 
     def __init__(self, url: str | URL, *, sqlite_busy_timeout_s: float | None = None,
-                 **engine_kwargs: Any) -> None:
+                 postgres_pool_size: int = POSTGRES_POOL_SIZE, **engine_kwargs: Any) -> None:
         self.url: URL = async_url(url)
         self._busy_timeout_ms = (SQLITE_BUSY_TIMEOUT_MS if sqlite_busy_timeout_s is None
                                  else round(sqlite_busy_timeout_s * 1000))
         self.engine: AsyncEngine = create_engine_for(
-            self.url, sqlite_busy_timeout_ms=self._busy_timeout_ms, **engine_kwargs)
+            self.url, sqlite_busy_timeout_ms=self._busy_timeout_ms,
+            postgres_pool_size=postgres_pool_size, **engine_kwargs)
         self.sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
             self.engine, expire_on_commit=False
         )

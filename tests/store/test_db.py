@@ -184,3 +184,35 @@ async def test_a_pooled_connection_the_server_closed_is_replaced_at_checkout(
         await asyncio.sleep(0.01)
     async with db.transaction() as s:
         assert await s.scalar(text("SELECT pg_backend_pid()")) != pid
+
+
+async def test_more_transactions_than_pooled_connections_wait_for_one_on_postgresql(
+    db: Database,
+) -> None:
+    """A burst of more transactions than the pool's connections is served by those
+    connections, one after another, and the server sees no connection beyond them: a
+    connection opened for a burst and closed after it costs the server a new process, every
+    few turns under a steady load just above the pool's size."""
+    if db.backend == "sqlite":
+        pytest.skip("a SQLite connection is a file, no server process behind it")
+    small = Database(db.url, postgres_pool_size=2)
+    release = asyncio.Event()
+
+    async def backend_pid() -> int:
+        async with small.transaction() as s:
+            pid = await s.scalar(text("SELECT pg_backend_pid()"))
+            await release.wait()
+        assert pid is not None
+        return int(pid)
+
+    try:
+        burst = [asyncio.create_task(backend_pid()) for _ in range(6)]
+        for _ in range(100):  # until the pool's two connections are taken
+            if small.engine.sync_engine.pool.checkedout() == 2:  # type: ignore[attr-defined]
+                break
+            await asyncio.sleep(0.01)
+        assert small.engine.sync_engine.pool.checkedout() == 2  # type: ignore[attr-defined]
+        release.set()
+        assert len(set(await asyncio.gather(*burst))) == 2
+    finally:
+        await small.dispose()
