@@ -509,14 +509,18 @@ async def seed_history(database_url: str, thread_urls: list[str], messages: int)
         await db.dispose()
 
 
-async def turns_per_second(client: httpx.AsyncClient, turn: Turn, targets: list[str],
-                           concurrency: int, deadline: float, failures: Counter[str]
-                           ) -> float:
-    """Turns finished per second; how the others failed is added to `failures`."""
-    began = time.perf_counter()
+async def turns_finished(client: httpx.AsyncClient, turn: Turn, targets: list[str],
+                         concurrency: int, deadline: float, failures: Counter[str]) -> int:
+    """Turns that streamed to their end; how the others failed is added to `failures`."""
     batch = await run_batch(turn, client, targets, concurrency, deadline)
     failures.update(batch.kinds)
-    return len(batch.firsts) / (time.perf_counter() - began)
+    return len(batch.firsts)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and of its children (uvicorn's workers) so far."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return cpu_seconds(pid) + sum(cpu_seconds(int(child)) for child in children)
 
 
 def machine_ticks() -> tuple[int, int]:
@@ -527,54 +531,74 @@ def machine_ticks() -> tuple[int, int]:
 
 
 @dataclass
-class Scaling:
-    """Turns per second of the direct upstream, one gateway process and several workers, and
-    how busy the machine's cores were meanwhile (0 to 1): a ratio of workers measured on a
-    machine near 1 is the machine's limit, not the gateway's."""
+class Column:
+    """One column of the workers step (the direct upstream, one gateway process, several
+    workers), added up over its halves: turns per second; how busy the machine's cores were
+    meanwhile (0 to 1), where a ratio of workers measured near 1 is the machine's limit, not
+    the gateway's; and CPU ms per turn (the workers' together), where the same figure in
+    both gateway columns says that the workers cost nothing of each other and would scale
+    with the cores they are given."""
 
-    rates: tuple[float, float, float]
-    busy: tuple[float, float, float]
+    finished: int = 0
+    seconds: float = 0.0
+    busy_ticks: int = 0
+    all_ticks: int = 0
+    cpu_seconds: float = 0.0
 
-
-async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: int) -> Scaling:
-    """The three rates, interleaved in halves."""
-    rates: list[list[float]] = [[], [], []]
-    ticks = [[0, 0], [0, 0], [0, 0]]
-    failures: list[Counter[str]] = [Counter(), Counter(), Counter()]
-
-    async def measure_one(column: int, run: Awaitable[float]) -> None:
+    async def measure(self, pid: int, run: Awaitable[int]) -> None:
+        """`run`'s turns, timed, with the machine's ticks and the CPU of `pid`'s tree."""
         busy, total = machine_ticks()
-        rates[column].append(await run)
+        cpu, began = tree_cpu_seconds(pid), time.perf_counter()
+        self.finished += await run
+        self.seconds += time.perf_counter() - began
+        self.cpu_seconds += tree_cpu_seconds(pid) - cpu
         after = machine_ticks()
-        ticks[column][0] += after[0] - busy
-        ticks[column][1] += after[1] - total
+        self.busy_ticks += after[0] - busy
+        self.all_ticks += after[1] - total
 
+    def rate(self) -> float:
+        return self.finished / self.seconds if self.seconds else 0.0
+
+    def busy(self) -> float:
+        return self.busy_ticks / self.all_ticks if self.all_ticks else 0.0
+
+    def cpu_ms(self) -> float:
+        return self.cpu_seconds * 1000 / self.finished if self.finished else float("nan")
+
+
+async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: int
+                         ) -> tuple[Column, Column, Column]:
+    """The three columns, interleaved in halves."""
+    direct, one, several = Column(), Column(), Column()
+    failures: list[Counter[str]] = [Counter(), Counter(), Counter()]
     async with bench.client, other.client:
         for _ in range(2):
-            await measure_one(0, turns_per_second(
+            await direct.measure(bench.upstream_pid, turns_finished(
                 bench.client, direct_turn, [bench.upstream] * (turns // 2), concurrency,
                 bench.deadline, failures[0]))
-            for column, gateway in ((1, bench), (2, other)):
+            for column, gateway, failed in ((one, bench, failures[1]),
+                                            (several, other, failures[2])):
                 targets = await gateway.threads(turns // 2)
-                await measure_one(column, turns_per_second(
+                await column.measure(gateway.gateway_pid, turns_finished(
                     gateway.client, gateway_turn, targets, concurrency, gateway.deadline,
-                    failures[column]))
+                    failed))
     for name, failed in zip(("direct", "1 process", "workers"), failures, strict=True):
         if failed:
             console.print(f"workers step, {name} failed: {dict(failed)}", highlight=False)
-    direct, one, several = (sum(r) / len(r) for r in rates)
-    busy = tuple(b / t if t else 0.0 for b, t in ticks)
-    return Scaling((direct, one, several), (busy[0], busy[1], busy[2]))
+    return direct, one, several
 
 
-def report_scaling(scaling: Scaling, workers: int, concurrency: int) -> None:
-    direct, one, several = scaling.rates
-    ratio = f"{several / one:.2f}x" if one else "n/a: no turn finished"
+def report_scaling(columns: tuple[Column, Column, Column], workers: int, concurrency: int
+                   ) -> None:
+    direct, one, several = columns
+    ratio = f"{several.rate() / one.rate():.2f}x" if one.rate() else "n/a: no turn finished"
     console.print(
-        f"turns per second at {concurrency} concurrent: direct upstream {direct:.1f}, "
-        f"gateway 1 process {one:.1f}, {workers} workers {several:.1f} ({ratio}); "
-        f"the machine's {os.cpu_count()} cores busy meanwhile: "
-        + ", ".join(f"{b:.0%}" for b in scaling.busy), highlight=False)
+        f"turns per second at {concurrency} concurrent: direct upstream {direct.rate():.1f}, "
+        f"gateway 1 process {one.rate():.1f}, {workers} workers {several.rate():.1f} "
+        f"({ratio}); the machine's {os.cpu_count()} cores busy meanwhile: "
+        + ", ".join(f"{c.busy():.0%}" for c in columns)
+        + "; CPU ms per turn: " + ", ".join(f"{c.cpu_ms():.1f}" for c in columns),
+        highlight=False)
 
 
 def ratio_text(numerator: float, denominator: float) -> str:
@@ -738,9 +762,9 @@ def main(
                 with started(argv, gateway_env(upstream, url), f"{several}/healthz") as pid:
                     other = Bench(upstream, several, up, pid, deadline, new_client())
                     bench = Bench(upstream, gateway, up, gw, deadline, new_client())
-                    scaling = asyncio.run(worker_scaling(bench, other, turns,
+                    columns = asyncio.run(worker_scaling(bench, other, turns,
                                                          workers_concurrency))
-                report_scaling(scaling, workers, workers_concurrency)
+                report_scaling(columns, workers, workers_concurrency)
             if compare_url:
                 asyncio.run(compare(compare_url, compare_pid, upstream, turns, levels,
                                     deadline))
