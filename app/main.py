@@ -26,7 +26,12 @@ from app.followups.recall import MemoryRecall
 from app.followups.scheduler import FollowupScheduler
 from app.followups.thread_settings import default_autonomy
 from app.followups.wiring import start_autonomy, stop_autonomy
-from app.heap import freeze_startup_heap, space_out_collections
+from app.heap import (
+    TRIM_INTERVAL_S,
+    freeze_startup_heap,
+    return_free_memory,
+    space_out_collections,
+)
 from app.logging import configure_logging, get_logger
 from app.metrics import GatewayMetrics
 from app.services.checkpoints import Checkpointer
@@ -93,6 +98,16 @@ async def sweep_stale_streaming_forever(db: Database, older_than_s: float,
     await every(sweep_interval_s(older_than_s),
                 lambda: sweep_stale_streaming(db, older_than_s, metrics),
                 task="stale_sweep", metrics=metrics)
+
+
+async def return_free_memory_forever() -> None:
+    """Freed memory back to the system every TRIM_INTERVAL_S (app.heap.return_free_memory):
+    a burst's memory leaves with it instead of staying resident at its peak."""
+
+    async def trim() -> None:
+        return_free_memory()
+
+    await every(TRIM_INTERVAL_S, trim, task="heap_trim", metrics=None)
 
 
 async def start_crash_recovery(rt: Runtime) -> None:
@@ -237,6 +252,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             app.state.autonomy = await start_autonomy(rt)  # the message bus, follow-ups
             freeze_startup_heap()
             space_out_collections()
+            rt.background.start("heap_trim", return_free_memory_forever)
             log.info("gateway_started", upstream=settings.upstream_base_url,
                      model=settings.upstream_model, auth_mode=settings.auth_mode,
                      database=rt.db.backend)

@@ -4,6 +4,7 @@
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
         [--long-tokens 1000] [--history 100] [--workers 2] [--rates 60,120]
         [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
+        [--rss-settle-s 11]
 
 Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens`
 one-token chunks per answer) and the gateway (uvicorn, auth off, no title or summary calls,
@@ -20,7 +21,8 @@ interleaving the direct upstream and the gateway in the same run:
   figures; at a fixed rate both builds of a comparison carry the same load;
 - RSS per open stream: the gateway's resident memory with `--open-streams` slow streams open,
   minus its idle RSS, divided by the streams (before the loads, whose freed memory the
-  streams would reuse unseen);
+  streams would reuse unseen), each reading `--rss-settle-s` after the moment it measures
+  (the gateway returns freed memory to the system every 10 s);
 - linear cost: CPU per turn of a `--long-tokens` answer against a `--tokens` one, and of a
   turn on a thread with `--history` prior messages against one on a fresh thread;
 - workers: turns per second of a second gateway with `--workers` uvicorn workers against the
@@ -61,7 +63,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.api.auth import LOCAL_USER  # noqa: E402
-from app.heap import freeze_startup_heap, space_out_collections  # noqa: E402
+from app.heap import (  # noqa: E402
+    TRIM_INTERVAL_S,
+    freeze_startup_heap,
+    space_out_collections,
+)
 from app.records import FinishedMessage  # noqa: E402
 from app.store import messages as message_store  # noqa: E402
 from app.store import threads as thread_store  # noqa: E402
@@ -322,6 +328,9 @@ class Bench:
     gateway_pid: int
     deadline: float
     client: httpx.AsyncClient
+    #: The open-streams step reads RSS this long after the idle moment and after the
+    #: streams opened (see rss_per_stream).
+    rss_settle_s: float = 0.0
 
     async def threads(self, n: int) -> list[str]:
         """n fresh threads' message URLs (one turn each, so no history grows)."""
@@ -423,8 +432,12 @@ class Bench:
         """(KB per open stream, streams open when measured, the gateway's open file
         descriptors then, how the others failed). Waits until every stream has had its
         first delta or none started for OPEN_STALL_S, then reads RSS and fds while all that
-        started are still held open (a slow stream lasts over a minute)."""
+        started are still held open (a slow stream lasts over a minute). Both RSS readings
+        wait `rss_settle_s`: the gateway hands the memory it freed back to the system every
+        app.heap.TRIM_INTERVAL_S, and what it still holds between two rounds is neither the
+        idle process's nor the streams'."""
         targets = await self.threads(streams)
+        await asyncio.sleep(self.rss_settle_s)
         idle = rss_kb(self.gateway_pid)
         progress = asyncio.Event()
         open_now = 0
@@ -466,6 +479,7 @@ class Bench:
                 await asyncio.wait_for(progress.wait(), wait)
             except TimeoutError:
                 break
+        await asyncio.sleep(min(self.rss_settle_s, max(0.0, self.deadline - time.monotonic())))
         opened = open_now
         busy = rss_kb(self.gateway_pid)
         fds = len(list(Path(f"/proc/{self.gateway_pid}/fd").iterdir()))
@@ -719,6 +733,10 @@ def main(
     history: int = typer.Option(100, min=0, max=1000),
     workers: int = typer.Option(2, min=0, max=16, help="0: no workers measurement"),
     workers_concurrency: int = typer.Option(20, min=1, max=500),
+    rss_settle_s: float = typer.Option(
+        TRIM_INTERVAL_S + 1.0, min=0.0, max=60.0,
+        help="the open-streams step's wait before each RSS reading (a slow stream sends "
+             "--tokens tokens a second apart: it must outlast the wait)"),
     rates: str = typer.Option("", help="turns a second, e.g. 60,120: the first delta at each "
                                        "fixed arrival rate (none by default)"),
     upstream_port: int | None = typer.Option(
@@ -752,7 +770,7 @@ def main(
               started(gw_argv, gateway_env(upstream, url), f"{gateway}/healthz") as gw):
             console.print(f"{tokens} tokens a turn, {turns} turns a measurement, "
                           f"database {url.split(':', 1)[0]}", highlight=False)
-            bench = Bench(upstream, gateway, up, gw, deadline, new_client())
+            bench = Bench(upstream, gateway, up, gw, deadline, new_client(), rss_settle_s)
             asyncio.run(measure(bench, turns, levels, open_streams,
                                 Extra(tokens, long_tokens, history, url, paced_rates)))
             if workers > 1:

@@ -69,7 +69,7 @@ def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
     out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5",
                      "--concurrency", "1,2", "--open-streams", "3", "--long-tokens", "50",
                      "--history", "10", "--workers-concurrency", "4", "--rates", "20",
-                     "--max-seconds", "120")
+                     "--max-seconds", "120", "--rss-settle-s", "0")
     assert re.search(r"CPU per 5-token turn \(10 concurrent\): upstream [\d.]+ ms, "
                      r"gateway [\d.]+ ms, ratio ([\d.]+x|n/a)", out), out
     rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │\s+(\d+) │$", out,
@@ -99,7 +99,7 @@ def test_bench_gateway_compares_another_proxy_of_the_same_upstream() -> None:
     try:
         out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5", "--concurrency",
                          "1,2", "--open-streams", "1", "--long-tokens", "0", "--history", "0",
-                         "--workers", "0", "--max-seconds", "120",
+                         "--workers", "0", "--max-seconds", "120", "--rss-settle-s", "0",
                          "--upstream-port", str(upstream_port),
                          "--compare", f"http://127.0.0.1:{proxy_port}/v1",
                          "--compare-pid", str(proxy.pid))
