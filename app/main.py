@@ -39,6 +39,7 @@ from app.services.limits import TurnGate
 from app.services.message_announcer import MessageAnnouncer
 from app.services.metrics_observer import MetricsObserver
 from app.services.observers import TurnObserver
+from app.services.opening_places import OpeningPlaces
 from app.services.periodic import every
 from app.services.precedence import Precedence
 from app.services.processes import ProcessRegistry
@@ -152,7 +153,8 @@ def build_runtime(settings: Settings) -> Runtime:
     checkpoints = Checkpointer(db, settings.checkpoint_interval_s, metrics)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
                     observers=observers, slots=slots, process_id=processes.process_id,
-                    checkpoints=checkpoints, precedence=Precedence(metrics=metrics))
+                    checkpoints=checkpoints, precedence=Precedence(metrics=metrics),
+                    openings=OpeningPlaces(settings.max_opening_turns, settings.opening_wait_s))
     gate = TurnGate(deps, metrics, rate_windows(settings, db))
     runs = turn_runs(settings, metrics)
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,

@@ -123,7 +123,8 @@ async def open_completion(
     if request.model not in offered_models(deps):
         raise ModelNotFound(request.model)
     async def opener() -> CompletionCall:
-        lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence)
+        lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
+                                     deps.openings)
         guard = (gate.rowless_guard(principal, lease) if thread_id is None
                  else gate.user_guard(principal, inserted=1))
         try:
@@ -219,6 +220,7 @@ class CompletionCall:
             self._stream = await open_choice_stream(
                 self.deps.upstream, self._prompt, {**self.request.params,
                                                    "model": self.request.model})
+            self._lease.upstream_answered()
         except UpstreamError as exc:
             failure = TurnFailure(exc.code, exc.message, exc.http_status)
             self.choices.fail(failure, flush=False)

@@ -63,7 +63,8 @@ async def open_turn(
     stored), or what `guard` or `admit` raise to store nothing (app.services.turn_opening
     says where each runs). The slot is taken before the opening, so no transaction (on
     SQLite: the write lock) is held while waiting for one."""
-    lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence)
+    lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
+                                 deps.openings)
     try:
         thread, exchange = await open_rows(
             deps, user_id, thread_id, content, synthetic=synthetic, trigger_type=trigger_type,
@@ -145,6 +146,7 @@ class Turn:
         with recorder.stage("llm_calls"):
             self._call_started = utcnow()
             self._stream = await self.deps.upstream.open_stream(self._prompt)
+            self._lease.upstream_answered()
             async with aclosing(self._stream.chunks()) as chunks:
                 async for chunk in chunks:
                     if chunk.text:

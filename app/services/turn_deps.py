@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from app.services.checkpoints import Checkpointer
 from app.services.observers import TurnObserver
+from app.services.opening_places import OpeningPlaces
 from app.services.precedence import Precedence
 from app.services.upstream_slots import UpstreamSlots
 from app.settings import Settings
@@ -32,3 +33,5 @@ class TurnDeps:
     checkpoints: Checkpointer | None = None
     #: Opening turns go first while the process is saturated (None: never).
     precedence: Precedence | None = None
+    #: How many turns may be opening at once (None: no bound of this process's own).
+    openings: OpeningPlaces | None = None

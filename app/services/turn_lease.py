@@ -1,10 +1,11 @@
 """What a running turn holds of its process, taken when it opens and given back once when
 it finishes: an upstream slot (a bound on the connections to the model server, so a flood
-is refused as `gateway_busy` instead of queueing in the HTTP pool), a place among the
-streams the checkpointer writes (so a crash loses at most one checkpoint interval) and,
-until its first delta is out, a place among the opening turns that go first when the
-process is saturated (app.services.precedence); for a call that stores no message, its place
-among the user's streams (app.services.rowless_streams)."""
+is refused as `gateway_busy` instead of queueing in the HTTP pool); until its main call's
+response headers, a place among the turns opening at once (app.services.opening_places); a
+place among the streams the checkpointer writes (so a crash loses at most one checkpoint
+interval); until its first delta is out, a place among the opening turns that go first when
+the process is saturated (app.services.precedence); for a call that stores no message, its
+place among the user's streams (app.services.rowless_streams)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Protocol
 
 from app.logging import get_logger
 from app.services.checkpoints import Checkpointer, ContentReader
+from app.services.opening_places import OpeningPlaces
 from app.services.precedence import Opening, Precedence
 from app.services.rowless_streams import StreamHold
 from app.services.upstream_slots import Slot, UpstreamSlots
@@ -34,16 +36,31 @@ class TurnLease:
     stream_hold: StreamHold | None = None
     precedence: Precedence | None = None
     opening: Opening | None = None
+    opening_place: Slot | None = None
 
     @classmethod
     async def take(cls, slots: UpstreamSlots | None, checkpoints: Checkpointer | None,
-                   precedence: Precedence | None = None) -> TurnLease:
-        """Raises GatewayBusy when no slot frees up in time. The turn is opening from here
-        (the slot's wait is not counted: it waits for other turns' ends, not for CPU)."""
+                   precedence: Precedence | None = None,
+                   openings: OpeningPlaces | None = None) -> TurnLease:
+        """Raises GatewayBusy when no slot or no opening place frees up in time. The turn is
+        opening from here (the waits are not counted: they wait for other turns)."""
         lease = cls(await slots.acquire() if slots is not None else None, checkpoints)
+        if openings is not None:
+            try:
+                lease.opening_place = await openings.acquire()
+            except BaseException:
+                lease.give_back()
+                raise
         if precedence is not None:
             lease.precedence, lease.opening = precedence, precedence.opening()
         return lease
+
+    def upstream_answered(self) -> None:
+        """The main call's response headers are in: the turn's own opening work is done, and
+        the next turn in line may open (app.services.opening_places)."""
+        if self.opening_place is not None:
+            self.opening_place.release()
+            self.opening_place = None
 
     def delta_sent(self) -> None:
         """The turn's first delta is out: from now on it waits for opening turns."""
@@ -72,6 +89,7 @@ class TurnLease:
             self.slot.release()
         if self.stream_hold is not None:
             self.stream_hold.release()
+        self.upstream_answered()
         self.delta_sent()
         self.slot, self.message_id, self.stream_hold = None, None, None
 

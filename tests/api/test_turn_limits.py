@@ -258,6 +258,68 @@ async def test_no_upstream_slot_is_gateway_busy_not_an_upstream_timeout(
         assert await gw.refusals() == {"gateway_busy": 1}
 
 
+async def test_a_turn_past_the_opening_places_is_gateway_busy_with_nothing_stored(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    async with in_process_gateway(database_url, demo_llm, max_opening_turns=1,
+                                  opening_wait_s=0, title_calls=False) as gw:
+        async with gw.client(await gw.api_key("alice")) as alice, \
+                gw.client(await gw.api_key("bob")) as bob:
+            held = await gw.hold_turn("alice", await new_thread(alice))  # opened, not sent
+            thread = await new_thread(bob)
+            upstream_before = demo_llm.stats()["requests"]
+            answer = await post(bob, thread)
+            assert (answer.status, answer.code) == (503, "gateway_busy")
+            assert demo_llm.stats()["requests"] == upstream_before
+            assert await messages(bob, thread) == []
+            slots = gw.runtime.turn_deps.slots
+            assert slots is not None and slots.free == slots.size - 1  # bob's given back
+            await held.finish()
+            assert (await post(bob, thread)).last_event == "message_end"
+        assert await gw.refusals() == {"gateway_busy": 1}
+
+
+async def test_an_answer_waiting_for_its_first_token_leaves_its_opening_place(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    """[slow-first]: the demo model sends its headers, then holds the first token 1.5 s.
+    The one opening place is free again once the headers are in, so another turn opens and
+    ends while that answer still waits for its model."""
+    async with in_process_gateway(database_url, demo_llm, max_opening_turns=1,
+                                  opening_wait_s=0, title_calls=False) as gw:
+        openings = gw.runtime.turn_deps.openings
+        assert openings is not None
+        async with gw.client(await gw.api_key("alice")) as alice, \
+                gw.client(await gw.api_key("bob")) as bob:
+            slow_thread, thread = await new_thread(alice), await new_thread(bob)
+            upstream_before = demo_llm.stats()["requests"]
+            slow = asyncio.create_task(post(alice, slow_thread, "Hi [slow-first]"))
+            for _ in range(500):  # until the slow answer's headers are in (about 0.1 s)
+                await asyncio.sleep(0.01)
+                if openings.free == 1 and demo_llm.stats()["requests"] > upstream_before:
+                    break
+            assert openings.free == 1 and not slow.done()
+            assert (await post(bob, thread)).last_event == "message_end"
+            assert not slow.done()
+            assert (await slow).last_event == "message_end"
+
+
+async def test_an_openai_style_call_leaves_its_opening_place_once_the_model_answers(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    async with in_process_gateway(database_url, demo_llm, max_opening_turns=1,
+                                  opening_wait_s=0) as gw:
+        model = gw.runtime.settings.offered_models[0]
+        held = await open_completion(gw.runtime.gate, Principal("alice", False),
+                                     CompletionRequest(model, ASK), None)  # headers in
+        async with gw.client(await gw.api_key("bob")) as bob:
+            answered = await bob.post("/v1/chat/completions",
+                                      json={"model": model, "messages": ASK})
+            assert answered.status_code == 200
+        await held.finish()
+        assert await gw.refusals() == {}
+
+
 async def test_the_rate_limit_counts_in_redis_when_configured(
     database_url: str, demo_llm: DemoLlm
 ) -> None:
