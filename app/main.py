@@ -154,7 +154,8 @@ def build_runtime(settings: Settings) -> Runtime:
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
                     observers=observers, slots=slots, process_id=processes.process_id,
                     checkpoints=checkpoints, precedence=Precedence(metrics=metrics),
-                    openings=OpeningPlaces(settings.max_opening_turns, settings.opening_wait_s))
+                    openings=OpeningPlaces(settings.max_opening_turns, settings.opening_wait_s,
+                                           metrics))
     gate = TurnGate(deps, metrics, rate_windows(settings, db))
     runs = turn_runs(settings, metrics)
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,

@@ -114,6 +114,10 @@ class GatewayMetrics:
             "chatgate_event_loop_lag_seconds",
             "How late the event loop ran a timer at its last probe.", registry=r,
             multiprocess_mode="livemax")
+        self.waiting_to_open = Gauge(
+            "chatgate_turns_waiting_to_open",
+            "Turns waiting in line for a place among the turns opening at once.", registry=r,
+            multiprocess_mode="livesum")
         self.chunks_held = Counter(
             "chatgate_chunks_held",
             "Chunks of streaming turns that waited for opening turns (saturated loop).",

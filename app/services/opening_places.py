@@ -17,9 +17,24 @@ does not cap how many answers may wait for a slow model at once."""
 
 from __future__ import annotations
 
-from app.services.upstream_slots import UpstreamSlots
+from app.metrics import GatewayMetrics
+from app.services.upstream_slots import Slot, UpstreamSlots
 
 
 class OpeningPlaces(UpstreamSlots):
     """`size` places, waited for at most `timeout_s` (the slots' FIFO semaphore and
-    refusal)."""
+    refusal); the turns waiting in line are `chatgate_turns_waiting_to_open`."""
+
+    def __init__(self, size: int, timeout_s: float, metrics: GatewayMetrics | None = None
+                 ) -> None:
+        super().__init__(size, timeout_s)
+        self.metrics = metrics
+
+    async def acquire(self) -> Slot:
+        if self.metrics is None or not self._semaphore.locked():
+            return await super().acquire()
+        self.metrics.waiting_to_open.inc()
+        try:
+            return await super().acquire()
+        finally:
+            self.metrics.waiting_to_open.dec()

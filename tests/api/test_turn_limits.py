@@ -279,6 +279,27 @@ async def test_a_turn_past_the_opening_places_is_gateway_busy_with_nothing_store
         assert await gw.refusals() == {"gateway_busy": 1}
 
 
+async def test_a_turn_past_the_opening_places_waits_in_line_and_opens_once_one_frees(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    async with in_process_gateway(database_url, demo_llm, max_opening_turns=1,
+                                  opening_wait_s=60, title_calls=False) as gw:
+        async with gw.client(await gw.api_key("alice")) as alice, \
+                gw.client(await gw.api_key("bob")) as bob:
+            held = await gw.hold_turn("alice", await new_thread(alice))
+            waiting = asyncio.create_task(post(bob, await new_thread(bob)))
+            for _ in range(500):  # until bob's turn is in line (a few ms)
+                await asyncio.sleep(0.01)
+                if await gw.gauge("chatgate_turns_waiting_to_open") == 1:
+                    break
+            assert await gw.gauge("chatgate_turns_waiting_to_open") == 1
+            assert not waiting.done()
+            await held.finish()
+            assert (await waiting).last_event == "message_end"
+            assert await gw.gauge("chatgate_turns_waiting_to_open") == 0
+        assert await gw.refusals() == {}
+
+
 async def test_an_answer_waiting_for_its_first_token_leaves_its_opening_place(
     database_url: str, demo_llm: DemoLlm
 ) -> None:

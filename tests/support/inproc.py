@@ -80,6 +80,13 @@ class InProcessGateway:
         holds an upstream slot until `finish()`."""
         return await self.runtime.gate.open(Principal(user, False), uuid.UUID(thread_id), "hi")
 
+    async def gauge(self, name: str) -> float:
+        """A gauge without labels, as GET /metrics shows it (0 when absent)."""
+        async with self.client() as client:
+            text = (await client.get("/metrics")).text
+        return next((s.value for f in text_string_to_metric_families(text) for s in f.samples
+                     if s.name == name), 0.0)
+
     async def refusals(self) -> dict[str, float]:
         """chatgate_refusals_total by reason, as GET /metrics shows them."""
         async with self.client() as client:
