@@ -233,11 +233,16 @@ async def test_a_key_over_its_daily_budget_is_refused_until_midnight_utc(
         assert await gw.refusals() == {"budget_exceeded": 2}
 
 
-async def test_no_upstream_slot_is_gateway_busy_not_an_upstream_timeout(
-    database_url: str, demo_llm: DemoLlm
+@pytest.mark.parametrize("bound", [
+    {"upstream_pool_size": 1, "upstream_slot_timeout_s": 0},
+    {"max_opening_turns": 1, "opening_wait_s": 0},
+], ids=["upstream_slot", "opening_place"])
+async def test_a_turn_past_a_bound_of_the_process_is_gateway_busy_not_an_upstream_timeout(
+    database_url: str, demo_llm: DemoLlm, bound: dict[str, float]
 ) -> None:
-    async with in_process_gateway(database_url, demo_llm, upstream_pool_size=1,
-                                  upstream_slot_timeout_s=0) as gw:
+    """A held turn has the one upstream slot, or the one opening place (opened, nothing
+    sent yet): the next is refused with nothing stored or sent, and opens once it ends."""
+    async with in_process_gateway(database_url, demo_llm, **bound) as gw:
         async with gw.client(await gw.api_key("alice")) as alice, \
                 gw.client(await gw.api_key("bob")) as bob:
             held = await gw.hold_turn("alice", await new_thread(alice))
@@ -249,33 +254,12 @@ async def test_no_upstream_slot_is_gateway_busy_not_an_upstream_timeout(
             assert demo_llm.stats()["requests"] == upstream_before
             assert await messages(bob, thread) == []
             await held.finish()
-            # one slot, a title call and the answer: the side call rides on the turn's slot
+            # a title call and the answer: the side call rides on the turn's slot and place
             answer = await post(bob, thread)
             assert answer.last_event == "message_end"
             assert demo_llm.stats()["requests"] == upstream_before + 2
-            assert gw.runtime.turn_deps.slots is not None
-            assert gw.runtime.turn_deps.slots.free == 1
-        assert await gw.refusals() == {"gateway_busy": 1}
-
-
-async def test_a_turn_past_the_opening_places_is_gateway_busy_with_nothing_stored(
-    database_url: str, demo_llm: DemoLlm
-) -> None:
-    async with in_process_gateway(database_url, demo_llm, max_opening_turns=1,
-                                  opening_wait_s=0, title_calls=False) as gw:
-        async with gw.client(await gw.api_key("alice")) as alice, \
-                gw.client(await gw.api_key("bob")) as bob:
-            held = await gw.hold_turn("alice", await new_thread(alice))  # opened, not sent
-            thread = await new_thread(bob)
-            upstream_before = demo_llm.stats()["requests"]
-            answer = await post(bob, thread)
-            assert (answer.status, answer.code) == (503, "gateway_busy")
-            assert demo_llm.stats()["requests"] == upstream_before
-            assert await messages(bob, thread) == []
             slots = gw.runtime.turn_deps.slots
-            assert slots is not None and slots.free == slots.size - 1  # bob's given back
-            await held.finish()
-            assert (await post(bob, thread)).last_event == "message_end"
+            assert slots is not None and slots.free == slots.size  # bob's refusal's too
         assert await gw.refusals() == {"gateway_busy": 1}
 
 
