@@ -68,6 +68,11 @@ def _find_malloc_trim() -> Callable[[int], int] | None:
 _malloc_trim = _find_malloc_trim()
 
 
+def can_return_free_memory() -> bool:
+    """This C library has malloc_trim (glibc): return_free_memory does something."""
+    return _malloc_trim is not None
+
+
 def return_free_memory() -> bool:
     """Hand the pages glibc's malloc holds free back to the system; False where it cannot.
 

@@ -28,6 +28,7 @@ from app.followups.thread_settings import default_autonomy
 from app.followups.wiring import start_autonomy, stop_autonomy
 from app.heap import (
     TRIM_INTERVAL_S,
+    can_return_free_memory,
     freeze_startup_heap,
     return_free_memory,
     space_out_collections,
@@ -255,7 +256,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             app.state.autonomy = await start_autonomy(rt)  # the message bus, follow-ups
             freeze_startup_heap()
             space_out_collections()
-            rt.background.start("heap_trim", return_free_memory_forever)
+            if can_return_free_memory():  # not on musl or macOS: no task waking for nothing
+                rt.background.start("heap_trim", return_free_memory_forever)
             log.info("gateway_started", upstream=settings.upstream_base_url,
                      model=settings.upstream_model, auth_mode=settings.auth_mode,
                      database=rt.db.backend)

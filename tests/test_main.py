@@ -1,13 +1,15 @@
 """The application factory refuses a configuration that would send users' threads somewhere
-nobody chose; how often the stale-row sweep repeats."""
+nobody chose; how often the stale-row sweep repeats; the heap trim runs only where it can."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+from app.heap import can_return_free_memory
 from app.main import sweep_interval_s
-from tests.support.live import ROOT, _clean_env
+from tests.support.inproc import in_process_gateway
+from tests.support.live import ROOT, DemoLlm, _clean_env
 
 
 def test_no_upstream_url_refuses_to_start_instead_of_calling_openai() -> None:
@@ -31,3 +33,14 @@ def test_the_stale_sweep_repeats_every_quarter_age_within_5_to_60_seconds() -> N
     assert sweep_interval_s(100.0) == 25.0
     assert sweep_interval_s(600.0) == 60.0  # the default age
     assert sweep_interval_s(3600.0) == 60.0
+
+
+async def test_the_heap_trim_runs_where_the_c_library_can_trim(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    """glibc (this machine): a background task returns freed memory every 10 s; a C library
+    without malloc_trim gets no task that would wake for nothing."""
+    async with in_process_gateway(database_url, demo_llm) as gw:
+        running = "heap_trim" in gw.runtime.background.names
+    assert running == can_return_free_memory()
+    assert running  # this suite runs on glibc
