@@ -551,13 +551,14 @@ class Column:
     meanwhile (0 to 1), where a ratio of workers measured near 1 is the machine's limit, not
     the gateway's; and CPU ms per turn (the workers' together), where the same figure in
     both gateway columns says that the workers cost nothing of each other and would scale
-    with the cores they are given."""
+    with the cores they are given. `failed`: how its other turns failed."""
 
     finished: int = 0
     seconds: float = 0.0
     busy_ticks: int = 0
     all_ticks: int = 0
     cpu_seconds: float = 0.0
+    failed: Counter[str] = field(default_factory=Counter)
 
     async def measure(self, pid: int, run: Awaitable[int]) -> None:
         """`run`'s turns, timed, with the machine's ticks and the CPU of `pid`'s tree."""
@@ -584,21 +585,21 @@ async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: in
                          ) -> tuple[Column, Column, Column]:
     """The three columns, interleaved in halves."""
     direct, one, several = Column(), Column(), Column()
-    failures: list[Counter[str]] = [Counter(), Counter(), Counter()]
     async with bench.client, other.client:
         for _ in range(2):
             await direct.measure(bench.upstream_pid, turns_finished(
                 bench.client, direct_turn, [bench.upstream] * (turns // 2), concurrency,
-                bench.deadline, failures[0]))
-            for column, gateway, failed in ((one, bench, failures[1]),
-                                            (several, other, failures[2])):
+                bench.deadline, direct.failed))
+            for column, gateway in ((one, bench), (several, other)):
                 targets = await gateway.threads(turns // 2)
                 await column.measure(gateway.gateway_pid, turns_finished(
                     gateway.client, gateway_turn, targets, concurrency, gateway.deadline,
-                    failed))
-    for name, failed in zip(("direct", "1 process", "workers"), failures, strict=True):
-        if failed:
-            console.print(f"workers step, {name} failed: {dict(failed)}", highlight=False)
+                    column.failed))
+    for name, column in zip(("direct", "1 process", "workers"), (direct, one, several),
+                            strict=True):
+        if column.failed:
+            console.print(f"workers step, {name} failed: {dict(column.failed)}",
+                          highlight=False)
     return direct, one, several
 
 
