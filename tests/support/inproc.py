@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from starlette.applications import Starlette
 
 from app.main import create_app
@@ -80,20 +81,21 @@ class InProcessGateway:
         holds an upstream slot until `finish()`."""
         return await self.runtime.gate.open(Principal(user, False), uuid.UUID(thread_id), "hi")
 
-    async def gauge(self, name: str) -> float:
-        """A gauge without labels, as GET /metrics shows it (0 when absent)."""
+    async def samples(self, name: str) -> list[Sample]:
+        """The samples named `name`, as GET /metrics shows them."""
         async with self.client() as client:
             text = (await client.get("/metrics")).text
-        return next((s.value for f in text_string_to_metric_families(text) for s in f.samples
-                     if s.name == name), 0.0)
+        return [s for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name == name]
+
+    async def gauge(self, name: str) -> float:
+        """A gauge without labels (0 when absent)."""
+        return next((s.value for s in await self.samples(name)), 0.0)
 
     async def refusals(self) -> dict[str, float]:
-        """chatgate_refusals_total by reason, as GET /metrics shows them."""
-        async with self.client() as client:
-            text = (await client.get("/metrics")).text
+        """chatgate_refusals_total by reason."""
         return {s.labels["reason"]: s.value
-                for f in text_string_to_metric_families(text) for s in f.samples
-                if s.name == "chatgate_refusals_total"}
+                for s in await self.samples("chatgate_refusals_total")}
 
 
 def gateway_settings(database_url: str, upstream: DemoLlm, **overrides: Any) -> Settings:
