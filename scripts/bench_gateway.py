@@ -26,7 +26,9 @@ interleaving the direct upstream and the gateway in the same run:
 - linear cost: CPU per turn of a `--long-tokens` answer against a `--tokens` one, and of a
   turn on a thread with `--history` prior messages against one on a fresh thread;
 - workers: turns per second of a second gateway with `--workers` uvicorn workers against the
-  one-process gateway, interleaved, with the direct upstream's rate as the ceiling.
+  one-process gateway, interleaved, with the direct upstream's rate as the ceiling, and the
+  cores' headroom: how many times one process's rate the cores could carry at the CPU per
+  turn every process on the machine spent with one (1 / how busy one process kept them).
 
 `--compare URL` measures another OpenAI-compatible proxy fronting the same upstream the same
 way (`URL` is its base, e.g. http://127.0.0.1:4000/v1; `--compare-pid` to read its CPU): start
@@ -580,6 +582,17 @@ class Column:
     def cpu_ms(self) -> float:
         return self.cpu_seconds * 1000 / self.finished if self.finished else float("nan")
 
+    def headroom(self) -> float:
+        """How many times this column's turns a second the machine's cores could carry if
+        each turn kept costing every process (the load generator, the upstream, the database
+        and the gateway) what it cost here: 1 / busy(). The upstream and the load generator
+        share the gateway's cores, so this, not the gateway, bounds the workers' ratio unless
+        the machine's cost per turn changes with the load: a ratio above it says that cost
+        fell (a busier process does more per wake-up), one well below it that the workers
+        lost CPU to each other or to the machine."""
+        busy = self.busy()
+        return 1 / busy if busy else float("nan")
+
 
 async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: int
                          ) -> tuple[Column, Column, Column]:
@@ -612,7 +625,8 @@ def report_scaling(columns: tuple[Column, Column, Column], workers: int, concurr
         f"gateway 1 process {one.rate():.1f}, {workers} workers {several.rate():.1f} "
         f"({ratio}); the machine's {os.cpu_count()} cores busy meanwhile: "
         + ", ".join(f"{c.busy():.0%}" for c in columns)
-        + "; CPU ms per turn: " + ", ".join(f"{c.cpu_ms():.1f}" for c in columns),
+        + "; CPU ms per turn: " + ", ".join(f"{c.cpu_ms():.1f}" for c in columns)
+        + f"; the cores' headroom at one process's cost per turn: {one.headroom():.2f}x",
         highlight=False)
 
 
