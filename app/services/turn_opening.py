@@ -1,9 +1,11 @@
 """A turn's opening: its thread locked and moved to the top, the history the model is shown,
 and its two rows stored, with every check that may refuse the turn run first.
 
-Two ways, one result. A real user message on PostgreSQL whose checks are only the stream cap
-opens in ONE statement without a transaction (app.store.turn_openings): one round trip
-instead of four. Every other opening runs in a transaction: the thread's UPDATE first, then a
+Three ways, one result. A real user message whose checks are only the stream cap opens in ONE
+statement without a transaction on PostgreSQL (app.store.turn_openings): one round trip
+instead of four; on SQLite, in a transaction of the sqlite3 connection's own statements
+(app.store.sqlite_turns), without SQLAlchemy's session: a quarter of the CPU. Every other
+opening runs in a session's transaction: the thread's UPDATE first, then a
 guard that reads under the thread's lock (the follow-up worker's), then the rows, then an
 admission that reads more than the cap's count (a daily budget), then the commit. So does an
 opening whose one statement found the thread changed by a transaction that committed while
@@ -21,8 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.logging import get_logger
 from app.services.turn_deps import TurnDeps
 from app.store import messages as message_store
+from app.store import sqlite_turns, turn_openings
 from app.store import threads as thread_store
-from app.store import turn_openings
 from app.store.messages import OpenedExchange
 from app.store.models import Thread
 
@@ -74,8 +76,9 @@ async def open_rows(
     follow-up worker checks there, atomically, that the user has not replied meanwhile);
     `admit` once the turn's rows are in, last before the commit (the turn limits count the
     user's streams there, under a lock of the user's held to the commit)."""
-    if (deps.db.backend == "postgresql" and guard is None and not synthetic
-            and (admit is None or admit.cap_is_all)):
+    if guard is None and not synthetic and (admit is None or admit.cap_is_all):
+        if deps.db.backend == "sqlite":
+            return await _on_sqlite(deps, user_id, thread_id, content, admit)
         opened = await _in_one_statement(deps, user_id, thread_id, content, admit)
         if opened is not None:
             return opened
@@ -102,6 +105,23 @@ async def _in_one_statement(deps: TurnDeps, user_id: str, thread_id: uuid.UUID, 
     if opening.thread is None or opening.exchange is None:
         return None
     return opening.thread, opening.exchange
+
+
+async def _on_sqlite(deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str,
+                     admit: TurnAdmission | None) -> tuple[Thread, OpenedExchange]:
+    """As _in_one_statement, the count checked at the cap; the refusal raises inside the
+    transaction, which then stores nothing."""
+    async with deps.db.sqlite_writes() as writes:
+        opened = sqlite_turns.open_turn_rows(
+            writes, user_id, thread_id, content, history_limit=CONTEXT_HISTORY_LIMIT,
+            count_streams=admit is not None and admit.counts_streams,
+            max_chars=deps.settings.max_content_chars, process_id=deps.process_id)
+        if opened is None:
+            raise ThreadNotFound(str(thread_id))
+        others = opened[1].other_streams
+        if admit is not None and others is not None and others >= admit.stream_cap():
+            admit.check_count(others)
+    return opened
 
 
 async def _in_transaction(

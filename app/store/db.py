@@ -35,8 +35,10 @@ from app.store.sqlite_driver import (
     READ_BEGIN,
     READING,
     WRITE_BEGIN,
+    OneTripConnection,
     one_trip_creator,
 )
+from app.store.sqlite_writes import SqliteWrites, sqlalchemy_errors
 from app.store.unavailable import is_pool_timeout, is_unavailable, unavailable_sentence
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -210,6 +212,33 @@ class Database:
             yield connection
 
     @asynccontextmanager
+    async def sqlite_writes(self) -> AsyncIterator[SqliteWrites]:
+        """SQLite only: a quick transaction (`transaction(quick=True)`) whose statements run on
+        the sqlite3 connection itself, without SQLAlchemy's session or execution context
+        (app.store.sqlite_writes): for the writes every turn makes. Committed on success,
+        rolled back on any error; errors named as transaction()'s."""
+        if self._sqlite_writer is None:
+            raise RuntimeError("sqlite_writes() is SQLite's")
+        async with self._errors_named(), self._sqlite_write_lock():
+            connection = await self.engine.connect()
+            try:
+                driver = (await connection.get_raw_connection()).driver_connection
+                assert isinstance(driver, OneTripConnection)
+                with sqlalchemy_errors(WRITE_BEGIN, ()):
+                    await driver.begin_write()
+                try:
+                    yield SqliteWrites(driver.sqlite, self.engine.dialect)
+                except BaseException:
+                    driver.sqlite.rollback()
+                    raise
+                with sqlalchemy_errors("COMMIT", ()):
+                    driver.sqlite.commit()
+            except BaseException:
+                await connection.__aexit__(None, None, None)
+                raise
+            await connection.close()
+
+    @asynccontextmanager
     async def one_read(self) -> AsyncIterator[Runner]:
         """For a block that reads with ONE statement, on a turn's way to its first token. On
         PostgreSQL one_statement's connection: a statement reads from one snapshot on its own,
@@ -259,11 +288,17 @@ class Database:
             async with self._session() as session:
                 yield session
             return
+        async with self._sqlite_write_lock(), self._session() as session:
+            yield session
+
+    @asynccontextmanager
+    async def _sqlite_write_lock(self) -> AsyncIterator[None]:
+        """This process's turn at SQLite's write lock (see the module's doc)."""
+        assert self._sqlite_writer is not None
         async with asyncio.timeout(self._busy_timeout_ms / 1000):
             await self._sqlite_writer.acquire()
         try:
-            async with self._session() as session:
-                yield session
+            yield
         finally:
             self._sqlite_writer.release()
 

@@ -9,11 +9,12 @@ parameters built and converted by the same types' processors in the order its SQ
 and the SQL run as the driver's (`exec_driver_sql`): SQLAlchemy still turns the driver's
 errors into its own and invalidates a connection the server dropped. Its rows come back as
 dicts of the statement's column names, converted by the columns' result processors (the
-timestamps' aware UTC) as SQLAlchemy's rows would be."""
+timestamps' aware UTC) as SQLAlchemy's rows would be. On SQLite a turn's writes run the same
+compiled SQL on the sqlite3 connection itself (app.store.sqlite_writes)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from sqlalchemy import CursorResult, Select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import UpdateBase
 
 from app.store.db import Runner
 
@@ -61,17 +63,26 @@ class _Compiled:
         return tuple(parameter.value_in(params) for parameter in self.parameters)
 
     def rows(self, result: CursorResult[Any]) -> list[dict[str, Any]]:
-        names = tuple(result.keys())
+        return self.rows_from(tuple(result.keys()), result.all())
+
+    def rows_from(self, names: Sequence[str], rows: Iterable[Sequence[Any]]
+                  ) -> list[dict[str, Any]]:
+        """The driver's rows (tuples in the SQL's column order) as the statement's rows."""
         return [{name: value if process is None else process(value)
                  for name, process, value in zip(names, self.results, row, strict=True)}
-                for row in result.all()]
+                for row in rows]
+
+
+#: What runs as the driver's SQL: a SELECT (with any data-modifying CTEs), or an INSERT,
+#: UPDATE or DELETE (rows only with RETURNING).
+Runnable = Select[Any] | UpdateBase
 
 
 class DriverStatement:
-    """A Core statement (a SELECT, with any data-modifying CTEs) to run as the driver's SQL.
-    Build it once, as the statement is, and call rows() at every execution."""
+    """A Core statement to run as the driver's SQL. Build it once, as the statement is, and
+    call rows() at every execution."""
 
-    def __init__(self, statement: Select[Any]) -> None:
+    def __init__(self, statement: Runnable) -> None:
         self.statement = statement
         self._by_dialect: dict[str, _Compiled] = {}
 
@@ -80,18 +91,18 @@ class DriverStatement:
         is its transaction's)."""
         connection = (runner if isinstance(runner, AsyncConnection)
                       else await runner.connection())
-        compiled = self._compiled_for(connection.dialect)
+        compiled = self.compiled_for(connection.dialect)
         result = await connection.exec_driver_sql(compiled.sql, compiled.arguments(params))
         return compiled.rows(result)
 
-    def _compiled_for(self, dialect: Dialect) -> _Compiled:
+    def compiled_for(self, dialect: Dialect) -> _Compiled:
         compiled = self._by_dialect.get(dialect.name)
         if compiled is None:
             compiled = self._by_dialect[dialect.name] = _compile(self.statement, dialect)
         return compiled
 
 
-def _compile(statement: Select[Any], dialect: Dialect) -> _Compiled:
+def _compile(statement: Runnable, dialect: Dialect) -> _Compiled:
     """Raises ValueError for a statement this way cannot run: named (not positional)
     parameters, ones rendered at execution (an expanding IN list, a literal_execute), or
     ones whose value is computed at execution (a callable) or named apart from their key."""
@@ -113,6 +124,7 @@ def _parameter(compiled: SQLCompiler, name: str, dialect: Dialect) -> _Parameter
     return _Parameter(name, process, _GIVEN if bind.required else bind.value)
 
 
-def _result_processors(statement: Select[Any], dialect: Dialect) -> tuple[Processor, ...]:
+def _result_processors(statement: Runnable, dialect: Dialect) -> tuple[Processor, ...]:
+    """Each column's a SELECT selects or a RETURNING returns (none without RETURNING)."""
     return tuple(column.type.dialect_impl(dialect).result_processor(dialect, None)
-                 for column in statement.selected_columns)
+                 for column in statement.exported_columns)

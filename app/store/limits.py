@@ -61,7 +61,7 @@ def other_streams_counted(user_id: ColumnElement[str], except_id: ColumnElement[
 
 async def count_streaming(s: AsyncSession, user_id: str) -> int:
     """The user's assistant messages still `streaming` (in every thread and process)."""
-    return int(await s.scalar(_COUNT_STREAMING, {"user_id": user_id}) or 0)
+    return int(await s.scalar(COUNT_STREAMING, {"user_id": user_id}) or 0)
 
 
 def _count_streaming() -> Select[int]:
@@ -71,8 +71,8 @@ def _count_streaming() -> Select[int]:
         m.status == "streaming", m.role == "assistant")
 
 
-#: Built once, a Core query: it runs before every turn.
-_COUNT_STREAMING = _count_streaming()
+#: Built once, a Core query: it runs before every turn (its parameter `user_id`).
+COUNT_STREAMING = _count_streaming()
 
 
 async def take_request(s: Runner, user_id: str, window_start: dt.datetime, limit: int

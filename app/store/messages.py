@@ -54,11 +54,11 @@ _MESSAGES, _THREADS = table_of(Message), table_of(Thread)
 async def _next_created_at(s: AsyncSession, thread_id: uuid.UUID) -> dt.datetime:
     """Now, or just after the thread's newest message: order by created_at is turn order even
     when clocks of several processes disagree or two writes share a microsecond."""
-    return _after(await s.scalar(
+    return time_after(await s.scalar(
         select(func.max(Message.created_at)).where(Message.thread_id == thread_id)))
 
 
-def _after(newest: dt.datetime | None) -> dt.datetime:
+def time_after(newest: dt.datetime | None) -> dt.datetime:
     """Now, or just after `newest` when the clock has not passed it."""
     now = utcnow()
     if newest is not None and now <= newest:
@@ -128,8 +128,8 @@ async def open_exchange(
     thread = opened.thread
     user = user_values(thread.id, thread.user_id, content, synthetic=synthetic,
                        trigger_type=trigger_type, trigger_reason=trigger_reason,
-                       max_chars=max_chars, now=_after(opened.newest_message_at))
-    assistant = assistant_values(thread.id, thread.user_id, _after(user["created_at"]),
+                       max_chars=max_chars, now=time_after(opened.newest_message_at))
+    assistant = assistant_values(thread.id, thread.user_id, time_after(user["created_at"]),
                                  process_id)
     if history_limit and s.get_bind().dialect.name == "postgresql":
         return await _history_then_exchange(s, user, assistant, history_limit, count_streams)

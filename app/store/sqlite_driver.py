@@ -177,6 +177,18 @@ class OneTripConnection(aiosqlite.Connection):
         else:
             await super().rollback()
 
+    @property
+    def sqlite(self) -> sqlite3.Connection:
+        """The sqlite3 connection itself, for statements run on the loop without a cursor
+        of aiosqlite's (app.store.sqlite_writes)."""
+        return self._conn
+
+    async def begin_write(self) -> None:
+        """BEGIN IMMEDIATE as a quick transaction's: on the loop when the write lock is free,
+        else waited for on the thread."""
+        if self.on_loop(False, WRITE_BEGIN, ()) is None:
+            await self.on_thread(_run, False, WRITE_BEGIN, ())
+
     def on_loop(self, many: bool, sql: str, parameters: Any) -> _Outcome | None:
         """The statement run here, on the event loop's thread; None for a BEGIN IMMEDIATE that
         would have to wait for another connection's write lock (run it on the thread

@@ -93,7 +93,8 @@ async def test_an_opening_behind_a_finish_waits_and_sees_its_answer(runtime: Run
 
 async def test_the_same_rows_and_history_either_way(runtime: Runtime) -> None:
     """A key with a budget (an admission that reads more than the stream count) opens in a
-    transaction; one without, in one statement on PostgreSQL."""
+    session's transaction; one without, in one statement on PostgreSQL and in the sqlite3
+    connection's statements on SQLite, which count the streams under the cap."""
     db = runtime.db
     opened = []
     for cap_is_all in (True, False):
@@ -102,11 +103,13 @@ async def test_the_same_rows_and_history_either_way(runtime: Runtime) -> None:
         admission = Admission(cap=5, cap_is_all=cap_is_all)
         opened.append(await open_rows(runtime.turn_deps, "svc", thread.id, "two",
                                       admit=admission))
-        if db.backend == "sqlite":
-            assert admission.calls == [None]  # SQLite's admission counts on its own
-        else:  # the statement checked the cap; the transaction's admission was asked, and
-            # counted the first thread's answer, still streaming
-            assert admission.calls == ([] if cap_is_all else [1])
+        if cap_is_all:  # the opening counted, under the cap: nothing to ask
+            assert admission.calls == []
+        elif db.backend == "sqlite":
+            assert admission.calls == [None]  # the transaction's admission counts on its own
+        else:  # the transaction's admission was asked, and counted the first thread's
+            # answer, still streaming
+            assert admission.calls == [1]
         assert await _contents(db, thread) == [*_DONE, ("complete", "two"), STREAMING]
     histories = [[text for _, text, _ in exchange.history] for _, exchange in opened]
     assert histories == [["one", "reply one"]] * 2
@@ -123,22 +126,22 @@ async def test_a_refusal_at_the_cap_stores_nothing(runtime: Runtime) -> None:
     admission = Admission(cap=1, refusing=True)
     with pytest.raises(Refused):
         await open_rows(runtime.turn_deps, "svc", thread.id, "two", admit=admission)
-    assert admission.calls == ([1] if db.backend == "postgresql" else [None])
+    assert admission.calls == [1]  # the opening's count: the other thread's answer
     assert await _contents(db, thread) == []
 
 
 async def test_a_cap_that_no_longer_holds_is_checked_again_in_a_transaction(
         runtime: Runtime) -> None:
     """The statement was given a cap that stopped holding meanwhile (a call without a thread
-    ended): the admission, asked, lets the turn pass, and the transaction opens it."""
+    ended): the admission, asked, lets the turn pass, and the transaction opens it. On
+    SQLite the opening is that transaction: asked once, before its commit."""
     db = runtime.db
-    if db.backend == "sqlite":
-        pytest.skip("SQLite opens in a transaction only")
     busy = await new_thread(db, "svc")
     await open_rows(runtime.turn_deps, "svc", busy.id, "streaming")
     thread = await new_thread(db, "svc")
     admission = Admission(cap=1)
     _, exchange = await open_rows(runtime.turn_deps, "svc", thread.id, "two", admit=admission)
-    assert admission.calls == [1, 1]  # asked after the statement, then in the transaction
+    # PostgreSQL: asked after the statement, then in the transaction
+    assert admission.calls == ([1, 1] if db.backend == "postgresql" else [1])
     assert exchange.other_streams == 1
     assert await _contents(db, thread) == [("complete", "two"), STREAMING]

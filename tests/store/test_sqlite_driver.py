@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.db import SQLITE_BUSY_TIMEOUT_MS, Database
 from app.store.sqlite_driver import READ_ON_LOOP_S, OneTripConnection
+from tests.support.loop_passes import LoopPasses
 
 
 @pytest.fixture
@@ -27,20 +28,6 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
         await s.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE)"))
     yield database
     await database.dispose()
-
-
-@pytest.fixture
-def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of each function sent to a connection's thread."""
-    sent: list[str] = []
-    original = OneTripConnection._execute
-
-    async def counted(self: OneTripConnection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(getattr(fn, "__name__", repr(fn)))
-        return await original(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(OneTripConnection, "_execute", counted)
-    return sent
 
 
 async def test_a_statement_is_one_trip_and_a_transaction_adds_its_begin_and_commit(
@@ -77,27 +64,6 @@ async def test_a_failed_statement_raises_the_usual_error_and_rolls_back(db: Data
     async with db.transaction() as s:
         names = (await s.scalars(text("SELECT name FROM t"))).all()
     assert names == ["taken"]
-
-
-class LoopPasses:
-    """Counts the passes of the event loop while it runs: a task that yields at each."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    async def run(self) -> None:
-        while True:
-            self.count += 1
-            await asyncio.sleep(0)
-
-
-@pytest.fixture
-async def passes() -> AsyncIterator[LoopPasses]:
-    counter = LoopPasses()
-    task = asyncio.create_task(counter.run())
-    await asyncio.sleep(0)
-    yield counter
-    task.cancel()
 
 
 async def test_a_quick_transaction_makes_no_trip_and_lets_no_other_task_in(

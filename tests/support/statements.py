@@ -5,6 +5,7 @@ execution)."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,14 +16,16 @@ from sqlalchemy.engine.interfaces import CacheStats
 
 from app.store import driver_statements
 from app.store.db import Database
+from app.store.sqlite_writes import SqliteWrites
 
 
 @contextmanager
 def recorded_statements(db: Database) -> Iterator[list[tuple[str, bool]]]:
     """Each statement run while the block runs: its first word, and whether it ran as
     compiled: out of SQLAlchemy's compiled cache, or as the driver's SQL (a DriverStatement's,
-    compiled once), and with no parameter rendered into its SQL text at execution (an IN
-    list is, each time, over the whole statement's text)."""
+    compiled once; on SQLite also on the sqlite3 connection itself, app.store.sqlite_writes),
+    and with no parameter rendered into its SQL text at execution (an IN list is, each time,
+    over the whole statement's text)."""
     statements: list[tuple[str, bool]] = []
 
     def note(_conn: Any, _cursor: Any, statement: str, _params: Any, context: Any,
@@ -35,10 +38,18 @@ def recorded_statements(db: Database) -> Iterator[list[tuple[str, bool]]]:
         statements.append((statement.split()[0],
                            context.cache_hit == CacheStats.CACHE_HIT and not rendered))
 
+    def note_sqlite(writes: SqliteWrites, sql: str, arguments: Any, *, many: bool = False
+                    ) -> sqlite3.Cursor:
+        statements.append((sql.split()[0], True))  # a DriverStatement's SQL
+        return execute(writes, sql, arguments, many=many)
+
+    execute = SqliteWrites._execute
     event.listen(db.engine.sync_engine, "before_cursor_execute", note)
+    SqliteWrites._execute = note_sqlite  # type: ignore[method-assign]
     try:
         yield statements
     finally:
+        SqliteWrites._execute = execute  # type: ignore[method-assign]
         event.remove(db.engine.sync_engine, "before_cursor_execute", note)
 
 
