@@ -21,6 +21,7 @@ from app.records import FinishedMessage
 from app.services.observers import TurnHandler
 from app.services.shield import run_detached
 from app.store import messages as message_store
+from app.store import sqlite_turns
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.messages import FinishedRow
@@ -67,14 +68,22 @@ class TurnStore:
         """`alone` (no hook may write in it): the message's one statement, then what a hook
         found to write after all; else one transaction with every hook's writes."""
         if alone:
-            async with self.db.one_statement() as runner:
-                row = await message_store.finish_assistant_message(
-                    runner, finished, notifications)
+            row = await self._finish_alone(finished, notifications)
             await self._write_after_finish(finished, outcome, row)
             return
         async with self.db.transaction(quick=True) as session:
             row = await message_store.finish_assistant_message(session, finished, notifications)
             await self._write_in_finish(session, finished, outcome, row)
+
+    async def _finish_alone(self, finished: FinishedMessage,
+                            notifications: list[Notification]) -> FinishedRow:
+        """The message's writes alone: one statement on PostgreSQL, the sqlite3 connection's
+        own statements on SQLite (which has no NOTIFY)."""
+        if self.db.backend == "sqlite" and not notifications:
+            async with self.db.sqlite_writes() as writes:
+                return sqlite_turns.finish_turn_rows(writes, finished)
+        async with self.db.one_statement() as runner:
+            return await message_store.finish_assistant_message(runner, finished, notifications)
 
     def _notifications(self) -> list[Notification]:
         """Every hook's NOTIFYs; one failing is logged and sends none (a failing hook never

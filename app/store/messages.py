@@ -313,7 +313,7 @@ class FinishedRow:
 #: concurrent open (answered 409) cannot deadlock with a finish. It also moves the thread to
 #: the top of the list, and reads its autonomy settings under the lock. A message finished
 #: already touches nothing: a finish that runs without a transaction writes nothing for it.
-_TOUCH_THREAD_OF_MESSAGE = (
+TOUCH_THREAD_OF_MESSAGE = (
     update(_THREADS)
     .where(_THREADS.c.id == select(_MESSAGES.c.thread_id)
            .where(_MESSAGES.c.id == bindparam("message_id", type_=_MESSAGES.c.id.type),
@@ -322,7 +322,7 @@ _TOUCH_THREAD_OF_MESSAGE = (
     .values(updated_at=bindparam("now", type_=_THREADS.c.updated_at.type))
     .returning(_THREADS.c.autonomy)
 )
-_FINISH_MESSAGE = (
+FINISH_MESSAGE = (
     update(_MESSAGES)
     .where(_MESSAGES.c.id == bindparam("message_id", type_=_MESSAGES.c.id.type),
            _MESSAGES.c.completed_at.is_(None))
@@ -344,13 +344,7 @@ async def finish_assistant_message(s: Runner, finished: FinishedMessage,
     until the commit); it also sends `notifications`, only if it finished the message. On
     SQLite, whose statements make no trip in a quick transaction, one per write, and no
     NOTIFY (ValueError if asked for one)."""
-    if finished.status == "streaming":
-        raise ValueError("a finished message cannot be streaming")
-    content, metadata = clean_message(finished.content, finished.metadata)
-    now = utcnow()
-    params = {"message_id": finished.message_id, "now": now, "new_content": content,
-              "new_metadata": metadata, "new_status": finished.status,
-              "new_completed_at": now, "new_updated_at": now}
+    params = finish_params(finished)
     if dialect_of(s) == "postgresql":
         stored = await _finish_in_one_statement(s, finished.llm_calls, notifications, params)
     elif notifications:
@@ -365,12 +359,24 @@ async def finish_assistant_message(s: Runner, finished: FinishedMessage,
     return stored
 
 
+def finish_params(finished: FinishedMessage) -> dict[str, Any]:
+    """The finish's parameters (TOUCH_THREAD_OF_MESSAGE's and FINISH_MESSAGE's): the text
+    and metadata cleaned, the time now. Raises ValueError for a message still streaming."""
+    if finished.status == "streaming":
+        raise ValueError("a finished message cannot be streaming")
+    content, metadata = clean_message(finished.content, finished.metadata)
+    now = utcnow()
+    return {"message_id": finished.message_id, "now": now, "new_content": content,
+            "new_metadata": metadata, "new_status": finished.status,
+            "new_completed_at": now, "new_updated_at": now}
+
+
 async def _finish_then_record(s: AsyncSession, calls: Sequence[CallRecord],
                               params: dict[str, Any]) -> FinishedRow | None:
     """SQLite: the thread's UPDATE, the message's, then _record_calls; None when the message
     is missing or finished already."""
-    autonomy = (await s.execute(_TOUCH_THREAD_OF_MESSAGE, params)).scalar_one_or_none()
-    row = (await s.execute(_FINISH_MESSAGE, params)).one_or_none()
+    autonomy = (await s.execute(TOUCH_THREAD_OF_MESSAGE, params)).scalar_one_or_none()
+    row = (await s.execute(FINISH_MESSAGE, params)).one_or_none()
     if row is None:
         return None
     message = unattached(Message, row._mapping)
@@ -410,8 +416,8 @@ def _one_statement_finish(calls: int, models: int, notices: int) -> DriverStatem
     already; each NOTIFY a column of the one row it returns, so none is sent without a
     finished message. No parameter is named as a column of a table it writes: SQLAlchemy
     would take it for a value to set."""
-    touched = _TOUCH_THREAD_OF_MESSAGE.cte("touched")
-    finished = _FINISH_MESSAGE.where(exists().select_from(touched)).cte("finished")
+    touched = TOUCH_THREAD_OF_MESSAGE.cte("touched")
+    finished = FINISH_MESSAGE.where(exists().select_from(touched)).cte("finished")
     autonomy = select(touched.c.autonomy).scalar_subquery().label("thread_autonomy")
     sent = [func.pg_notify(bindparam(f"notice{k}_channel", type_=String()),
                            bindparam(f"notice{k}_payload", type_=String())).label(f"notice{k}")
@@ -444,6 +450,10 @@ async def record_calls_without_message(
 #: Built once: every finish runs it.
 _CALLS = table_of(LlmCall)
 _INSERT_CALLS = insert(_CALLS)
+#: The same INSERT with a parameter for each column, named as the column (call_rows' keys):
+#: as the driver's SQL (app.store.sqlite_turns).
+INSERT_CALL = insert(_CALLS).values({column.name: bindparam(column.name, type_=column.type)
+                                     for column in _CALLS.c})
 
 
 def _call_values(call: CallRecord, now: dt.datetime) -> dict[str, Any]:
@@ -466,10 +476,17 @@ async def _record_calls(
     """One llm_calls row per call (one Core INSERT: no ORM object per row, nothing for the
     unit of work to sort) and the day's rollup, in the caller's transaction."""
     if calls:
-        await s.execute(_INSERT_CALLS, [{
-            "message_id": message_id, "thread_id": thread_id, "user_id": user_id,
-            **_call_values(call, now)} for call in calls])
+        await s.execute(_INSERT_CALLS, call_rows(calls, user_id, now, message_id=message_id,
+                                                 thread_id=thread_id))
     await record_turn_usage(s, user_id=user_id, day=utc_day(now), calls=calls)
+
+
+def call_rows(calls: Sequence[CallRecord], user_id: str, now: dt.datetime, *,
+              message_id: uuid.UUID | None, thread_id: uuid.UUID | None
+              ) -> list[dict[str, Any]]:
+    """The llm_calls rows of a turn's calls, as INSERT_CALL takes them."""
+    return [{"message_id": message_id, "thread_id": thread_id, "user_id": user_id,
+             **_call_values(call, now)} for call in calls]
 
 
 async def get_message(s: AsyncSession, user_id: str, message_id: uuid.UUID) -> Message | None:

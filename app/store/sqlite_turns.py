@@ -1,30 +1,40 @@
-"""SQLite: a user's turn opened with the sqlite3 connection's own statements
-(Database.sqlite_writes), as threads.open_for_turn and then messages.open_exchange open it in
-a session: the thread's UPDATE (its move to the top; SQLite's write lock is the thread's
-lock), the history the model is shown, the turn's two rows, the cancel of the thread's
-follow-ups and the count of the user's streams. The same statements, compiled once, run with
-no await between them from BEGIN to COMMIT, so the write lock is held for their CPU time
-only. PostgreSQL's opening is one statement (app.store.turn_openings)."""
+"""SQLite: a turn's opening and its finish with the sqlite3 connection's own statements
+(Database.sqlite_writes), as a session runs them: the opening as threads.open_for_turn and
+then messages.open_exchange (the thread's UPDATE, its move to the top; SQLite's write lock is
+the thread's lock; the history the model is shown, the turn's two rows, the cancel of the
+thread's follow-ups, the count of the user's streams), the finish as
+messages.finish_assistant_message (the thread's UPDATE, the message's, its calls and the
+day's rollup). The same statements, compiled once, run with no await between them from BEGIN
+to COMMIT, so the write lock is held for their CPU time only. On PostgreSQL each is one
+statement (app.store.turn_openings, app.store.messages)."""
 
 from __future__ import annotations
 
 import functools
 import uuid
 
-from sqlalchemy import bindparam, insert
+from sqlalchemy import bindparam, insert, select
 
 from app.clock import utcnow
+from app.records import FinishedMessage
 from app.store import threads
 from app.store.driver_statements import DriverStatement
+from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.followups import cancel_pending_statement
 from app.store.limits import COUNT_STREAMING
 from app.store.messages import (
+    FINISH_MESSAGE,
+    INSERT_CALL,
     MAX_CONTENT_CHARS,
+    TOUCH_THREAD_OF_MESSAGE,
+    FinishedRow,
     OpenedExchange,
     assistant_values,
     busy_on_conflict,
+    call_rows,
     check_length,
     context_select,
+    finish_params,
     inserted_params,
     inserted_values,
     time_after,
@@ -32,6 +42,7 @@ from app.store.messages import (
 )
 from app.store.models import Message, Thread, detached, table_of, unattached
 from app.store.sqlite_writes import SqliteWrites
+from app.store.usage import SQLITE_ROLLUP_UPSERT, turn_rollup_values, utc_day
 
 _MESSAGES = table_of(Message)
 _OPEN_THREAD = DriverStatement(threads.open_for_turn_update(
@@ -39,6 +50,12 @@ _OPEN_THREAD = DriverStatement(threads.open_for_turn_update(
 _INSERT_MESSAGE = DriverStatement(insert(_MESSAGES).values(inserted_params("")))
 _CANCEL_FOLLOWUPS = DriverStatement(cancel_pending_statement(True))
 _COUNT_STREAMS = DriverStatement(COUNT_STREAMING)
+_TOUCH_THREAD = DriverStatement(TOUCH_THREAD_OF_MESSAGE)
+_FINISH_MESSAGE = DriverStatement(FINISH_MESSAGE)
+_INSERT_CALL = DriverStatement(INSERT_CALL)
+_ADD_TO_ROLLUP = DriverStatement(SQLITE_ROLLUP_UPSERT)
+_MESSAGE = DriverStatement(select(_MESSAGES.c.id).where(
+    _MESSAGES.c.id == bindparam("message_id", type_=_MESSAGES.c.id.type)))
 
 
 @functools.cache
@@ -78,3 +95,25 @@ def open_turn_rows(
               if count_streams else None)
     return thread, OpenedExchange(detached(Message, user), detached(Message, assistant),
                                   history, others)
+
+
+def finish_turn_rows(writes: SqliteWrites, finished: FinishedMessage) -> FinishedRow:
+    """messages.finish_assistant_message: the message stored as finished, its calls and the
+    day's rollup. Raises MessageNotFound (its thread was deleted) or MessageAlreadyFinished
+    (its usage must not be counted twice); the caller's transaction then stores nothing."""
+    params = finish_params(finished)
+    touched = writes.rows(_TOUCH_THREAD, params)
+    stored = writes.rows(_FINISH_MESSAGE, params)
+    if not stored:
+        if writes.scalar(_MESSAGE, params) is None:
+            raise MessageNotFound(str(finished.message_id))
+        raise MessageAlreadyFinished(str(finished.message_id))
+    message = unattached(Message, stored[0])
+    now, calls = params["now"], finished.llm_calls
+    if calls:
+        writes.run_many(_INSERT_CALL, call_rows(calls, message.user_id, now,
+                                                message_id=message.id,
+                                                thread_id=message.thread_id))
+    for values in turn_rollup_values(utc_day(now), calls):
+        writes.run(_ADD_TO_ROLLUP, {"user_id": message.user_id, **values})
+    return FinishedRow(message, (touched[0]["autonomy"] if touched else None) or {})

@@ -62,6 +62,13 @@ def _rollup_upsert(dialect: str) -> Executable:
     return _adding_on_conflict(sqlite.insert(table))
 
 
+#: SQLite's upsert with a parameter for each column, named as the column (the user's id and
+#: turn_rollup_values' keys): as the driver's SQL (app.store.sqlite_turns).
+SQLITE_ROLLUP_UPSERT = _adding_on_conflict(sqlite.insert(table_of(UserTokenUsage)).values({
+    name: bindparam(name, type_=table_of(UserTokenUsage).c[name].type)
+    for name in _ROLLUP_COLUMNS}))
+
+
 def rollup_upsert_of(user_id: ColumnElement[str], prefix: str) -> postgresql.Insert:
     """PostgreSQL's upsert as INSERT ... SELECT, for a data-modifying CTE: the user is
     `user_id`, a column of the CTE it depends on (no row there, nothing added), and every
