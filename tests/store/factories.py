@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
+from sqlalchemy import select
+
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store import messages as messages_store
@@ -71,3 +73,12 @@ async def legacy_prompt(db: Database, thread: Thread, content: str) -> Message:
 
 def random_user() -> str:
     return f"user-{uuid.uuid4().hex[:8]}"
+
+
+async def thread_rows(db: Database, thread: Thread) -> list[tuple[str, str, str]]:
+    """The thread's messages as (role, content, status), in order."""
+    async with db.read() as s:
+        rows = await s.execute(select(Message.role, Message.content, Message.status)
+                               .where(Message.thread_id == thread.id)
+                               .order_by(Message.created_at))
+        return [tuple(row) for row in rows]  # type: ignore[misc]

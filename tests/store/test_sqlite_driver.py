@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.db import SQLITE_BUSY_TIMEOUT_MS, Database
 from app.store.sqlite_driver import READ_ON_LOOP_S, OneTripConnection
-from tests.support.loop_passes import LoopPasses
+from tests.support.loop_passes import LoopPasses, until_it_waits_on_the_thread
 
 
 @pytest.fixture
@@ -119,14 +119,7 @@ async def test_a_quick_transaction_waits_for_another_process_lock_on_the_thread(
                 await s.execute(text("INSERT INTO t (name) VALUES ('ours')"))
 
         task = asyncio.create_task(quick_insert())
-        for _ in range(10_000):  # until the BEGIN is on the thread, waiting
-            if trips:
-                break
-            await asyncio.sleep(0)
-        assert trips == ["_run"] and not task.done()
-        waiting = passes.count
-        await asyncio.sleep(0)
-        assert passes.count > waiting
+        await until_it_waits_on_the_thread(task, trips, passes)
         other.execute("COMMIT")
         await task
     finally:

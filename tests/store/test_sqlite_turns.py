@@ -19,7 +19,7 @@ from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.followups import list_followups
 from app.store.messages import FinishedRow, OpenedExchange
 from app.store.models import LlmCall, Message, Thread, UserTokenUsage
-from tests.store.factories import call, new_thread, schedule_due_followup, turn
+from tests.store.factories import call, new_thread, schedule_due_followup, thread_rows, turn
 from tests.support.statements import recorded_statements
 
 
@@ -37,14 +37,6 @@ async def _open(db: Database, thread: Thread, content: str = "two", *,
         return sqlite_turns.open_turn_rows(
             writes, user_id or thread.user_id, thread.id, content, history_limit=10,
             count_streams=count_streams, max_chars=max_chars)
-
-
-async def _rows(db: Database, thread: Thread) -> list[tuple[str, str, str]]:
-    async with db.read() as s:
-        rows = await s.execute(select(Message.role, Message.content, Message.status)
-                               .where(Message.thread_id == thread.id)
-                               .order_by(Message.created_at))
-        return [tuple(row) for row in rows]  # type: ignore[misc]
 
 
 async def _followups(db: Database, thread: Thread) -> list[str]:
@@ -65,7 +57,7 @@ async def test_an_opening_stores_the_turn_after_its_history_and_cancels_follow_u
     moved, exchange = opened
     assert [text for _, text, _ in exchange.history] == ["one", "reply one"]
     assert exchange.other_streams == 0
-    assert await _rows(lite, thread) == [("user", "one", "complete"),
+    assert await thread_rows(lite, thread) == [("user", "one", "complete"),
                                          ("assistant", "reply one", "complete"),
                                          ("user", "two", "complete"),
                                          ("assistant", "", "streaming")]
@@ -113,7 +105,7 @@ async def test_a_missing_or_foreign_thread_opens_nothing_and_cancels_nothing(
     await schedule_due_followup(lite, thread)
     assert await _open(lite, thread, user_id="alice") is None
     assert await _open(lite, Thread(id=uuid.uuid4(), user_id="alice")) is None
-    assert await _rows(lite, thread) == []
+    assert await thread_rows(lite, thread) == []
     assert await _followups(lite, thread) == ["pending"]
 
 
@@ -124,7 +116,7 @@ async def test_a_thread_streaming_already_is_busy_and_nothing_is_stored(lite: Da
     await schedule_due_followup(lite, thread)
     with pytest.raises(ThreadBusy):
         await _open(lite, thread)
-    assert await _rows(lite, thread) == [("user", "one", "complete"),
+    assert await thread_rows(lite, thread) == [("user", "one", "complete"),
                                          ("assistant", "", "streaming")]
     assert await _followups(lite, thread) == ["pending"]
 
@@ -134,7 +126,7 @@ async def test_content_too_long_is_refused_before_any_statement(lite: Database) 
     with recorded_statements(lite) as statements, pytest.raises(ContentTooLong):
         await _open(lite, thread, "x" * 101)
     assert statements == []
-    assert await _rows(lite, thread) == []
+    assert await thread_rows(lite, thread) == []
 
 
 async def test_the_count_is_of_the_users_other_streams(lite: Database) -> None:

@@ -28,7 +28,7 @@ from app.clock import utcnow
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.types import UtcDateTime
-from tests.support.loop_passes import LoopPasses
+from tests.support.loop_passes import LoopPasses, until_it_waits_on_the_thread
 
 _T = Table("t", MetaData(), Column("id", Integer, primary_key=True),
            Column("name", String, unique=True), Column("at", UtcDateTime))
@@ -110,14 +110,7 @@ async def test_another_process_lock_is_waited_for_on_the_thread(
                 writes.run(_INSERT, {"name": "ours", "at": None})
 
         task = asyncio.create_task(ours())
-        for _ in range(10_000):  # until the BEGIN is on the thread, waiting
-            if trips:
-                break
-            await asyncio.sleep(0)
-        assert trips == ["_run"] and not task.done()
-        waiting = passes.count
-        await asyncio.sleep(0)
-        assert passes.count > waiting  # the loop runs on meanwhile
+        await until_it_waits_on_the_thread(task, trips, passes)
         other.execute("COMMIT")
         await task
     finally:

@@ -18,7 +18,7 @@ from app.store.db import Database
 from app.store.followups import list_followups
 from app.store.models import Message, Thread
 from app.store.turn_openings import OneStatementOpening
-from tests.store.factories import new_thread, schedule_due_followup, turn
+from tests.store.factories import new_thread, schedule_due_followup, thread_rows, turn
 from tests.support.locks import until_a_lock_is_awaited
 from tests.support.statements import (
     driver_compiles,
@@ -43,14 +43,6 @@ async def _open(db: Database, thread: Thread, content: str = "two", *,
             stream_cap=stream_cap)
 
 
-async def _rows(db: Database, thread: Thread) -> list[tuple[str, str, str]]:
-    async with db.read() as s:
-        rows = await s.execute(select(Message.role, Message.content, Message.status)
-                               .where(Message.thread_id == thread.id)
-                               .order_by(Message.created_at))
-        return [tuple(row) for row in rows]  # type: ignore[misc]
-
-
 async def test_an_opening_stores_the_turn_after_its_history_in_one_round_trip(pg: Database
                                                                               ) -> None:
     thread = await new_thread(pg)
@@ -63,7 +55,7 @@ async def test_an_opening_stores_the_turn_after_its_history_in_one_round_trip(pg
     assert opening.exchange is not None and opening.thread is not None
     assert [text for _, text, _ in opening.exchange.history] == ["one", "reply one"]
     assert opening.other_streams == opening.exchange.other_streams == 0
-    assert await _rows(pg, thread) == [("user", "one", "complete"),
+    assert await thread_rows(pg, thread) == [("user", "one", "complete"),
                                        ("assistant", "reply one", "complete"),
                                        ("user", "two", "complete"),
                                        ("assistant", "", "streaming")]
@@ -115,7 +107,7 @@ async def test_the_turn_is_ordered_after_a_newest_message_from_a_clock_ahead(pg:
     opening = await _open(pg, thread)
     assert opening is not None and opening.exchange is not None
     assert ahead < opening.exchange.user.created_at < opening.exchange.assistant.created_at
-    assert [row[1] for row in await _rows(pg, thread)][-2:] == ["two", ""]
+    assert [row[1] for row in await thread_rows(pg, thread)][-2:] == ["two", ""]
 
 
 async def test_a_missing_or_foreign_thread_opens_nothing_and_cancels_nothing(pg: Database
@@ -125,7 +117,7 @@ async def test_a_missing_or_foreign_thread_opens_nothing_and_cancels_nothing(pg:
     assert await _open(pg, thread, user_id="alice") is None
     missing = Thread(id=uuid.uuid4(), user_id="alice")
     assert await _open(pg, missing) is None
-    assert await _rows(pg, thread) == []
+    assert await thread_rows(pg, thread) == []
     async with pg.read() as s:
         assert [f.status for f in await list_followups(s, thread.id)] == ["pending"]
 
@@ -138,7 +130,7 @@ async def test_a_thread_streaming_already_is_busy_and_keeps_its_follow_ups(pg: D
     await schedule_due_followup(pg, thread)
     with pytest.raises(ThreadBusy):
         await _open(pg, thread)
-    assert await _rows(pg, thread) == [("user", "one", "complete"),
+    assert await thread_rows(pg, thread) == [("user", "one", "complete"),
                                        ("assistant", "", "streaming")]
     async with pg.read() as s:
         assert [f.status for f in await list_followups(s, thread.id)] == ["pending"]
@@ -153,7 +145,7 @@ async def test_at_the_stream_cap_nothing_is_stored_and_the_count_comes_back(pg: 
     await schedule_due_followup(pg, thread)
     refused = await _open(pg, thread, stream_cap=2)
     assert refused == OneStatementOpening("at_cap", other_streams=2)
-    assert await _rows(pg, thread) == []
+    assert await thread_rows(pg, thread) == []
     async with pg.read() as s:
         assert [f.status for f in await list_followups(s, thread.id)] == ["pending"]
     opened = await _open(pg, thread, stream_cap=3)
@@ -173,7 +165,7 @@ async def test_an_opening_behind_a_finish_stores_nothing_and_says_the_thread_cha
         opening = asyncio.create_task(_open(pg, thread))
         await until_a_lock_is_awaited(pg)
     assert await opening == OneStatementOpening("changed")
-    assert await _rows(pg, thread) == [("user", "one", "complete"),
+    assert await thread_rows(pg, thread) == [("user", "one", "complete"),
                                        ("assistant", "reply one", "complete")]
 
 
