@@ -4,7 +4,7 @@ and its two rows stored, with every check that may refuse the turn run first.
 Three ways, one result. A real user message whose checks are only the stream cap opens in ONE
 statement without a transaction on PostgreSQL (app.store.turn_openings): one round trip
 instead of four; on SQLite, in a transaction of the sqlite3 connection's own statements
-(app.store.sqlite_turns), without SQLAlchemy's session: a quarter of the CPU. Every other
+(app.store.sqlite_turns), without SQLAlchemy's session: half the CPU. Every other
 opening runs in a session's transaction: the thread's UPDATE first, then a
 guard that reads under the thread's lock (the follow-up worker's), then the rows, then an
 admission that reads more than the cap's count (a daily budget), then the commit. So does an
