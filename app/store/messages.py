@@ -536,12 +536,12 @@ async def context_rows(s: AsyncSession, thread_id: uuid.UUID, *, limit: int
     """context_history as (role, content, created_at), oldest first: a turn needs no more,
     and plain rows of a Core query cost a fraction of ORM objects (a long thread has
     hundreds)."""
-    result = await s.execute(_context_rows_select(limit), {"context_of": thread_id})
+    result = await s.execute(context_rows_select(limit), {"context_of": thread_id})
     return [(role, content, at) for role, content, at in reversed(result.all())]
 
 
 @functools.cache
-def _context_rows_select(limit: int) -> Select[Any]:
+def context_rows_select(limit: int) -> Select[Any]:
     """Built once per limit: every turn reads its context with it."""
     m = _MESSAGES.c
     return context_select(limit, m.role, m.content, m.created_at)

@@ -33,7 +33,7 @@ from app.store.messages import (
     busy_on_conflict,
     call_rows,
     check_length,
-    context_select,
+    context_rows_select,
     finish_params,
     inserted_params,
     inserted_values,
@@ -45,8 +45,7 @@ from app.store.sqlite_writes import SqliteWrites
 from app.store.usage import SQLITE_ROLLUP_UPSERT, turn_rollup_values, utc_day
 
 _MESSAGES = table_of(Message)
-_OPEN_THREAD = DriverStatement(threads.open_for_turn_update(
-    bindparam("thread_id", type_=table_of(Thread).c.id.type)))
+_OPEN_THREAD = DriverStatement(threads.OPEN_FOR_TURN)
 _INSERT_MESSAGE = DriverStatement(insert(_MESSAGES).values(inserted_params("")))
 _CANCEL_FOLLOWUPS = DriverStatement(cancel_pending_statement(True))
 _COUNT_STREAMS = DriverStatement(COUNT_STREAMING)
@@ -60,9 +59,8 @@ _MESSAGE = DriverStatement(select(_MESSAGES.c.id).where(
 
 @functools.cache
 def _history(limit: int) -> DriverStatement:
-    """messages.context_rows' statement, built once per limit."""
-    m = _MESSAGES.c
-    return DriverStatement(context_select(limit, m.role, m.content, m.created_at))
+    """messages.context_rows' statement as the driver's SQL, once per limit."""
+    return DriverStatement(context_rows_select(limit))
 
 
 def open_turn_rows(

@@ -34,9 +34,10 @@ class CompiledSql(Protocol):
                   ) -> list[dict[str, Any]]: ...
 
 
-class DriverStatement(Protocol):
-    """A DriverStatement, as this module uses it (app.store.db, which runs this module's
-    transactions, is imported by app.store.driver_statements)."""
+class Statement(Protocol):
+    """What this module runs: an app.store.driver_statements.DriverStatement, named by its
+    shape here (app.store.db, which runs this module's transactions, is imported by that
+    module)."""
 
     def compiled_for(self, dialect: Dialect) -> CompiledSql: ...
 
@@ -48,7 +49,7 @@ class SqliteWrites:
         self._connection = connection
         self._dialect = dialect
 
-    def rows(self, statement: DriverStatement, params: Mapping[str, Any]
+    def rows(self, statement: Statement, params: Mapping[str, Any]
              ) -> list[dict[str, Any]]:
         """The statement's rows (a SELECT's, or an UPDATE's RETURNING)."""
         compiled = statement.compiled_for(self._dialect)
@@ -59,17 +60,17 @@ class SqliteWrites:
         finally:
             cursor.close()
 
-    def scalar(self, statement: DriverStatement, params: Mapping[str, Any]) -> Any:
+    def scalar(self, statement: Statement, params: Mapping[str, Any]) -> Any:
         """The first column of the statement's first row (None without a row)."""
         rows = self.rows(statement, params)
         return next(iter(rows[0].values())) if rows else None
 
-    def run(self, statement: DriverStatement, params: Mapping[str, Any]) -> int:
+    def run(self, statement: Statement, params: Mapping[str, Any]) -> int:
         """A statement that returns no rows; how many rows it changed."""
         compiled = statement.compiled_for(self._dialect)
         return self._execute(compiled.sql, compiled.arguments(params)).rowcount
 
-    def run_many(self, statement: DriverStatement, many: Sequence[Mapping[str, Any]]) -> None:
+    def run_many(self, statement: Statement, many: Sequence[Mapping[str, Any]]) -> None:
         """A statement that returns no rows, once for each of `many` (as executemany)."""
         compiled = statement.compiled_for(self._dialect)
         self._execute(compiled.sql, [compiled.arguments(params) for params in many], many=True)

@@ -61,7 +61,7 @@ async def open_for_turn(s: AsyncSession, user_id: str, thread_id: uuid.UUID
     thread's UPDATE first in a finish), so they all lock in one order and cannot deadlock.
     It also moves the thread to the top, and brings the newest message's time. None for a
     missing or foreign thread. The Thread is not tracked by the session."""
-    row = (await s.execute(_OPEN_FOR_TURN, {
+    row = (await s.execute(OPEN_FOR_TURN, {
         "thread_id": thread_id, "owner": user_id, "now": utcnow()})).one_or_none()
     if row is None:
         return None
@@ -86,7 +86,7 @@ def open_for_turn_update(thread_id: BindParameter[uuid.UUID]) -> Update:
 
 
 #: Built once (building a statement costs more CPU than running it): every turn opens with it.
-_OPEN_FOR_TURN = open_for_turn_update(bindparam("thread_id", type_=table_of(Thread).c.id.type))
+OPEN_FOR_TURN = open_for_turn_update(bindparam("thread_id", type_=table_of(Thread).c.id.type))
 
 
 def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:
