@@ -26,9 +26,10 @@ interleaving the direct upstream and the gateway in the same run:
 - linear cost: CPU per turn of a `--long-tokens` answer against a `--tokens` one, and of a
   turn on a thread with `--history` prior messages against one on a fresh thread;
 - workers: turns per second of a second gateway with `--workers` uvicorn workers against the
-  one-process gateway, interleaved, with the direct upstream's rate as the ceiling, and the
-  cores' headroom: how many times one process's rate the cores could carry at the CPU per
-  turn every process on the machine spent with one (1 / how busy one process kept them).
+  one-process gateway, interleaved, with the direct upstream's rate as the ceiling, the load
+  generator's own CPU per turn (it shares the cores), and the cores' headroom: how many times
+  one process's rate the cores could carry at the CPU per turn every process on the machine
+  spent with one (1 / how busy one process kept them).
 
 `--compare URL` measures another OpenAI-compatible proxy fronting the same upstream the same
 way (`URL` is its base, e.g. http://127.0.0.1:4000/v1; `--compare-pid` to read its CPU): start
@@ -560,14 +561,18 @@ class Column:
     busy_ticks: int = 0
     all_ticks: int = 0
     cpu_seconds: float = 0.0
+    #: The load generator's own CPU (this process): it shares the cores it measures.
+    generator_seconds: float = 0.0
     failed: Counter[str] = field(default_factory=Counter)
 
     async def measure(self, pid: int, run: Awaitable[int]) -> None:
         """`run`'s turns, timed, with the machine's ticks and the CPU of `pid`'s tree."""
         busy, total = machine_ticks()
         cpu, began = tree_cpu_seconds(pid), time.perf_counter()
+        own = time.process_time()
         self.finished += await run
         self.seconds += time.perf_counter() - began
+        self.generator_seconds += time.process_time() - own
         self.cpu_seconds += tree_cpu_seconds(pid) - cpu
         after = machine_ticks()
         self.busy_ticks += after[0] - busy
@@ -581,6 +586,9 @@ class Column:
 
     def cpu_ms(self) -> float:
         return self.cpu_seconds * 1000 / self.finished if self.finished else float("nan")
+
+    def generator_ms(self) -> float:
+        return self.generator_seconds * 1000 / self.finished if self.finished else float("nan")
 
     def headroom(self) -> float:
         """How many times this column's turns a second the machine's cores could carry if
@@ -626,6 +634,7 @@ def report_scaling(columns: tuple[Column, Column, Column], workers: int, concurr
         f"({ratio}); the machine's {os.cpu_count()} cores busy meanwhile: "
         + ", ".join(f"{c.busy():.0%}" for c in columns)
         + "; CPU ms per turn: " + ", ".join(f"{c.cpu_ms():.1f}" for c in columns)
+        + "; the load generator's: " + ", ".join(f"{c.generator_ms():.1f}" for c in columns)
         + f"; the cores' headroom at one process's cost per turn: {one.headroom():.2f}x",
         highlight=False)
 

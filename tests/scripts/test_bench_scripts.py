@@ -85,7 +85,8 @@ def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
     assert re.search(r"turns per second at \d+ concurrent: direct upstream [\d.]+, gateway 1 "
                      r"process [\d.]+, 2 workers [\d.]+ \([\d.]+x\);\s+the\s+machine's\s+\d+\s+"
                      r"cores\s+busy\s+meanwhile:\s+\d+%,\s+\d+%,\s+\d+%;\s+CPU\s+ms\s+per\s+"
-                     r"turn:\s+[\d.]+,\s+[\d.]+,\s+[\d.]+;\s+the\s+cores'\s+headroom\s+at\s+one\s+"
+                     r"turn:\s+[\d.]+,\s+[\d.]+,\s+[\d.]+;\s+the\s+load\s+generator's:\s+[\d.]+,"
+                     r"\s+[\d.]+,\s+[\d.]+;\s+the\s+cores'\s+headroom\s+at\s+one\s+"
                      r"process's\s+cost\s+per\s+turn:\s+[\d.]+x", out), out
 
 
