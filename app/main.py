@@ -102,6 +102,17 @@ async def sweep_stale_streaming_forever(db: Database, older_than_s: float,
                 task="stale_sweep", metrics=metrics)
 
 
+#: How often a SQLite gateway copies its write-ahead log into the database file.
+LOG_MERGE_INTERVAL_S = 1.0
+
+
+async def merge_sqlite_log_forever(db: Database, metrics: GatewayMetrics | None) -> None:
+    """The log merged off the event loop (Database.merge_sqlite_log) every
+    LOG_MERGE_INTERVAL_S: the gateway's commits merge none."""
+    await every(LOG_MERGE_INTERVAL_S, db.merge_sqlite_log, task="sqlite_log_merge",
+                metrics=metrics)
+
+
 async def return_free_memory_forever() -> None:
     """Freed memory back to the system every TRIM_INTERVAL_S (app.heap.return_free_memory):
     a burst's memory leaves with it instead of staying resident at its peak."""
@@ -141,7 +152,7 @@ def _warn_unknown_model_price(model: str) -> None:
 def build_runtime(settings: Settings) -> Runtime:
     prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
     db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s,
-                  postgres_pool_size=settings.database_pool_size)
+                  sqlite_merge_on_commit=False, postgres_pool_size=settings.database_pool_size)
     config = upstream_config(settings)
     http = make_http_client(config)
     client = make_openai_client(config, http)
@@ -247,6 +258,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             await integrity.check_synthetic_roundtrip(rt.db)
             await start_crash_recovery(rt)
+            if rt.db.backend == "sqlite":
+                rt.background.start("sqlite_log_merge",
+                                    lambda: merge_sqlite_log_forever(rt.db, rt.metrics))
             rt.background.start("revocations", rt.revocations.run_forever)
             if rt.turn_deps.precedence is not None:
                 rt.background.start("loop_lag", rt.turn_deps.precedence.watch)

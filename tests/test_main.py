@@ -1,5 +1,6 @@
 """The application factory refuses a configuration that would send users' threads somewhere
-nobody chose; how often the stale-row sweep repeats; the heap trim runs only where it can."""
+nobody chose; how often the stale-row sweep repeats; the heap trim runs only where it can;
+the SQLite log is merged in the background."""
 
 from __future__ import annotations
 
@@ -44,3 +45,16 @@ async def test_the_heap_trim_runs_where_the_c_library_can_trim(
         running = "heap_trim" in gw.runtime.background.names
     assert running == can_return_free_memory()
     assert running  # this suite runs on glibc
+
+
+async def test_a_sqlite_gateway_merges_its_log_in_the_background(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    """Its commits merge none (app.store.db.Database.merge_sqlite_log); on PostgreSQL there is
+    no log of SQLite's to merge."""
+    async with in_process_gateway(database_url, demo_llm) as gw:
+        running = "sqlite_log_merge" in gw.runtime.background.names
+        sqlite = gw.runtime.db.backend == "sqlite"
+        assert running == sqlite
+        if not sqlite:
+            assert await gw.runtime.db.merge_sqlite_log() == (0, 0)

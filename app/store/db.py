@@ -42,6 +42,11 @@ from app.store.sqlite_writes import SqliteWrites, sqlalchemy_errors
 from app.store.unavailable import is_pool_timeout, is_unavailable, unavailable_sentence
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Log frames (pages) past which Database.merge_sqlite_log keeps this process's writers out
+#: to restart the log: SQLite's own automatic checkpoint runs at 1,000.
+RESTART_LOG_FRAMES = 4_000
+#: How long that restart waits for another process's writer and for readers of the log.
+RESTART_LOG_WAIT_MS = 100
 #: PostgreSQL connections a process keeps open (see create_engine_for).
 POSTGRES_POOL_SIZE = 20
 
@@ -84,8 +89,8 @@ def _prepare_sqlite_file(url: URL) -> None:
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool, busy_timeout_ms: int
-                          ) -> None:
+def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool, busy_timeout_ms: int,
+                          merge_on_commit: bool) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves (see module doc)
@@ -94,6 +99,8 @@ def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool, busy_timeo
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
+        if not merge_on_commit:
+            cursor.execute("PRAGMA wal_autocheckpoint = 0")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")
@@ -103,13 +110,16 @@ def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool, busy_timeo
 
 def create_engine_for(
     url: str | URL, *, sqlite_foreign_keys: bool = True,
-    sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS, sqlite_merge_on_commit: bool = True,
     postgres_pool_size: int = POSTGRES_POOL_SIZE, **engine_kwargs: Any
 ) -> AsyncEngine:
     """An AsyncEngine with the per-backend settings the store relies on.
 
     Migrations pass sqlite_foreign_keys=False: SQLite batch migrations copy and drop tables, and
     with foreign keys on, dropping a parent table would cascade-delete its children.
+    sqlite_merge_on_commit=False: no commit copies the write-ahead log into the database file
+    (SQLite's automatic checkpoint); Database.merge_sqlite_log must, as the gateway's
+    background task does.
     """
     parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -121,7 +131,8 @@ def create_engine_for(
         engine_kwargs.setdefault("async_creator", one_trip_creator(parsed, sqlite_busy_timeout_ms))
         engine = create_async_engine(parsed, **engine_kwargs)
         _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys,
-                              busy_timeout_ms=sqlite_busy_timeout_ms)
+                              busy_timeout_ms=sqlite_busy_timeout_ms,
+                              merge_on_commit=sqlite_merge_on_commit)
         return engine
     # PostgreSQL: connections are shared by short transactions, never held while streaming;
     # several gateway processes each keep their own pool. No overflow: an overflow
@@ -159,12 +170,14 @@ class Database:
     the process (app.main, app.cli for the scripts, the tests) decides which database it is."""
 
     def __init__(self, url: str | URL, *, sqlite_busy_timeout_s: float | None = None,
+                 sqlite_merge_on_commit: bool = True,
                  postgres_pool_size: int = POSTGRES_POOL_SIZE, **engine_kwargs: Any) -> None:
         self.url: URL = async_url(url)
         self._busy_timeout_ms = (SQLITE_BUSY_TIMEOUT_MS if sqlite_busy_timeout_s is None
                                  else round(sqlite_busy_timeout_s * 1000))
         self.engine: AsyncEngine = create_engine_for(
             self.url, sqlite_busy_timeout_ms=self._busy_timeout_ms,
+            sqlite_merge_on_commit=sqlite_merge_on_commit,
             postgres_pool_size=postgres_pool_size, **engine_kwargs)
         self.sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
             self.engine, expire_on_commit=False
@@ -219,24 +232,57 @@ class Database:
         rolled back on any error; errors named as transaction()'s."""
         if self._sqlite_writer is None:
             raise RuntimeError("sqlite_writes() is SQLite's")
-        async with self._errors_named(), self._sqlite_write_lock():
-            connection = await self.engine.connect()
+        async with (self._errors_named(), self._sqlite_write_lock(),
+                    self._sqlite_driver() as driver):
+            with sqlalchemy_errors(WRITE_BEGIN, ()):
+                await driver.begin_write()
             try:
-                driver = (await connection.get_raw_connection()).driver_connection
-                assert isinstance(driver, OneTripConnection)
-                with sqlalchemy_errors(WRITE_BEGIN, ()):
-                    await driver.begin_write()
-                try:
-                    yield SqliteWrites(driver.sqlite, self.engine.dialect)
-                except BaseException:
-                    driver.sqlite.rollback()
-                    raise
-                with sqlalchemy_errors("COMMIT", ()):
-                    driver.sqlite.commit()
+                yield SqliteWrites(driver.sqlite, self.engine.dialect)
             except BaseException:
-                await connection.__aexit__(None, None, None)
+                driver.sqlite.rollback()
                 raise
-            await connection.close()
+            with sqlalchemy_errors("COMMIT", ()):
+                driver.sqlite.commit()
+
+    async def merge_sqlite_log(self) -> tuple[int, int]:
+        """SQLite: the write-ahead log copied into the database file, on a pooled connection's
+        thread; (frames in the log, frames copied). On PostgreSQL (0, 0).
+
+        The gateway's Database merges no log on commit (sqlite_merge_on_commit=False) and
+        calls this every second instead. SQLite's automatic checkpoint runs inside the commit
+        that fills the log past a thousand pages, and it syncs the file: a quick transaction
+        commits on the event loop, so every few dozen turns one commit held the loop, and
+        every stream on it, for the disk's sync (up to 20 ms here), and the turns opening then
+        had the slowest first deltas of all.
+
+        The copy waits for nobody (PASSIVE). The log is written from its start again only by
+        a commit that begins with all of it copied, which commits arriving faster than the
+        copies never do: so after a whole copy the log is restarted if nothing is in the way
+        at that moment, and once it holds RESTART_LOG_FRAMES, with this process's writers
+        kept out (they wait for the few frames written since the copy and one sync)."""
+        if self._sqlite_writer is None:
+            return 0, 0
+        async with self._errors_named(), self._sqlite_driver() as driver:
+            logged, copied = await driver.merge_log()
+            if not logged or copied < logged or await driver.restart_log(0):
+                return logged, copied
+            if logged >= RESTART_LOG_FRAMES:
+                async with self._sqlite_write_lock():
+                    await driver.restart_log(RESTART_LOG_WAIT_MS)
+            return logged, copied
+
+    @asynccontextmanager
+    async def _sqlite_driver(self) -> AsyncIterator[OneTripConnection]:
+        """A pooled SQLite connection's own, outside SQLAlchemy's transaction handling."""
+        connection = await self.engine.connect()
+        try:
+            driver = (await connection.get_raw_connection()).driver_connection
+            assert isinstance(driver, OneTripConnection)
+            yield driver
+        except BaseException:
+            await connection.__aexit__(None, None, None)
+            raise
+        await connection.close()
 
     @asynccontextmanager
     async def one_read(self) -> AsyncIterator[Runner]:

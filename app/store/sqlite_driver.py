@@ -24,8 +24,10 @@ waited about 45 ms for that lock. Without a trip the transaction runs from BEGIN
 without letting another task in, so the lock is held for its CPU time only. Its BEGIN
 IMMEDIATE is tried on the loop without waiting; when another process holds the lock, the
 wait is on the thread, as before, and the loop runs on. WAL mode with `synchronous = NORMAL`
-commits without a sync; the commit that runs a checkpoint (every thousand pages of log) syncs
-the file: 5 to 7 ms on this machine's disk, once in 500 commits of a 2 KB row each.
+commits without a sync; the commit that runs SQLite's automatic checkpoint (every thousand
+pages of log) syncs the file, 5 to 20 ms on this machine's disk, so the gateway's connections
+run none: the gateway merges the log on a connection's thread instead
+(Database.merge_sqlite_log, OneTripConnection.merge_log).
 
 A read (`Database.read()`: statements that write nothing, such as a memory search) begins
 with a deferred BEGIN, which takes no lock: in WAL mode a reader neither waits for the writer
@@ -48,13 +50,18 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 from sqlalchemy.engine import URL
 
+T = TypeVar("T")
+
 #: What one trip brings back: description, rowcount, lastrowid and every row.
 _Outcome = tuple[Any, int, int | None, list[Any]]
+
+#: Copies the write-ahead log into the database file without waiting (OneTripConnection.merge_log).
+MERGE_LOG, RESTART_LOG = "PRAGMA wal_checkpoint(PASSIVE)", "PRAGMA wal_checkpoint(RESTART)"
 
 #: True while the current task runs a quick transaction (set by app.store.db.Database).
 ON_LOOP: ContextVar[bool] = ContextVar("chatgate_sqlite_on_loop", default=False)
@@ -88,6 +95,24 @@ def _run(connection: sqlite3.Connection, many: bool, sql: str, parameters: Any) 
         return cursor.description, cursor.rowcount, cursor.lastrowid, rows
     finally:
         cursor.close()
+
+
+def _merge_log(connection: sqlite3.Connection) -> tuple[int, int]:
+    """SQLite's PASSIVE checkpoint: the log's frames copied into the database file, waiting
+    for no reader and no writer; (frames in the log, frames copied)."""
+    [(_, logged, copied)] = connection.execute(MERGE_LOG).fetchall()
+    return int(logged), int(copied)
+
+
+def _restart_log(connection: sqlite3.Connection, wait_ms: int, busy_timeout_ms: int) -> bool:
+    """SQLite's RESTART checkpoint, waiting at most `wait_ms` for the write lock and for the
+    readers of the log: True when the next commit writes the log from its start."""
+    connection.execute(f"PRAGMA busy_timeout = {wait_ms}").fetchall()
+    try:
+        [(busy, _, _)] = connection.execute(RESTART_LOG).fetchall()
+    finally:
+        connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}").fetchall()
+    return not busy
 
 
 class OneTripCursor:
@@ -183,6 +208,15 @@ class OneTripConnection(aiosqlite.Connection):
         of aiosqlite's (app.store.sqlite_writes)."""
         return self._conn
 
+    async def merge_log(self) -> tuple[int, int]:
+        """_merge_log on the connection's thread, where the file's sync does not hold the
+        event loop."""
+        return await self.on_thread(_merge_log)
+
+    async def restart_log(self, wait_ms: int) -> bool:
+        """_restart_log on the connection's thread."""
+        return await self.on_thread(_restart_log, wait_ms, self.busy_timeout_ms)
+
     async def begin_write(self) -> None:
         """BEGIN IMMEDIATE as a quick transaction's: on the loop when the write lock is free,
         else waited for on the thread."""
@@ -221,9 +255,9 @@ class OneTripConnection(aiosqlite.Connection):
         finally:
             self._conn.set_progress_handler(None, 0)
 
-    async def on_thread(self, function: Callable[..., _Outcome], *args: Any) -> _Outcome:
+    async def on_thread(self, function: Callable[..., T], *args: Any) -> T:
         """`function(sqlite3_connection, *args)` on the connection's thread."""
-        result: _Outcome = await self._execute(  # type: ignore[no-untyped-call]
+        result: T = await self._execute(  # type: ignore[no-untyped-call]
             function, self._conn, *args)
         return result
 

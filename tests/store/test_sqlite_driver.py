@@ -286,3 +286,103 @@ def traced_statements(db: Database) -> list[tuple[int, str]]:
             lambda sql: seen.append((threading.get_ident(), sql)))
 
     return seen
+
+
+@pytest.fixture
+async def merged_off_commit(tmp_path: Path) -> AsyncIterator[Database]:
+    """A database as the gateway opens it: no commit merges the log."""
+    database = Database(f"sqlite+aiosqlite:///{tmp_path}/log.db", sqlite_merge_on_commit=False)
+    async with database.transaction() as s:
+        await s.execute(text("CREATE TABLE pages (id INTEGER PRIMARY KEY, body BLOB)"))
+    yield database
+    await database.dispose()
+
+
+async def write_pages(db: Database, commits: int) -> None:
+    """`commits` quick transactions of about five pages of log each."""
+    for _ in range(commits):
+        async with db.transaction(quick=True) as s:
+            await s.execute(text("INSERT INTO pages (body) VALUES (randomblob(16000))"))
+
+
+async def test_a_commit_on_the_loop_leaves_the_log_to_the_merge_on_the_thread(
+    merged_off_commit: Database,
+) -> None:
+    """SQLite's own checkpoint would have run inside the commit that passed 1,000 pages, and
+    synced the file on the event loop; here the log keeps every frame until the merge, which
+    copies them all on the connection's thread."""
+    db = merged_off_commit
+    statements = traced_statements(db)
+    await db.engine.dispose()
+    await write_pages(db, 300)
+    logged, copied = await db.merge_sqlite_log()
+    assert logged > 1_000 and copied == logged
+    merges = [on_loop for on_loop, sql in statements if sql.startswith("PRAGMA wal_checkpoint")]
+    assert merges and threading.get_ident() not in merges
+
+
+async def test_after_a_whole_merge_the_next_commit_writes_the_log_from_its_start(
+    merged_off_commit: Database, tmp_path: Path
+) -> None:
+    """Or the log file would grow for as long as commits come."""
+    db = merged_off_commit
+    await write_pages(db, 100)
+    logged, copied = await db.merge_sqlite_log()
+    assert logged > 100 and copied == logged
+    await write_pages(db, 1)
+    other = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    try:
+        [(_, logged_now, _)] = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    finally:
+        other.close()
+    assert 0 < logged_now < 20
+
+
+async def test_the_restart_waits_for_no_other_writer_and_keeps_the_busy_timeout(
+    merged_off_commit: Database, tmp_path: Path
+) -> None:
+    """The merge's restart of the log must not queue behind another process's transaction
+    (the connection's busy timeout is 30 s), and leaves the connection's own wait as it was."""
+    db = merged_off_commit
+    await write_pages(db, 5)
+    other = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    async with db.transaction() as s:
+        driver = await driver_of(s)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        assert await driver.restart_log(0) is False
+        other.execute("COMMIT")
+        assert await driver.restart_log(0) is True
+    finally:
+        other.close()
+    async with db.transaction() as s:
+        timeout = (await s.execute(text("PRAGMA busy_timeout"))).scalar_one()
+    assert timeout == SQLITE_BUSY_TIMEOUT_MS
+
+
+async def test_a_reader_of_older_frames_keeps_them_and_the_merge_copies_what_it_can(
+    merged_off_commit: Database, tmp_path: Path
+) -> None:
+    """A read in progress (another process's, here) still sees its snapshot: the merge
+    neither waits for it nor restarts the log under it."""
+    db = merged_off_commit
+    await write_pages(db, 20)
+    reader = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        seen = reader.execute("SELECT count(*) FROM pages").fetchone()
+        await write_pages(db, 20)
+        logged, copied = await db.merge_sqlite_log()
+        assert copied < logged
+        assert reader.execute("SELECT count(*) FROM pages").fetchone() == seen
+        reader.execute("COMMIT")
+    finally:
+        reader.close()
+    logged, copied = await db.merge_sqlite_log()
+    assert copied == logged
+
+
+async def test_the_scripts_databases_still_merge_the_log_on_commit(db: Database) -> None:
+    """A script's Database runs no merging task: its commits keep SQLite's own checkpoint."""
+    async with db.transaction() as s:
+        assert (await s.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one() == 1000
