@@ -4,7 +4,7 @@
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
         [--long-tokens 1000] [--history 100] [--workers 2] [--rates 60,120]
         [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
-        [--rss-settle-s 11]
+        [--rss-settle-s 11] [--gateway-cores 0]
 
 Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens`
 one-token chunks per answer) and the gateway (uvicorn, auth off, no title or summary calls,
@@ -30,6 +30,11 @@ interleaving the direct upstream and the gateway in the same run:
   generator's own CPU per turn (it shares the cores), and the cores' headroom: how many times
   one process's rate the cores could carry at the CPU per turn every process on the machine
   spent with one (1 / how busy one process kept them).
+
+`--gateway-cores 0` (or `0,1`, ...) runs the gateway and its workers on those cores only and the
+load generator and the upstream on the others, so that the gateway's own figures are not
+the machine's (PostgreSQL's processes are not pinned). The workers step then wants as many
+gateway cores as `--workers`: two workers on one core measure that core.
 
 `--compare URL` measures another OpenAI-compatible proxy fronting the same upstream the same
 way (`URL` is its base, e.g. http://127.0.0.1:4000/v1; `--compare-pid` to read its CPU): start
@@ -174,6 +179,47 @@ def started(argv: list[str], env: dict[str, str], health: str) -> Iterator[int]:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@dataclass(frozen=True)
+class Pinning:
+    """`--gateway-cores`: the cores the gateway runs on, and the others, where the load
+    generator and the upstream run. On a machine they share, the closed-loop figures and the
+    workers' ratio measure the machine as much as the gateway; pinned, the gateway's own
+    share is seen (PostgreSQL's processes stay where the system puts them: the server is not
+    this script's)."""
+
+    gateway: frozenset[int]
+    others: frozenset[int]
+
+    @classmethod
+    def parse(cls, spec: str, available: set[int]) -> Pinning:
+        try:
+            cores = frozenset(int(core) for core in spec.split(",") if core.strip())
+        except ValueError:
+            raise typer.BadParameter(f"core numbers, e.g. 0 or 0,1: not {spec!r}") from None
+        if not cores or not cores <= available:
+            raise typer.BadParameter(f"this process may run on cores {sorted(available)}")
+        if not available - cores:
+            raise typer.BadParameter("leave a core to the load generator and the upstream")
+        return cls(cores, frozenset(available - cores))
+
+    def apply_here(self) -> None:
+        """This process to the other cores, before it starts the upstream (which inherits
+        them)."""
+        os.sched_setaffinity(0, self.others)
+
+    def apply_to(self, pid: int) -> None:
+        """Every thread of a started gateway and of its workers to the gateway's cores (the
+        threads they start later inherit them)."""
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for process in (pid, *map(int, children)):
+            for thread in Path(f"/proc/{process}/task").iterdir():
+                os.sched_setaffinity(int(thread.name), self.gateway)
+
+    def describe(self) -> str:
+        return (f"the gateway on cores {sorted(self.gateway)}, the load generator and the "
+                f"upstream on {sorted(self.others)}")
 
 
 def gateway_env(upstream: str, database_url: str) -> dict[str, str]:
@@ -766,6 +812,9 @@ def main(
     upstream_port: int | None = typer.Option(
         None, help="the upstream's port (default: a free one), so that a proxy to --compare "
                    "can be pointed at it before the run"),
+    gateway_cores: str = typer.Option(
+        "", help="e.g. 0 or 0,1: the gateway and its workers run on these cores only, the load "
+                 "generator and the upstream on the others (default: all share every core)"),
     serve_upstream_port: int | None = typer.Option(None, "--serve-upstream", hidden=True),
 ) -> None:
     # The load generator and the upstream freeze their startup heap and space out their
@@ -780,6 +829,9 @@ def main(
     levels = [int(c) for c in concurrency.split(",") if c.strip()]
     paced_rates = [float(r) for r in rates.split(",") if r.strip()]
     raise_fd_limit()
+    pinning = Pinning.parse(gateway_cores, os.sched_getaffinity(0)) if gateway_cores else None
+    if pinning is not None:
+        pinning.apply_here()
     deadline = time.monotonic() + max_seconds
     with tempfile.TemporaryDirectory(prefix="bench_gateway_") as scratch:
         url = database_url or f"sqlite+aiosqlite:///{scratch}/bench.db"
@@ -792,8 +844,11 @@ def main(
         gw_argv = gateway_argv(gw_port)
         with (started(up_argv, dict(os.environ), f"http://127.0.0.1:{up_port}/healthz") as up,
               started(gw_argv, gateway_env(upstream, url), f"{gateway}/healthz") as gw):
+            if pinning is not None:
+                pinning.apply_to(gw)
             console.print(f"{tokens} tokens a turn, {turns} turns a measurement, "
-                          f"database {url.split(':', 1)[0]}", highlight=False)
+                          f"database {url.split(':', 1)[0]}"
+                          + (f"; {pinning.describe()}" if pinning else ""), highlight=False)
             bench = Bench(upstream, gateway, up, gw, deadline, new_client(), rss_settle_s)
             asyncio.run(measure(bench, turns, levels, open_streams,
                                 Extra(tokens, long_tokens, history, url, paced_rates)))
@@ -802,6 +857,8 @@ def main(
                 several = f"http://127.0.0.1:{several_port}"
                 argv = [*gateway_argv(several_port), "--workers", str(workers)]
                 with started(argv, gateway_env(upstream, url), f"{several}/healthz") as pid:
+                    if pinning is not None:
+                        pinning.apply_to(pid)
                     other = Bench(upstream, several, up, pid, deadline, new_client())
                     bench = Bench(upstream, gateway, up, gw, deadline, new_client())
                     columns = asyncio.run(worker_scaling(bench, other, turns,

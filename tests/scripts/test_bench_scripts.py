@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+import typer
+
+from scripts.bench_gateway import Pinning
 from tests.support.live import ROOT, _clean_env, free_port
 
 
@@ -66,10 +72,16 @@ def test_bench_repair_defaults_to_a_scratch_sqlite_file() -> None:
 
 
 def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
+    """With the gateway on a core of its own where the machine has two or more."""
+    cores = sorted(os.sched_getaffinity(0))
+    pinned = ("--gateway-cores", str(cores[0])) if len(cores) > 1 else ()
     out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5",
                      "--concurrency", "1,2", "--open-streams", "3", "--long-tokens", "50",
                      "--history", "10", "--workers-concurrency", "4", "--rates", "20",
-                     "--max-seconds", "120", "--rss-settle-s", "0")
+                     "--max-seconds", "120", "--rss-settle-s", "0", *pinned)
+    if pinned:
+        assert f"the gateway on cores [{cores[0]}], the load generator and the upstream on " \
+               f"{cores[1:]}" in out, out
     assert re.search(r"CPU per 5-token turn \(10 concurrent\): upstream [\d.]+ ms, "
                      r"gateway [\d.]+ ms, ratio ([\d.]+x|n/a)", out), out
     rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │\s+(\d+) │$", out,
@@ -113,3 +125,35 @@ def test_bench_gateway_compares_another_proxy_of_the_same_upstream() -> None:
     rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │\s+(\d+) │$", out,
                       re.MULTILINE)
     assert rows[-2:] == [("1", "0", "0"), ("2", "0", "0")], out
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ("0,1", "leave a core to the load generator and the upstream"),
+    ("7", "this process may run on cores [0, 1]"),
+    ("", "this process may run on cores [0, 1]"),
+    ("first", "core numbers, e.g. 0 or 0,1: not 'first'"),
+])
+def test_gateway_cores_must_leave_the_others_a_core_of_this_machine(spec: str, said: str
+                                                                   ) -> None:
+    with pytest.raises(typer.BadParameter, match=re.escape(said)):
+        Pinning.parse(spec, {0, 1})
+
+
+def test_a_pinned_gateway_runs_each_of_its_threads_on_its_cores_only() -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("one core: nothing to split")
+    pinning = Pinning.parse(str(cores[0]), set(cores))
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, threading; threading.Thread(target=sys.stdin.read)"
+         ".start(); print('started', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "started\n"
+        pinning.apply_to(child.pid)
+        threads = [int(t.name) for t in Path(f"/proc/{child.pid}/task").iterdir()]
+        assert len(threads) == 2
+        assert all(os.sched_getaffinity(thread) == {cores[0]} for thread in threads)
+    finally:
+        child.kill()
+        child.wait()
