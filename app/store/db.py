@@ -262,14 +262,15 @@ class Database:
         kept out (they wait for the few frames written since the copy and one sync)."""
         if self._sqlite_writer is None:
             return 0, 0
-        async with self._errors_named(), self._sqlite_driver() as driver:
-            logged, copied = await driver.merge_log()
-            if not logged or copied < logged or await driver.restart_log(0):
-                return logged, copied
-            if logged >= RESTART_LOG_FRAMES:
-                async with self._sqlite_write_lock():
+        async with self._errors_named():
+            async with self._sqlite_driver() as driver:
+                logged, copied = await driver.merge_log()
+                if not logged or copied < logged or await driver.restart_log(0):
+                    return logged, copied
+            if logged >= RESTART_LOG_FRAMES:  # the lock first, as every writer takes it
+                async with self._sqlite_write_lock(), self._sqlite_driver() as driver:
                     await driver.restart_log(RESTART_LOG_WAIT_MS)
-            return logged, copied
+        return logged, copied
 
     @asynccontextmanager
     async def _sqlite_driver(self) -> AsyncIterator[OneTripConnection]:

@@ -60,7 +60,8 @@ T = TypeVar("T")
 #: What one trip brings back: description, rowcount, lastrowid and every row.
 _Outcome = tuple[Any, int, int | None, list[Any]]
 
-#: Copies the write-ahead log into the database file without waiting (OneTripConnection.merge_log).
+#: The write-ahead log copied into the database file (OneTripConnection.merge_log), and the
+#: log started again once all of it is (OneTripConnection.restart_log).
 MERGE_LOG, RESTART_LOG = "PRAGMA wal_checkpoint(PASSIVE)", "PRAGMA wal_checkpoint(RESTART)"
 
 #: True while the current task runs a quick transaction (set by app.store.db.Database).

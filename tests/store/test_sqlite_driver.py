@@ -16,7 +16,8 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.store.db import SQLITE_BUSY_TIMEOUT_MS, Database
+from app.store import db as db_module
+from app.store.db import RESTART_LOG_WAIT_MS, SQLITE_BUSY_TIMEOUT_MS, Database
 from app.store.sqlite_driver import READ_ON_LOOP_S, OneTripConnection
 from tests.support.loop_passes import LoopPasses, until_it_waits_on_the_thread
 
@@ -358,6 +359,32 @@ async def test_the_restart_waits_for_no_other_writer_and_keeps_the_busy_timeout(
     async with db.transaction() as s:
         timeout = (await s.execute(text("PRAGMA busy_timeout"))).scalar_one()
     assert timeout == SQLITE_BUSY_TIMEOUT_MS
+
+
+async def test_past_its_bound_the_log_is_restarted_behind_this_process_lock_a_moment_only(
+    merged_off_commit: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader in the log (another process's) keeps the restart from happening at once;
+    only a log past RESTART_LOG_FRAMES is worth waiting for it, RESTART_LOG_WAIT_MS and not
+    the connection's 30 s, and this process's writers get the lock back after."""
+    db = merged_off_commit
+    statements = traced_statements(db)
+    await db.engine.dispose()
+    await write_pages(db, 5)
+    reader = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM pages").fetchone()
+        for bound in (1_000_000, 1):
+            monkeypatch.setattr(db_module, "RESTART_LOG_FRAMES", bound)
+            logged, copied = await asyncio.wait_for(db.merge_sqlite_log(), 10)
+            assert logged and copied == logged
+    finally:
+        reader.close()
+    waits = [sql for _, sql in statements if sql.startswith("PRAGMA busy_timeout = ")]
+    assert waits.count(f"PRAGMA busy_timeout = {RESTART_LOG_WAIT_MS}") == 1  # the bound's
+    assert waits.count("PRAGMA busy_timeout = 0") == 2  # each merge's try at once
+    await asyncio.wait_for(write_pages(db, 1), 10)
 
 
 async def test_a_reader_of_older_frames_keeps_them_and_the_merge_copies_what_it_can(
