@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import partial
 from typing import Any, TypeVar
@@ -108,12 +109,21 @@ def _merge_log(connection: sqlite3.Connection) -> tuple[int, int]:
 def _restart_log(connection: sqlite3.Connection, wait_ms: int, busy_timeout_ms: int) -> bool:
     """SQLite's RESTART checkpoint, waiting at most `wait_ms` for the write lock and for the
     readers of the log: True when the next commit writes the log from its start."""
-    connection.execute(f"PRAGMA busy_timeout = {wait_ms}").fetchall()
-    try:
+    with _busy_timeout(connection, wait_ms, busy_timeout_ms):
         [(busy, _, _)] = connection.execute(RESTART_LOG).fetchall()
-    finally:
-        connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}").fetchall()
     return not busy
+
+
+@contextmanager
+def _busy_timeout(connection: sqlite3.Connection, wait_ms: int, busy_timeout_ms: int
+                  ) -> Iterator[None]:
+    """The connection waits at most `wait_ms` for a lock in the block, then
+    `busy_timeout_ms` (its own) again."""
+    connection.execute(f"PRAGMA busy_timeout = {wait_ms}")
+    try:
+        yield
+    finally:
+        connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
 
 
 class OneTripCursor:
@@ -230,15 +240,13 @@ class OneTripConnection(aiosqlite.Connection):
         instead)."""
         if sql != WRITE_BEGIN:
             return _run(self._conn, many, sql, parameters)
-        self._conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            return _run(self._conn, many, sql, parameters)
-        except sqlite3.OperationalError as exc:
-            if _LOCKED not in str(exc):
-                raise
-            return None
-        finally:
-            self._conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        with _busy_timeout(self._conn, 0, self.busy_timeout_ms):
+            try:
+                return _run(self._conn, many, sql, parameters)
+            except sqlite3.OperationalError as exc:
+                if _LOCKED not in str(exc):
+                    raise
+                return None
 
     def on_loop_briefly(self, many: bool, sql: str, parameters: Any) -> _Outcome | None:
         """A read's statement run here if it ends within READ_ON_LOOP_S; None when it was
