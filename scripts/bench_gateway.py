@@ -212,8 +212,7 @@ class Pinning:
     def apply_to(self, pid: int) -> None:
         """Every thread of a started gateway and of its workers to the gateway's cores (the
         threads they start later inherit them)."""
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        for process in (pid, *map(int, children)):
+        for process in (pid, *children_of(pid)):
             for thread in Path(f"/proc/{process}/task").iterdir():
                 os.sched_setaffinity(int(thread.name), self.gateway)
 
@@ -580,10 +579,15 @@ async def turns_finished(client: httpx.AsyncClient, turn: Turn, targets: list[st
     return len(batch.firsts)
 
 
+def children_of(pid: int) -> list[int]:
+    """A process's children (uvicorn's workers)."""
+    return [int(child) for child in
+            Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of a process and of its children (uvicorn's workers) so far."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return cpu_seconds(pid) + sum(cpu_seconds(int(child)) for child in children)
+    return cpu_seconds(pid) + sum(cpu_seconds(child) for child in children_of(pid))
 
 
 def machine_ticks() -> tuple[int, int]:
@@ -631,10 +635,13 @@ class Column:
         return self.busy_ticks / self.all_ticks if self.all_ticks else 0.0
 
     def cpu_ms(self) -> float:
-        return self.cpu_seconds * 1000 / self.finished if self.finished else float("nan")
+        return self._ms_per_turn(self.cpu_seconds)
 
     def generator_ms(self) -> float:
-        return self.generator_seconds * 1000 / self.finished if self.finished else float("nan")
+        return self._ms_per_turn(self.generator_seconds)
+
+    def _ms_per_turn(self, seconds: float) -> float:
+        return seconds * 1000 / self.finished if self.finished else float("nan")
 
     def headroom(self) -> float:
         """How many times this column's turns a second the machine's cores could carry if
