@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.store import db as db_module
 from app.store.db import RESTART_LOG_WAIT_MS, SQLITE_BUSY_TIMEOUT_MS, Database
 from app.store.sqlite_driver import READ_ON_LOOP_S, OneTripConnection
-from tests.support.loop_passes import LoopPasses, until_it_waits_on_the_thread
+from tests.support.loop_passes import LoopPasses, behind_another_process_writer
 
 
 @pytest.fixture
@@ -110,21 +110,11 @@ async def test_a_quick_transaction_waits_for_another_process_lock_on_the_thread(
     async with db.transaction() as s:  # a new connection, traced
         await s.execute(text("SELECT 1"))
     trips.clear()
-    other = sqlite3.connect(tmp_path / "driver.db", isolation_level=None)
-    try:
-        other.execute("BEGIN IMMEDIATE")
-        other.execute("INSERT INTO t (name) VALUES ('from the other process')")
+    async def quick_insert() -> None:
+        async with db.transaction(quick=True) as s:
+            await s.execute(text("INSERT INTO t (name) VALUES ('ours')"))
 
-        async def quick_insert() -> None:
-            async with db.transaction(quick=True) as s:
-                await s.execute(text("INSERT INTO t (name) VALUES ('ours')"))
-
-        task = asyncio.create_task(quick_insert())
-        await until_it_waits_on_the_thread(task, trips, passes)
-        other.execute("COMMIT")
-        await task
-    finally:
-        other.close()
+    await behind_another_process_writer(tmp_path / "driver.db", quick_insert, trips, passes)
     loop_thread = threading.get_ident()
     begins = [(on_loop == loop_thread, sql) for on_loop, sql in statements
               if "busy_timeout" in sql or sql.startswith("BEGIN")]

@@ -4,8 +4,6 @@ no other task in the middle, and another process's write lock waited for on the 
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from app.clock import utcnow
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.types import UtcDateTime
-from tests.support.loop_passes import LoopPasses, until_it_waits_on_the_thread
+from tests.support.loop_passes import LoopPasses, behind_another_process_writer
 
 _T = Table("t", MetaData(), Column("id", Integer, primary_key=True),
            Column("name", String, unique=True), Column("at", UtcDateTime))
@@ -100,21 +98,11 @@ async def test_no_trip_to_the_thread_and_no_other_task_in_the_middle(
 
 async def test_another_process_lock_is_waited_for_on_the_thread(
         db: Database, tmp_path: Path, trips: list[str], passes: LoopPasses) -> None:
-    other = sqlite3.connect(tmp_path / "writes.db", isolation_level=None)
-    try:
-        other.execute("BEGIN IMMEDIATE")
-        other.execute("INSERT INTO t (name) VALUES ('from the other process')")
+    async def ours() -> None:
+        async with db.sqlite_writes() as writes:
+            writes.run(_INSERT, {"name": "ours", "at": None})
 
-        async def ours() -> None:
-            async with db.sqlite_writes() as writes:
-                writes.run(_INSERT, {"name": "ours", "at": None})
-
-        task = asyncio.create_task(ours())
-        await until_it_waits_on_the_thread(task, trips, passes)
-        other.execute("COMMIT")
-        await task
-    finally:
-        other.close()
+    await behind_another_process_writer(tmp_path / "writes.db", ours, trips, passes)
     assert await _names(db) == ["from the other process", "ours"]
 
 
