@@ -353,10 +353,16 @@ async def finish_assistant_message(s: Runner, finished: FinishedMessage,
         stored = await _finish_then_record(session_of(s), finished.llm_calls, params)
     if stored is None:
         found = await s.scalar(select(exists().where(Message.id == finished.message_id)))
-        if not found:
-            raise MessageNotFound(str(finished.message_id))
-        raise MessageAlreadyFinished(str(finished.message_id))
+        raise not_finished(finished.message_id, found=bool(found))
     return stored
+
+
+def not_finished(message_id: uuid.UUID, *, found: bool) -> MessageNotFound | MessageAlreadyFinished:
+    """Why a finish stored nothing: the message is gone (its thread was deleted), or it was
+    finished already (its usage must not be counted twice)."""
+    if not found:
+        return MessageNotFound(str(message_id))
+    return MessageAlreadyFinished(str(message_id))
 
 
 def finish_params(finished: FinishedMessage) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from app.clock import utcnow
 from app.records import FinishedMessage
 from app.store import threads
 from app.store.driver_statements import DriverStatement
-from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.followups import cancel_pending_statement
 from app.store.limits import COUNT_STREAMING
 from app.store.messages import (
@@ -37,6 +36,7 @@ from app.store.messages import (
     finish_params,
     inserted_params,
     inserted_values,
+    not_finished,
     time_after,
     user_values,
 )
@@ -103,9 +103,8 @@ def finish_turn_rows(writes: SqliteWrites, finished: FinishedMessage) -> Finishe
     touched = writes.rows(_TOUCH_THREAD, params)
     stored = writes.rows(_FINISH_MESSAGE, params)
     if not stored:
-        if writes.scalar(_MESSAGE, params) is None:
-            raise MessageNotFound(str(finished.message_id))
-        raise MessageAlreadyFinished(str(finished.message_id))
+        found = writes.scalar(_MESSAGE, params) is not None
+        raise not_finished(finished.message_id, found=found)
     message = unattached(Message, stored[0])
     now, calls = params["now"], finished.llm_calls
     if calls:
