@@ -5,24 +5,35 @@ stream is closed; the call is still counted."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import openai
+import pytest
 
 from tests.e2e.helpers import new_thread, wait_for_status
-from tests.support.live import DemoLlm, StartGateway
+from tests.support.live import DemoLlm, StartGateway, start_demo_llm
+
+
+@pytest.fixture(scope="module")
+def paced_demo_llm() -> Iterator[DemoLlm]:
+    """150 ms a delta: the client closes long before the gateway has a next delta to send,
+    even on a busy machine, so what it read is all it was sent."""
+    demo = start_demo_llm(delay_ms=150, slow_first_s=2.0)
+    yield demo
+    demo.stop()
 
 
 async def test_leaving_mid_stream_keeps_what_was_sent(
-    start_gateway: StartGateway, slow_demo_llm: DemoLlm
+    start_gateway: StartGateway, paced_demo_llm: DemoLlm
 ) -> None:
-    gateway = start_gateway("sqlite", upstream=slow_demo_llm,
+    gateway = start_gateway("sqlite", upstream=paced_demo_llm,
                             env={"CHATGATE_TITLE_CALLS": "false"})
     key = await gateway.api_key("leaver")
     async with gateway.client(key) as native:
         thread_id = await new_thread(native)
         client = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0,
                                     default_headers={"X-Chatgate-Thread-Id": thread_id})
-        before = slow_demo_llm.stats()["streams_cancelled"]
+        before = paced_demo_llm.stats()["streams_cancelled"]
         seen = ""
         async with client:
             stream = await client.chat.completions.create(
@@ -39,7 +50,7 @@ async def test_leaving_mid_stream_keeps_what_was_sent(
     assert row["metadata"]["usage_source"] == "partial"
     assert usage["totals"]["llm_call_count"] == 1
     for _ in range(100):  # the model server notices the closed connection on its next send
-        if slow_demo_llm.stats()["streams_cancelled"] > before:
+        if paced_demo_llm.stats()["streams_cancelled"] > before:
             break
         await asyncio.sleep(0.05)
-    assert slow_demo_llm.stats()["streams_cancelled"] > before
+    assert paced_demo_llm.stats()["streams_cancelled"] > before
