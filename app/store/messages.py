@@ -37,6 +37,7 @@ from app.store.followups import cancel_pending_for_thread, cancel_pending_statem
 from app.store.limits import other_streams_counted
 from app.store.models import LlmCall, Message, Thread, detached, table_of, unattached
 from app.store.notify import Notification
+from app.store.ownership import owned_id
 from app.store.sanitize import clean_message
 from app.store.threads import OpenedThread, touch_thread
 from app.store.usage import record_turn_usage, rollup_upsert_of, turn_rollup_values, utc_day
@@ -497,9 +498,8 @@ def call_rows(calls: Sequence[CallRecord], user_id: str, now: dt.datetime, *,
 
 async def get_message(s: AsyncSession, user_id: str, message_id: uuid.UUID) -> Message | None:
     """One of the user's messages by id."""
-    result = await s.execute(
-        select(Message).where(Message.id == message_id, Message.user_id == user_id)
-    )
+    result = await s.execute(select(Message).where(
+        Message.id == owned_id(table_of(Message), message_id, user_id, "owned")))
     return result.scalar_one_or_none()
 
 
@@ -508,7 +508,8 @@ async def visible_history(
 ) -> list[Message]:
     """The thread's messages in order, as the user sees them: synthetic and legacy follow-up
     prompts excluded unless include_synthetic (debugging). Another user's thread gives []."""
-    query = select(Message).where(Message.thread_id == thread_id, Message.user_id == user_id)
+    query = select(Message).where(
+        Message.thread_id == owned_id(table_of(Thread), thread_id, user_id, "owned"))
     if not include_synthetic:
         query = query.where(visible_sql())
     result = await s.execute(query.order_by(Message.created_at, Message.id))

@@ -13,10 +13,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.sanitize import SanitizeReport, clean_json, clean_text
 from app.store.models import Message, Thread, table_of, unattached
+from app.store.ownership import owned_id
 from app.store.records import ThreadSummary
 from app.store.visibility import visible_sql
 
 PREVIEW_CHARS = 120
+_THREADS = table_of(Thread)
 LockedSelect = TypeVar("LockedSelect", bound=Select[Any])
 
 
@@ -39,7 +41,7 @@ async def create_thread(s: AsyncSession, user_id: str, title: str | None = None)
 async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Thread | None:
     """The thread if it exists AND belongs to user_id; another user's thread is None."""
     result = await s.execute(
-        select(Thread).where(Thread.id == thread_id, Thread.user_id == user_id))
+        select(Thread).where(Thread.id == owned_id(_THREADS, thread_id, user_id, "owned")))
     return result.scalar_one_or_none()
 
 
@@ -68,18 +70,21 @@ async def open_for_turn(s: AsyncSession, user_id: str, thread_id: uuid.UUID
     return OpenedThread(unattached(Thread, row._mapping), row.newest_message_at)
 
 
-def open_for_turn_update(thread_id: BindParameter[uuid.UUID]) -> Update:
+def open_for_turn_update(thread_id: BindParameter[uuid.UUID], *, owned: bool = True
+                         ) -> Update:
     """open_for_turn's statement, for the thread of the parameter given (the turn's
-    one-statement opening, app.store.turn_openings, names it otherwise). Its subquery is
-    bound to that parameter, not correlated: SQLite writes RETURNING's columns unqualified,
-    so a correlated `threads.id` would read as the subquery's own `messages.id`."""
+    one-statement opening, app.store.turn_openings, names it otherwise, and checks the owner
+    itself: `owned=False`). Its subquery is bound to that parameter, not correlated: SQLite
+    writes RETURNING's columns unqualified, so a correlated `threads.id` would read as the
+    subquery's own `messages.id`."""
     threads, messages = table_of(Thread), table_of(Message)
     newest = (select(func.max(messages.c.created_at))
               .where(messages.c.thread_id == thread_id).scalar_subquery())
+    target = (owned_id(threads, thread_id, bindparam("owner", type_=threads.c.user_id.type),
+                       "owned_thread") if owned else thread_id)
     return (
         update(threads)
-        .where(threads.c.id == thread_id,
-               threads.c.user_id == bindparam("owner", type_=threads.c.user_id.type))
+        .where(threads.c.id == target)
         .values(updated_at=bindparam("now", type_=threads.c.updated_at.type))
         .returning(*threads.c, newest.label("newest_message_at"))
     )

@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     BindParameter,
-    ColumnElement,
     Integer,
     Interval,
     bindparam,
@@ -124,17 +123,23 @@ def _stored(values: Mapping[str, Any], at: dt.datetime, *, completed: bool) -> M
 
 @functools.cache
 def _statement(limit: int, capped: bool) -> DriverStatement:
-    """The opening, built once per history limit and kind. Its CTEs: `seen` (the thread's
-    row version in the snapshot; none for a missing or foreign thread: no row comes back),
-    `opened` (the UPDATE, of that version only), `counted` (`capped`: the user's lock and
-    count, MATERIALIZED and read from `opened`, so it runs once and after the thread's
-    lock, in the order every opening takes them), `times`, the two INSERTs (each from
-    `opened`, so nothing is stored in a thread left unopened, and under the cap),
-    `cancelled` (once the user's row is in) and `history` (_history). One row comes back,
-    or none for a missing or foreign thread. No parameter is named as a column of a table
-    the statement writes: SQLAlchemy would take it for a value set."""
-    seen = (select(literal_column("threads.xmin").label("version")).select_from(_THREADS)
-            .where(*_the_thread()).cte("seen"))
+    """The opening, built once per history limit and kind. Its CTEs: `found` (the thread's
+    row by its key alone, MATERIALIZED: app.store.ownership says why), `seen` (its row
+    version in the snapshot, if the user owns it; none for a missing or foreign thread: no
+    row comes back), `opened` (the UPDATE, of that version only), `counted` (`capped`: the
+    user's lock and count, MATERIALIZED and read from `opened`, so it runs once and after
+    the thread's lock, in the order every opening takes them), `times`, the two INSERTs
+    (each from `opened`, so nothing is stored in a thread left unopened, and under the
+    cap), `cancelled` (once the user's row is in) and `history` (_history). One row comes
+    back, or none for a missing or foreign thread. No parameter is named as a column of a
+    table the statement writes: SQLAlchemy would take it for a value set."""
+    found = (select(literal_column("threads.xmin").label("version"),
+                    _THREADS.c.user_id.label("owner"))
+             .select_from(_THREADS).where(_THREADS.c.id == _thread_param())
+             .cte("found").prefix_with("MATERIALIZED"))
+    seen = (select(found.c.version)
+            .where(found.c.owner == bindparam("owner", type_=_THREADS.c.user_id.type))
+            .cte("seen"))
     opened = _opened(seen)
     counted = (other_streams_counted(opened.c.user_id, bindparam(
         "new_assistant_id", type_=_MESSAGES.c.id.type)) if capped else None)
@@ -176,17 +181,11 @@ def _thread_param() -> BindParameter[uuid.UUID]:
     return bindparam("opening_thread", type_=_THREADS.c.id.type)
 
 
-def _the_thread() -> tuple[ColumnElement[bool], ...]:
-    """The user's thread: the one given, if the user owns it."""
-    t = _THREADS.c
-    return (t.id == _thread_param(), t.user_id == bindparam("owner", type_=t.user_id.type))
-
-
 def _opened(seen: Any) -> Any:
     """The thread's UPDATE (open_for_turn's), of the row version `seen` only, with the time
     of the thread's newest message as the snapshot holds it."""
     version = select(seen.c.version).scalar_subquery()
-    return (threads.open_for_turn_update(_thread_param())
+    return (threads.open_for_turn_update(_thread_param(), owned=False)
             .where(literal_column("threads.xmin") == version).cte("opened"))
 
 

@@ -121,7 +121,7 @@ async def test_the_stream_cap_costs_an_opening_no_statement_of_its_own_on_postgr
         assert statements == [("WITH", False)]  # False: outside a transaction
     else:
         assert [kind for kind, _ in statements if kind != "BEGIN"] == [
-            "UPDATE", "SELECT", "INSERT", "UPDATE", "SELECT"]
+            "WITH", "SELECT", "INSERT", "UPDATE", "SELECT"]
 
 
 async def test_concurrent_openings_of_one_user_stop_at_the_cap(

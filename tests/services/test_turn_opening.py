@@ -87,7 +87,8 @@ async def test_an_opening_behind_a_finish_waits_and_sees_its_answer(runtime: Run
             await until_a_lock_is_awaited(db)
         _, second = await opening
     assert [text for _, text, _ in second.history] == ["one", "reply one"]
-    assert ("UPDATE", True) in statements  # open_for_turn, in a transaction
+    # the one statement, outside a transaction; then open_for_turn and open_exchange in one
+    assert statements[statements.index(("WITH", False)) + 1:] == [("WITH", True)] * 2
     assert await _contents(db, thread) == [*_DONE, ("complete", "two"), STREAMING]
 
 

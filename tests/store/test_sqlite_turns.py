@@ -51,7 +51,7 @@ async def test_an_opening_stores_the_turn_after_its_history_and_cancels_follow_u
     await schedule_due_followup(lite, thread)
     with recorded_statements(lite) as statements:
         opened = await _open(lite, thread)
-    assert statements == [("UPDATE", True), ("SELECT", True), ("INSERT", True),
+    assert statements == [("WITH", True), ("SELECT", True), ("INSERT", True),
                           ("UPDATE", True), ("SELECT", True)]  # all compiled once
     assert opened is not None
     moved, exchange = opened
