@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy import text
 
 from app.clock import utcnow
 from app.store import threads as threads_store
@@ -31,7 +32,9 @@ def pg(db: Database) -> Database:
 
 
 async def _a_user_with_many_threads(db: Database) -> Thread:
+    """Its threads, on a table nothing will analyse while the test runs."""
     async with db.transaction() as s:
+        await s.execute(text("ALTER TABLE threads SET (autovacuum_enabled = false)"))
         s.add_all(Thread(id=uuid.uuid4(), user_id="alice", autonomy={}, created_at=utcnow(),
                          updated_at=utcnow()) for _ in range(THREADS_OF_THE_USER))
     return await new_thread(db, "alice")
@@ -40,7 +43,7 @@ async def _a_user_with_many_threads(db: Database) -> Thread:
 async def _generic_plan(db: Database, database_url: str, statement: DriverStatement,
                         params: Mapping[str, Any]) -> str:
     """The plan PostgreSQL keeps for the statement once it chooses a generic one, on tables
-    with no statistics (the test's database is fresh; nothing analyses it)."""
+    with no statistics (the test's database is fresh, and its threads never analysed)."""
     compiled = statement.compiled_for(db.engine.dialect)
     arguments = compiled.arguments(params)
     connection = await asyncpg.connect(database_url.replace("+asyncpg", ""))
