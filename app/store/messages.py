@@ -499,7 +499,7 @@ def call_rows(calls: Sequence[CallRecord], user_id: str, now: dt.datetime, *,
 async def get_message(s: AsyncSession, user_id: str, message_id: uuid.UUID) -> Message | None:
     """One of the user's messages by id."""
     result = await s.execute(select(Message).where(
-        Message.id == owned_id(table_of(Message), message_id, user_id, "owned")))
+        Message.id == owned_id(_MESSAGES, message_id, user_id, "owned")))
     return result.scalar_one_or_none()
 
 
@@ -509,7 +509,7 @@ async def visible_history(
     """The thread's messages in order, as the user sees them: synthetic and legacy follow-up
     prompts excluded unless include_synthetic (debugging). Another user's thread gives []."""
     query = select(Message).where(
-        Message.thread_id == owned_id(table_of(Thread), thread_id, user_id, "owned"))
+        Message.thread_id == owned_id(_THREADS, thread_id, user_id, "owned"))
     if not include_synthetic:
         query = query.where(visible_sql())
     result = await s.execute(query.order_by(Message.created_at, Message.id))
