@@ -128,6 +128,11 @@ def create_engine_for(
             # A small pool: SQLite has one writer at a time; WAL lets readers run beside it.
             engine_kwargs.setdefault("pool_size", 5)
             engine_kwargs.setdefault("max_overflow", 5)
+            # The connection returned last goes out first: the writes, one at a time, keep
+            # to one connection. A commit on another connection empties a connection's page
+            # cache, and handed round the pool each write read again (from the log) the
+            # pages the others had written, about 70 reads a turn.
+            engine_kwargs.setdefault("pool_use_lifo", True)
         engine_kwargs.setdefault("async_creator", one_trip_creator(parsed, sqlite_busy_timeout_ms))
         engine = create_async_engine(parsed, **engine_kwargs)
         _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys,

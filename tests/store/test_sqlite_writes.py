@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Table,
     bindparam,
+    func,
     insert,
     select,
     text,
@@ -35,6 +36,8 @@ _RENAME = DriverStatement(update(_T).where(_T.c.name == bindparam("old"))
                           .values(name=bindparam("new")).returning(_T.c.id, _T.c.name))
 _NAMES = DriverStatement(select(_T.c.name, _T.c.at).order_by(_T.c.id))
 _COUNT = DriverStatement(select(_T.c.id).where(_T.c.name == bindparam("name")))
+#: What this connection last inserted (0 for a connection that never did).
+_LAST_INSERTED = DriverStatement(select(func.last_insert_rowid().label("id")))
 
 
 @pytest.fixture
@@ -94,6 +97,22 @@ async def test_no_trip_to_the_thread_and_no_other_task_in_the_middle(
         names = [row["name"] for row in writes.rows(_NAMES, {})]
     assert names == ["first", "a"]
     assert trips == [] and passes.count == before
+
+
+async def test_a_write_runs_on_the_connection_the_last_one_used(db: Database) -> None:
+    """With several idle connections in the pool, one write after another still runs on
+    one connection: another connection's commit empties a connection's page cache, so
+    writes handed round the pool read again every page the others had written."""
+    async with db.read() as a, db.read() as b, db.read() as c:  # three connections pooled
+        for session in (a, b, c):
+            await session.execute(text("SELECT 1"))
+    async with db.sqlite_writes() as writes:
+        writes.run(_INSERT, {"name": "first", "at": None})
+    for name in ("second", "third"):
+        async with db.sqlite_writes() as writes:
+            last = writes.scalar(_LAST_INSERTED, {})
+            writes.run(_INSERT, {"name": name, "at": None})
+            assert last == writes.scalar(_LAST_INSERTED, {}) - 1
 
 
 async def test_another_process_lock_is_waited_for_on_the_thread(
