@@ -1,6 +1,7 @@
 """SQLite's writes on the sqlite3 connection itself: the rows a session would give, SQLAlchemy's
 errors, one transaction committed or rolled back whole, no trip to the connection's thread and
-no other task in the middle, and another process's write lock waited for on the thread."""
+no other task in the middle, one connection for one write after another, and another
+process's write lock waited for on the thread."""
 
 from __future__ import annotations
 
