@@ -14,13 +14,21 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import ColumnElement, ScalarSelect, Table, select
+from sqlalchemy import CTE, ColumnElement, ScalarSelect, Table, select
+
+
+def by_key(table: Table, row_id: ColumnElement[uuid.UUID] | uuid.UUID, name: str,
+           *columns: ColumnElement[Any]) -> CTE:
+    """`table`'s row `row_id`, found by its key alone: its `user_id` and `columns` (a
+    statement that needs more of the row than its id reads it in this one probe). `name`:
+    the CTE's, unique in the statement."""
+    return (select(table.c.user_id, *columns).where(table.c.id == row_id)
+            .cte(name).prefix_with("MATERIALIZED"))
 
 
 def owned_id(table: Table, row_id: ColumnElement[uuid.UUID] | uuid.UUID,
              owner: ColumnElement[str] | str, name: str) -> ScalarSelect[Any]:
     """The id of `table`'s row `row_id` when `owner` owns it (its `user_id`), else NULL.
     `name`: the CTE's, unique in the statement."""
-    found = (select(table.c.id, table.c.user_id).where(table.c.id == row_id)
-             .cte(name).prefix_with("MATERIALIZED"))
+    found = by_key(table, row_id, name, table.c.id)
     return select(found.c.id).where(found.c.user_id == owner).scalar_subquery()

@@ -57,6 +57,7 @@ from app.store.messages import (
     user_values,
 )
 from app.store.models import Message, Thread, detached, table_of, unattached
+from app.store.ownership import by_key
 
 _MESSAGES, _THREADS = table_of(Message), table_of(Thread)
 #: The row times the statement computes: after the thread's newest message (see _times).
@@ -124,22 +125,20 @@ def _stored(values: Mapping[str, Any], at: dt.datetime, *, completed: bool) -> M
 @functools.cache
 def _statement(limit: int, capped: bool) -> DriverStatement:
     """The opening, built once per history limit and kind. Its CTEs: `found` (the thread's
-    row by its key alone, MATERIALIZED: app.store.ownership says why; owned_id would read
-    the row a second time for its version), `seen` (its row version in the snapshot, if the
-    user owns it; none for a missing or foreign thread: no row comes back), `opened` (the
-    UPDATE, of that version only), `counted` (`capped`: the user's lock and count,
-    MATERIALIZED and read from `opened`, so it runs once and after the thread's lock, in the
-    order every opening takes them), `times`, the two INSERTs (each from `opened`, so
-    nothing is stored in a thread left unopened, and under the cap), `cancelled` (once the
-    user's row is in) and `history` (_history). One row comes back, or none for a missing or
-    foreign thread. No parameter is named as a column of a table the statement writes:
-    SQLAlchemy would take it for a value set."""
-    found = (select(literal_column("threads.xmin").label("version"),
-                    _THREADS.c.user_id.label("owner"))
-             .select_from(_THREADS).where(_THREADS.c.id == _thread_param())
-             .cte("found").prefix_with("MATERIALIZED"))
+    row by its key alone, with its version: app.store.ownership's by_key; owned_id would
+    read the row a second time for the version), `seen` (its row version in the snapshot,
+    if the user owns it; none for a missing or foreign thread: no row comes back),
+    `opened` (the UPDATE, of that version only), `counted` (`capped`: the user's lock and
+    count, MATERIALIZED and read from `opened`, so it runs once and after the thread's
+    lock, in the order every opening takes them), `times`, the two INSERTs (each from
+    `opened`, so nothing is stored in a thread left unopened, and under the cap),
+    `cancelled` (once the user's row is in) and `history` (_history). One row comes back,
+    or none for a missing or foreign thread. No parameter is named as a column of a table
+    the statement writes: SQLAlchemy would take it for a value set."""
+    found = by_key(_THREADS, _thread_param(), "found",
+                   literal_column("threads.xmin").label("version"))
     seen = (select(found.c.version)
-            .where(found.c.owner == bindparam("owner", type_=_THREADS.c.user_id.type))
+            .where(found.c.user_id == bindparam("owner", type_=_THREADS.c.user_id.type))
             .cte("seen"))
     opened = _opened(seen)
     counted = (other_streams_counted(opened.c.user_id, bindparam(
