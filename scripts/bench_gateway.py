@@ -77,10 +77,9 @@ from app.heap import (  # noqa: E402
     space_out_collections,
 )
 from app.records import FinishedMessage  # noqa: E402
-from app.store import messages as message_store  # noqa: E402
-from app.store import threads as thread_store  # noqa: E402
 from app.store.db import Database  # noqa: E402
 from app.store.migrations import upgrade_to_head  # noqa: E402
+from app.store.turn_rows import Opened, OpeningRequest, turn_rows  # noqa: E402
 from app.upstream.transport import AiohttpTransport  # noqa: E402
 from scripts.bench_upstream import free_port, serve_upstream  # noqa: E402
 
@@ -555,18 +554,16 @@ async def seed_history(database_url: str, thread_urls: list[str], messages: int)
     window is cut and memory recall runs, as on a long real thread)."""
     answer = "".join(f"w{i} " for i in range(100))
     db = Database(database_url)
+    rows = turn_rows(db)
     try:
         for url in thread_urls:
             thread_id = uuid.UUID(url.rsplit("/", 2)[-2])
-            async with db.transaction() as session:
-                thread = await thread_store.get_thread(session, LOCAL_USER, thread_id)
-                assert thread is not None
-                for n in range(messages // 2):
-                    await message_store.append_user_message(
-                        session, thread, f"question {n} about the benchmark")
-                    opened = await message_store.open_assistant_message(session, thread)
-                    await message_store.finish_assistant_message(session, FinishedMessage(
-                        opened.id, answer, {"tokens": 100}, "complete"))
+            for n in range(messages // 2):
+                opened = await rows.open(OpeningRequest(
+                    LOCAL_USER, thread_id, f"question {n} about the benchmark"))
+                assert isinstance(opened, Opened), f"thread {thread_id} did not open"
+                await rows.finish(FinishedMessage(
+                    opened.assistant.id, answer, {"tokens": 100}, "complete"))
     finally:
         await db.dispose()
 

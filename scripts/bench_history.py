@@ -1,7 +1,10 @@
 """What a long thread adds to a turn's reads on PostgreSQL, in process: the CPU of a turn's
-one-statement opening on a fresh thread against one with N prior messages, and the CPU of
-the memory search in a read transaction against the same search as one statement
-(Database.one_read, what a turn runs).
+opening (the turn repository's, app.store.turn_rows: one statement on PostgreSQL) on a
+fresh thread against one with N prior messages, and the CPU of the memory search in a read
+transaction against the same search as one statement (Database.one_read, what a turn runs).
+The opening measured is the only one a turn has: the store's older openings (the thread's
+UPDATE then the rows as statements of a transaction, or the one statement called on its
+own) are gone, and with them any figure of theirs.
 
     python scripts/bench_history.py --database-url postgresql+asyncpg://…/DB
         [--messages 100] [--rounds 5] [--turns 20]
@@ -31,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.clock import utcnow
 from app.records import FinishedMessage
-from app.store import memory, threads, turn_openings
-from app.store import messages as message_store
+from app.store import memory, threads
 from app.store.db import Database
 from app.store.migrations import upgrade_to_head
+from app.store.turn_rows import Opened, OpeningRequest, turn_rows
 
 cli = typer.Typer(add_completion=False)
 USER = "bench"
@@ -43,28 +46,32 @@ QUESTION, ANSWER = "question {n} about the benchmark", "".join(f"w{i} " for i in
 
 
 async def new_thread(db: Database, messages: int) -> uuid.UUID:
+    """A thread with `messages` prior messages, each turn opened and finished as the
+    gateway's are."""
     async with db.transaction() as s:
         thread = await threads.create_thread(s, USER)
-        for n in range(messages // 2):
-            await message_store.append_user_message(s, thread, QUESTION.format(n=n))
-            opened = await message_store.open_assistant_message(s, thread)
-            await message_store.finish_assistant_message(
-                s, FinishedMessage(opened.id, ANSWER, {}, "complete"))
-        return thread.id
+    for n in range(messages // 2):
+        await open_then_finish(db, thread.id, QUESTION.format(n=n), ANSWER, history_limit=0)
+    return thread.id
+
+
+async def open_then_finish(db: Database, thread_id: uuid.UUID, question: str, answer: str,
+                           *, history_limit: int = 200) -> float:
+    """CPU seconds of one turn's opening (showing the model up to `history_limit` messages);
+    the turn is finished afterwards, untimed."""
+    rows = turn_rows(db)
+    began = time.process_time()
+    opened = await rows.open(OpeningRequest(USER, thread_id, question,
+                                            history_limit=history_limit))
+    spent = time.process_time() - began
+    assert isinstance(opened, Opened), "the thread did not open"
+    await rows.finish(FinishedMessage(opened.assistant.id, answer, {}, "complete"))
+    return spent
 
 
 async def opening(db: Database, thread_id: uuid.UUID) -> float:
-    """CPU seconds of one turn's opening; the turn is finished afterwards, untimed."""
-    began = time.process_time()
-    async with db.one_statement() as runner:
-        opened = await turn_openings.open_turn_rows(
-            runner, USER, thread_id, "hello benchmark", history_limit=200, stream_cap=None)
-    spent = time.process_time() - began
-    assert opened is not None and opened.exchange is not None, "the thread did not open"
-    async with db.one_statement() as runner:
-        await message_store.finish_assistant_message(
-            runner, FinishedMessage(opened.exchange.assistant.id, "hi", {}, "complete"))
-    return spent
+    """CPU seconds of one turn's opening, of the benchmark's question."""
+    return await open_then_finish(db, thread_id, "hello benchmark", "hi")
 
 
 async def search(db: Database, thread_id: uuid.UUID, one_statement: bool) -> float:
@@ -106,8 +113,9 @@ def main(
     turns: Annotated[int, typer.Option(min=1, max=500)] = 20,
 ) -> None:
     if make_url(database_url).get_backend_name() != "postgresql":
-        raise typer.BadParameter("the one-statement opening is PostgreSQL's; give a "
-                                 "PostgreSQL database", param_hint="--database-url")
+        raise typer.BadParameter("the figures are PostgreSQL's (the opening's one statement, "
+                                 "the memory search's one read); give a PostgreSQL database",
+                                 param_hint="--database-url")
     asyncio.run(run(database_url, messages, rounds, turns))
 
 

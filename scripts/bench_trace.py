@@ -22,9 +22,10 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.store import messages, threads, traces
+from app.store import threads, traces
 from app.store.db import Database
 from app.store.migrations import upgrade_to_head
+from app.store.turn_rows import Opened, OpeningRequest, turn_rows
 
 cli = typer.Typer(add_completion=False)
 LINE = "Line 01 of the long demo answer: the quick brown fox jumps over the lazy dog.\n"
@@ -45,7 +46,9 @@ async def run(url: str, count: int, runs: int) -> tuple[float, float]:
         for _ in range(runs):
             async with db.transaction() as s:
                 thread = await threads.create_thread(s, "bench")
-                message = await messages.open_assistant_message(s, thread)
+            opened = await turn_rows(db).open(OpeningRequest("bench", thread.id, None))
+            assert isinstance(opened, Opened), "the thread did not open"
+            message = opened.assistant
             for timings, trace in ((without, False), (with_trace, True)):
                 begin = time.perf_counter()
                 async with db.transaction() as s:

@@ -14,7 +14,7 @@ from app.logging import get_logger
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler, TurnView
 from app.store import followup_queue
-from app.store.messages import FinishedRow
+from app.store.turn_rows import FinishedRow
 from app.turns.finish import TurnOutcome
 
 log = get_logger("followups.scheduler")

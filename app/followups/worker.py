@@ -30,12 +30,12 @@ from app.logging import get_logger
 from app.services.shield import run_shielded
 from app.services.turn import Turn, open_turn
 from app.services.turn_deps import TurnDeps
-from app.services.turn_opening import ThreadNotFound, TurnGuard
+from app.services.turn_opening import ThreadNotFound
 from app.services.upstream_slots import GatewayBusy
 from app.store import followup_queue
 from app.store.errors import ThreadBusy
 from app.store.followup_queue import Claim
-from app.store.models import Thread
+from app.store.turn_rows import ThreadGuard
 
 log = get_logger("followups.worker")
 
@@ -162,9 +162,9 @@ class FollowupWorker:
             log.info("followup_thread_gone")  # deleted: the follow-up row went with it
         return None
 
-    def _guard(self, claim: Claim) -> TurnGuard:
-        async def guard(session: AsyncSession, thread: Thread) -> None:
-            autonomy = await followup_queue.lock_thread(session, thread.id)
+    def _guard(self, claim: Claim) -> ThreadGuard:
+        async def guard(session: AsyncSession, thread_id: uuid.UUID) -> None:
+            autonomy = await followup_queue.lock_thread(session, thread_id)
             reason: str | None = await followup_queue.blocker(session, claim)
             if reason is None and not effective(autonomy, self.defaults).enabled:
                 reason = "autonomy_disabled"

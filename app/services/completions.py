@@ -50,11 +50,8 @@ from app.services.observers import (
 from app.services.shield import run_shielded
 from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
-from app.services.turn_opening import ThreadNotFound
+from app.services.turn_opening import open_rows, opening_request
 from app.services.turn_store import TurnStore
-from app.store import messages as message_store
-from app.store import threads as thread_store
-from app.store.models import Message
 from app.stream import JsonObject
 from app.turns.choices import ChoiceDelta, ChoiceSet
 from app.turns.events import TurnFailure
@@ -143,29 +140,20 @@ async def open_completion(
 
 async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
                 thread_id: uuid.UUID | None, guard: UserGuard) -> TurnView | None:
-    """The limits in one transaction; with a thread, its rows too, the limits last (as
-    open_turn does)."""
-    async with deps.db.transaction(quick=True) as session:
-        if thread_id is None:
+    """Without a thread, the limits in a transaction of their own; with one, the turn's rows
+    through the turn's one opening, which checks the same limits."""
+    if thread_id is None:
+        async with deps.db.transaction(quick=True) as session:
             await guard(session)
-            return None
-        opened = await thread_store.open_for_turn(session, user_id, thread_id)
-        if opened is None:
-            raise ThreadNotFound(str(thread_id))
-        thread = opened.thread
-        last = last_user_index(request.messages)
-        tool_round = last != len(request.messages) - 1
-        text = content_text(request.messages[last]["content"]) if last is not None else ""
-        user: Message | None = None
-        if tool_round:  # a tool round continues an exchange whose question is stored
-            assistant = await message_store.open_assistant_message(
-                session, thread, process_id=deps.process_id)
-        else:
-            exchange = await message_store.open_exchange(
-                session, opened, text, max_chars=deps.settings.max_content_chars,
-                process_id=deps.process_id)
-            user, assistant = exchange.user, exchange.assistant
-        await guard(session)  # last, once the rows are in, as in open_turn
+        return None
+    last = last_user_index(request.messages)
+    # a tool round continues an exchange whose question is stored: the answer's row alone
+    tool_round = last != len(request.messages) - 1
+    text = content_text(request.messages[last]["content"]) if last is not None else ""
+    opened = await open_rows(deps, opening_request(
+        deps, user_id, thread_id, None if tool_round else text, history_limit=0,
+        admit=guard), admit=guard)
+    thread, user, assistant = opened.thread, opened.user, opened.assistant
     history = tuple(ClientItem(str(m.get("role")), content_text(m.get("content")),
                                assistant.created_at) for m in request.messages[:last or 0])
     return TurnView(
@@ -321,9 +309,7 @@ class CompletionCall:
         calls = self.draft.recorder.calls
         for attempt in range(1, USAGE_ATTEMPTS + 1):
             try:
-                async with self.deps.db.transaction(quick=True) as session:
-                    await message_store.record_calls_without_message(
-                        session, self.user_id, calls)
+                await self.deps.rows.bill(self.user_id, calls)
                 return True
             except Exception as exc:
                 log.exception("completion_usage_failed", error=type(exc).__name__,
@@ -345,7 +331,7 @@ class CompletionCall:
             self.closing.stored = await self._record_usage()
             await self._settle(finished, outcome, stored=self.closing.stored)
             return
-        store = TurnStore(self.deps.db, self.user_id, self._handlers)
+        store = TurnStore(self.deps.db, self.deps.rows, self.user_id, self._handlers)
         result = await store.store_then(
             finished, outcome,
             lambda result: self._settle(finished, outcome, stored=result == "stored"))

@@ -6,16 +6,13 @@ A turn request passes, in this order, before anything is stored or sent upstream
    counted in the database (one atomic upsert) or in Redis, shared by every process; a
    refused request is not counted -> 429 `rate_limited`;
 2. an upstream slot of this process (app.services.upstream_slots) -> 503 `gateway_busy`;
-3. last in open_turn's transaction, once the turn's rows are in: the key's daily budget
-   (tokens, cost) against the user's rollup of the UTC day -> 429 `budget_exceeded`; then,
-   serialised per user (a PostgreSQL advisory lock held from the statement that counts to the
+3. in the turn's opening (app.store.turn_rows), which stores its rows only under both: the
+   key's daily budget (tokens, cost) against the user's rollup of the UTC day -> 429
+   `budget_exceeded`; then, serialised per user (a PostgreSQL advisory lock held to the
    commit; SQLite's BEGIN IMMEDIATE), the user's other `streaming` answers, every process and
    thread together, against `max_streams_per_user` -> 429 `too_many_streams` (with the calls
-   without a thread this process runs: app.services.rowless_streams). A turn's opening
-   statement on PostgreSQL takes the lock and counts itself, as it stores the rows (no
-   round trip of its own: UserGuard.counts_streams); for a key without a budget, the whole
-   opening is that one statement, which stores the rows only under the cap
-   (UserGuard.cap_is_all). A refusal stores nothing.
+   without a thread this process runs: app.services.rowless_streams). A call that stores no
+   message checks the same in a transaction of its own. A refusal stores nothing.
 
 Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
 a few per process at most, and a user's cap or budget must not lose them; their streaming
@@ -29,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -45,6 +42,7 @@ from app.services.upstream_slots import GatewayBusy, TurnRefused
 from app.store import limits as limit_store
 from app.store.errors import DatabaseBusy
 from app.store.rate_windows import RateWindows
+from app.store.turn_rows import DayBudget, Refused
 
 log = get_logger("services.limits")
 
@@ -91,13 +89,6 @@ def has_budget(principal: Principal) -> bool:
     """The key has a daily budget of tokens or cost."""
     return (principal.daily_token_budget is not None
             or principal.daily_cost_budget_usd is not None)
-
-
-def over_budget(principal: Principal, tokens: int, cost_usd: float) -> bool:
-    """Used up: the day's usage has reached a budget the key has."""
-    token_budget, cost_budget = principal.daily_token_budget, principal.daily_cost_budget_usd
-    return ((token_budget is not None and tokens >= token_budget)
-            or (cost_budget is not None and cost_usd >= cost_budget))
 
 
 class TurnGate:
@@ -148,9 +139,8 @@ class TurnGate:
             raise rate_limited(self.per_minute, (start + RATE_WINDOW - now).total_seconds())
 
     def user_guard(self, principal: Principal, inserted: int) -> UserGuard:
-        """The daily budget and the stream cap, to run last in the opening transaction, once
-        `inserted` streaming rows of the user's are in (1 for a turn, 0 for a call storing
-        none): the user's lock is then held over one statement and the commit only."""
+        """The daily budget and the stream cap of a call of the user's that stores
+        `inserted` streaming rows (1 for a turn, 0 for a call storing none)."""
         return UserGuard(self, principal, inserted)
 
     async def check_budget(self, session: AsyncSession, principal: Principal) -> None:
@@ -161,19 +151,19 @@ class TurnGate:
         now = self.clock()
         tokens, cost = await limit_store.usage_of_day(
             session, principal.user_id, now.astimezone(dt.UTC).date())
-        if over_budget(principal, tokens, cost):
+        budget = DayBudget(now.astimezone(dt.UTC).date(), principal.daily_token_budget,
+                           principal.daily_cost_budget_usd)
+        if budget.reached(tokens, cost):
             raise budget_exceeded(seconds_to_next_day(now))
 
-    async def check_streams(self, session: AsyncSession, user_id: str, inserted: int,
-                            other_streams: int | None) -> None:
-        """Raises too_many_streams at the cap: the user's other streams as the opening
-        counted them, or counted here under the user's lock (`inserted` of them the
-        caller's own)."""
+    async def check_streams(self, session: AsyncSession, user_id: str, inserted: int
+                            ) -> None:
+        """Raises too_many_streams at the cap: the user's other streams counted here under
+        the user's lock (`inserted` of them the caller's own)."""
         if self.max_streams <= 0:
             return
-        if other_streams is None:
-            other_streams = (await limit_store.lock_user_and_count_streaming(session, user_id)
-                             - inserted)
+        other_streams = (await limit_store.lock_user_and_count_streaming(session, user_id)
+                         - inserted)
         self.check_count(user_id, other_streams)
 
     def check_count(self, user_id: str, other_streams: int) -> None:
@@ -194,32 +184,39 @@ class TurnGate:
 
 
 class UserGuard:
-    """The limits checked inside an opening transaction, for any call of the user's, as its
-    last statements before the commit (a TurnAdmission). A turn's opening statement counts
-    the user's other streams for it when the cap is on (`counts_streams`): the lock and the
-    count are then no round trip of their own. When the cap is all there is to check
-    (`cap_is_all`: a turn, for a key without a daily budget), the opening's one statement
-    checks it against stream_cap() and needs no transaction."""
+    """The user's limits for one call of theirs. A turn's opening checks them as figures
+    (stream_cap, budget), with its rows, and refuse() raises what it found; a call that
+    stores no message checks them in a transaction of its own (__call__)."""
 
     def __init__(self, gate: TurnGate, principal: Principal, inserted: int,
                  then: Callable[[], None] | None = None) -> None:
         self.gate, self.principal, self.inserted, self.then = gate, principal, inserted, then
-        self.counts_streams = gate.max_streams > 0 and inserted == 1
-        self.cap_is_all = inserted == 1 and not has_budget(principal) and then is None
 
-    def stream_cap(self) -> int:
+    def stream_cap(self) -> int | None:
         """The other streams a turn may find: the cap, less the calls without a thread this
-        process runs for the user."""
+        process runs for the user (None: no cap)."""
+        if self.gate.max_streams <= 0:
+            return None
         return self.gate.max_streams - self.gate.rowless.count(self.principal.user_id)
 
-    def check_count(self, other_streams: int) -> None:
-        """The cap's check on a count the opening's one statement made."""
-        self.gate.check_count(self.principal.user_id, other_streams)
+    def budget(self) -> DayBudget | None:
+        """The key's budget of the UTC day now, if it has one."""
+        if not has_budget(self.principal):
+            return None
+        return DayBudget(self.gate.clock().astimezone(dt.UTC).date(),
+                         self.principal.daily_token_budget,
+                         self.principal.daily_cost_budget_usd)
 
-    async def __call__(self, session: AsyncSession, other_streams: int | None = None
-                       ) -> None:
+    def refuse(self, refused: Refused) -> NoReturn:
+        """The refusal for what an opening found: the budget first, then the cap."""
+        if refused.over_budget(self.budget()):
+            raise budget_exceeded(seconds_to_next_day(self.gate.clock()))
+        if refused.other_streams is not None:
+            self.gate.check_count(self.principal.user_id, refused.other_streams)
+        raise too_many_streams(self.gate.max_streams)
+
+    async def __call__(self, session: AsyncSession) -> None:
         await self.gate.check_budget(session, self.principal)
-        await self.gate.check_streams(session, self.principal.user_id, self.inserted,
-                                       other_streams)
+        await self.gate.check_streams(session, self.principal.user_id, self.inserted)
         if self.then is not None:
             self.then()

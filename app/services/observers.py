@@ -31,9 +31,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.context import ContextItem, build_msg_context, build_upstream_messages
 from app.logging import get_logger
 from app.records import CallRecord, FinishedMessage
-from app.store.messages import FinishedRow
 from app.store.models import Message, Thread
 from app.store.notify import Notification
+from app.store.turn_rows import FinishedRow
 from app.store.visibility import is_hidden
 from app.stream import FilterWarning
 from app.turns.finish import TurnOutcome

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler
-from app.store.messages import FinishedRow
+from app.store.turn_rows import FinishedRow
 from app.turns.finish import TurnOutcome
 
 

@@ -23,7 +23,7 @@ from app.records import FinishedMessage
 from app.replay import warning_event
 from app.services.observers import TurnHandler, TurnView
 from app.store import traces
-from app.store.messages import FinishedRow
+from app.store.turn_rows import FinishedRow
 from app.turns.finish import TurnOutcome
 
 log = get_logger("services.tracing")

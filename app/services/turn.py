@@ -3,9 +3,9 @@
     turn = await open_turn(deps, user_id, thread_id, content)   # ThreadNotFound, ThreadBusy
     async for event in turn.events(): ...                        # app.turns.events.TurnEvent
 
-open: one statement (PostgreSQL) or one transaction reads the history and stores the user
-message and the `streaming` assistant message (app/services/turn_opening.py); no session is
-open while the answer streams. stream: the observers' stages, then each upstream chunk
+open: the turn repository's opening reads the history and stores the user message and the
+`streaming` assistant message (app/services/turn_opening.py); no session is open while the
+answer streams. stream: the observers' stages, then each upstream chunk
 through the core's AnswerStream. finish: however the stream ended, ONE transaction stores
 what was sent with an honest status, exactly once (app/services/turn_store.py).
 docs/architecture.md draws the cancellation flow."""
@@ -34,10 +34,11 @@ from app.services.turn_lease import TurnLease
 from app.services.turn_opening import (
     CONTEXT_HISTORY_LIMIT,
     TurnAdmission,
-    TurnGuard,
     open_rows,
+    opening_request,
 )
 from app.services.turn_store import TurnStore
+from app.store.turn_rows import ThreadGuard
 from app.turns.answer import AnswerStream
 from app.turns.events import Delta, Started, TurnEvent, TurnFailure
 from app.turns.finish import (
@@ -56,24 +57,26 @@ log = get_logger("services.turn")
 async def open_turn(
     deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
     synthetic: bool = False, trigger_type: str | None = None,
-    trigger_reason: str | None = None, guard: TurnGuard | None = None,
+    trigger_reason: str | None = None, guard: ThreadGuard | None = None,
     admit: TurnAdmission | None = None,
 ) -> Turn:
     """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
-    stored), or what `guard` or `admit` raise to store nothing (app.services.turn_opening
-    says where each runs). The slot is taken before the opening, so no transaction (on
-    SQLite: the write lock) is held while waiting for one."""
+    stored), or what `guard` or `admit` raise to store nothing (app.services.turn_opening).
+    The slot is taken before the opening, so no transaction (on SQLite: the write lock) is
+    held while waiting for one."""
     lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
                                  deps.openings)
+    request = opening_request(deps, user_id, thread_id, content, synthetic=synthetic,
+                              trigger_type=trigger_type, trigger_reason=trigger_reason,
+                              admit=admit)
     try:
-        thread, exchange = await open_rows(
-            deps, user_id, thread_id, content, synthetic=synthetic, trigger_type=trigger_type,
-            trigger_reason=trigger_reason, guard=guard, admit=admit)
+        opened = await open_rows(deps, request, guard=guard, admit=admit)
     except BaseException:
         lease.give_back()
         raise
-    history = exchange.history
-    view = TurnView.of(thread, exchange.user, exchange.assistant, history,
+    assert opened.user is not None, "a turn with content stores its user message"
+    history = opened.history
+    view = TurnView.of(opened.thread, opened.user, opened.assistant, history,
                        history_complete=len(history) < CONTEXT_HISTORY_LIMIT)
     return Turn(deps, view, lease)
 
@@ -186,7 +189,7 @@ class Turn:
             finished, outcome = close_turn(
                 self.message_id, self.answer, self.draft.recorder, ctx,
                 prompt=self._prompt, started_at=self._call_started)
-            store = TurnStore(self.deps.db, self.view.user_id, self._handlers)
+            store = TurnStore(self.deps.db, self.deps.rows, self.view.user_id, self._handlers)
             self.store_result = await store.store_then(
                 finished, outcome, lambda result: self._settle(result, finished, outcome))
             self._closing = closing_events(finished, self.answer, self.store_result)

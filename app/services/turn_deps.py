@@ -12,6 +12,7 @@ from app.services.precedence import Precedence
 from app.services.upstream_slots import UpstreamSlots
 from app.settings import Settings
 from app.store.db import Database
+from app.store.turn_rows import TurnRows, turn_rows
 from app.upstream import UpstreamClient
 from app.usage.pricing import PriceTable
 
@@ -35,3 +36,8 @@ class TurnDeps:
     precedence: Precedence | None = None
     #: How many turns may be opening at once (None: no bound of this process's own).
     openings: OpeningPlaces | None = None
+    #: Every write of a turn's rows, on `db`.
+    rows: TurnRows = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rows = turn_rows(self.db)

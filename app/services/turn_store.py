@@ -20,12 +20,10 @@ from app.logging import get_logger
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler
 from app.services.shield import run_detached
-from app.store import messages as message_store
-from app.store import sqlite_turns
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
-from app.store.messages import FinishedRow
 from app.store.notify import Notification
+from app.store.turn_rows import FinishedRow, TurnRows
 from app.turns.finish import StoreResult, TurnOutcome
 
 log = get_logger("services.turn_store")
@@ -37,6 +35,7 @@ LATE_STORE_PAUSE_S, LATE_STORE_WINDOW_S = 5.0, 300.0
 @dataclass(frozen=True)
 class TurnStore:
     db: Database
+    rows: TurnRows
     user_id: str
     handlers: Sequence[TurnHandler]
 
@@ -65,25 +64,17 @@ class TurnStore:
 
     async def _finish(self, finished: FinishedMessage, outcome: TurnOutcome,
                       notifications: list[Notification], *, alone: bool) -> None:
-        """`alone` (no hook may write in it): the message's one statement, then what a hook
+        """`alone` (no hook may write in it): the message's writes alone, then what a hook
         found to write after all; else one transaction with every hook's writes."""
         if alone:
-            row = await self._finish_alone(finished, notifications)
+            row = await self.rows.finish(finished, notifications)
             await self._write_after_finish(finished, outcome, row)
             return
-        async with self.db.transaction(quick=True) as session:
-            row = await message_store.finish_assistant_message(session, finished, notifications)
+
+        async def hooks(session: AsyncSession, row: FinishedRow) -> None:
             await self._write_in_finish(session, finished, outcome, row)
 
-    async def _finish_alone(self, finished: FinishedMessage,
-                            notifications: list[Notification]) -> FinishedRow:
-        """The message's writes alone: one statement on PostgreSQL, the sqlite3 connection's
-        own statements on SQLite (which has no NOTIFY)."""
-        if self.db.backend == "sqlite" and not notifications:
-            async with self.db.sqlite_writes() as writes:
-                return sqlite_turns.finish_turn_rows(writes, finished)
-        async with self.db.one_statement() as runner:
-            return await message_store.finish_assistant_message(runner, finished, notifications)
+        await self.rows.finish(finished, notifications, hooks)
 
     def _notifications(self) -> list[Notification]:
         """Every hook's NOTIFYs; one failing is logged and sends none (a failing hook never
@@ -174,9 +165,7 @@ class TurnStore:
     async def _bill_lost_message(self, finished: FinishedMessage) -> None:
         """One attempt; a failure is logged like any lost usage."""
         try:
-            async with self.db.transaction() as session:
-                await message_store.record_calls_without_message(
-                    session, self.user_id, finished.llm_calls)
+            await self.rows.bill(self.user_id, finished.llm_calls)
         except Exception as exc:
             log.exception("turn_usage_lost", error=type(exc).__name__,
                           calls=len(finished.llm_calls))

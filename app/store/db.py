@@ -249,6 +249,17 @@ class Database:
             with sqlalchemy_errors("COMMIT", ()):
                 driver.sqlite.commit()
 
+    async def writes_in(self, session: AsyncSession) -> SqliteWrites:
+        """SQLite only: the statements of `session`'s transaction (one of `transaction()`'s)
+        run on its sqlite3 connection itself, as sqlite_writes() runs them: for a turn's
+        writes that share a transaction with a session's reads or writes."""
+        if self._sqlite_writer is None:
+            raise RuntimeError("writes_in() is SQLite's")
+        connection = await session.connection()
+        driver = (await connection.get_raw_connection()).driver_connection
+        assert isinstance(driver, OneTripConnection)
+        return SqliteWrites(driver.sqlite, self.engine.dialect)
+
     async def merge_sqlite_log(self) -> tuple[int, int]:
         """SQLite: the write-ahead log copied into the database file, on a pooled connection's
         thread; (frames in the log, frames copied). On PostgreSQL (0, 0).

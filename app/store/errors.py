@@ -25,7 +25,7 @@ class MessageNotFound(StoreError):
 
 
 class MessageAlreadyFinished(StoreError):
-    """finish_assistant_message ran twice for one message; the second would double-count usage."""
+    """A turn's finish ran twice for one message; the second would double-count usage."""
 
 
 class IntegrityCheckFailed(StoreError):

@@ -1,9 +1,10 @@
 """Start-up check: synthetic metadata survives a round trip through the real database.
 
 If a column type, a driver, a JSON serialiser or a trigger lost or altered `synthetic`,
-`trigger_type` or `trigger_reason`, follow-up prompts would leak into users' histories. The check
-writes a thread and a synthetic message inside a transaction that is always rolled back, reads
-them back with fresh queries, and refuses to start (IntegrityCheckFailed) on any difference.
+`trigger_type` or `trigger_reason`, follow-up prompts would leak into users' histories. The
+check opens a turn with a synthetic message in a new thread, as the follow-up worker does,
+inside a transaction that is always rolled back, reads them back with fresh queries, and
+refuses to start (IntegrityCheckFailed) on any difference.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from sqlalchemy import func, select
 from app.logging import get_logger
 from app.store.db import Database
 from app.store.errors import IntegrityCheckFailed
-from app.store.messages import append_user_message
 from app.store.models import Message
 from app.store.threads import create_thread
+from app.store.turn_rows import Opened, OpeningRequest, turn_rows
 from app.store.visibility import visible_sql
 
 CHECK_USER = "__chatgate_integrity_check__"
@@ -56,10 +57,12 @@ async def check_synthetic_roundtrip(db: Database) -> None:
         await session.begin()
         try:
             thread = await create_thread(session, CHECK_USER, "integrity check")
-            message = await append_user_message(
-                session, thread, "integrity check", synthetic=True,
-                trigger_type=CHECK_TRIGGER_TYPE, trigger_reason=CHECK_TRIGGER_REASON,
-            )
+            opened = await turn_rows(db).open_in(session, OpeningRequest(
+                CHECK_USER, thread.id, "integrity check", synthetic=True,
+                trigger_type=CHECK_TRIGGER_TYPE, trigger_reason=CHECK_TRIGGER_REASON))
+            if not isinstance(opened, Opened) or opened.user is None:
+                raise IntegrityCheckFailed("the check's turn could not be opened")
+            message = opened.user
             visible = (
                 select(func.count(Message.id))
                 .where(Message.id == message.id, visible_sql())

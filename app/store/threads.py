@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import BindParameter, Select, Update, bindparam, delete, func, select, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.sanitize import SanitizeReport, clean_json, clean_text
-from app.store.models import Message, Thread, table_of, unattached
+from app.store.models import Message, Thread, table_of
 from app.store.ownership import owned_id
 from app.store.records import ThreadSummary
 from app.store.visibility import visible_sql
@@ -43,55 +41,6 @@ async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Thr
     result = await s.execute(
         select(Thread).where(Thread.id == owned_id(_THREADS, thread_id, user_id, "owned")))
     return result.scalar_one_or_none()
-
-
-@dataclass(frozen=True, slots=True)
-class OpenedThread:
-    """A thread a turn has opened: locked and moved to the top of the list, with the time of
-    its newest message (the new ones are ordered after it)."""
-
-    thread: Thread
-    newest_message_at: dt.datetime | None
-
-
-async def open_for_turn(s: AsyncSession, user_id: str, thread_id: uuid.UUID
-                        ) -> OpenedThread | None:
-    """The user's thread opened for a turn in ONE statement (UPDATE ... RETURNING). The
-    UPDATE holds the thread row until the transaction ends (PostgreSQL; SQLite's write
-    transactions are serialised already): every transaction that writes a thread's messages
-    takes this lock before anything else (with_thread_lock for the follow-up worker, the
-    thread's UPDATE first in a finish), so they all lock in one order and cannot deadlock.
-    It also moves the thread to the top, and brings the newest message's time. None for a
-    missing or foreign thread. The Thread is not tracked by the session."""
-    row = (await s.execute(OPEN_FOR_TURN, {
-        "thread_id": thread_id, "owner": user_id, "now": utcnow()})).one_or_none()
-    if row is None:
-        return None
-    return OpenedThread(unattached(Thread, row._mapping), row.newest_message_at)
-
-
-def open_for_turn_update(thread_id: BindParameter[uuid.UUID], *, owned: bool = True
-                         ) -> Update:
-    """open_for_turn's statement, for the thread of the parameter given (the turn's
-    one-statement opening, app.store.turn_openings, names it otherwise, and checks the owner
-    itself: `owned=False`). Its subquery is bound to that parameter, not correlated: SQLite
-    writes RETURNING's columns unqualified, so a correlated `threads.id` would read as the
-    subquery's own `messages.id`."""
-    threads, messages = table_of(Thread), table_of(Message)
-    newest = (select(func.max(messages.c.created_at))
-              .where(messages.c.thread_id == thread_id).scalar_subquery())
-    target = (owned_id(threads, thread_id, bindparam("owner", type_=threads.c.user_id.type),
-                       "owned_thread") if owned else thread_id)
-    return (
-        update(threads)
-        .where(threads.c.id == target)
-        .values(updated_at=bindparam("now", type_=threads.c.updated_at.type))
-        .returning(*threads.c, newest.label("newest_message_at"))
-    )
-
-
-#: Built once (building a statement costs more CPU than running it): every turn opens with it.
-OPEN_FOR_TURN = open_for_turn_update(bindparam("thread_id", type_=table_of(Thread).c.id.type))
 
 
 def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:
@@ -178,6 +127,6 @@ async def set_autonomy(
 async def touch_thread(s: AsyncSession, thread_id: uuid.UUID) -> None:
     """Mark activity on a thread (it moves to the top of the list). A Core UPDATE: the ORM's
     would first look for the row among the session's objects, for nothing. (A turn does not
-    call this: open_for_turn and the finish move the thread in their own statements.)"""
+    call this: its opening and its finish move the thread in their own statements.)"""
     threads = table_of(Thread)
     await s.execute(update(threads).where(threads.c.id == thread_id).values(updated_at=utcnow()))

@@ -63,7 +63,7 @@ def _rollup_upsert(dialect: str) -> Executable:
 
 
 #: SQLite's upsert with a parameter for each column, named as the column (the user's id and
-#: turn_rollup_values' keys): as the driver's SQL (app.store.sqlite_turns).
+#: turn_rollup_values' keys): as the driver's SQL (app.store.turn_rows.sqlite).
 SQLITE_ROLLUP_UPSERT = _adding_on_conflict(sqlite.insert(table_of(UserTokenUsage)).values({
     name: bindparam(name, type_=table_of(UserTokenUsage).c[name].type)
     for name in _ROLLUP_COLUMNS}))
@@ -106,12 +106,3 @@ async def add_to_rollup(
     await s.execute(_rollup_upsert(s.get_bind().dialect.name), {
         "user_id": user_id, **_rollup_values(period_start=period_start, model=model,
                                              delta=delta, period_type=period_type)})
-
-
-async def record_turn_usage(
-    s: AsyncSession, *, user_id: str, day: dt.date, calls: Sequence[CallRecord]
-) -> None:
-    """Add one finished turn's calls to the daily rollup (one upsert per model)."""
-    upsert = _rollup_upsert(s.get_bind().dialect.name)
-    for values in turn_rollup_values(day, calls):
-        await s.execute(upsert, {"user_id": user_id, **values})

@@ -8,7 +8,6 @@ import asyncio
 import pytest
 
 from app import main as app_main
-from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
 from tests.e2e.helpers import (
@@ -20,6 +19,7 @@ from tests.e2e.helpers import (
     wait_for_status,
     wait_upstream_cancelled,
 )
+from tests.store.factories import open_rows
 from tests.support.live import (
     DemoLlm,
     StartGateway,
@@ -200,8 +200,7 @@ async def test_startup_sweep_respects_the_configured_age(
         db = Database(url)
         async with db.transaction() as session:
             thread = await thread_store.create_thread(session, "sweeper", None)
-            await message_store.append_user_message(session, thread, "hi")
-            await message_store.open_assistant_message(session, thread)
+        await open_rows(db, thread, "hi")
         await db.dispose()
         young = start_gateway(live_backend, upstream=demo_llm, database_url=url,
                               env={"CHATGATE_STALE_STREAMING_AFTER_S": "3600"})
@@ -237,8 +236,7 @@ async def test_periodic_sweep_frees_a_row_stuck_while_the_gateway_runs(
     try:
         async with db.transaction() as session:
             thread = await thread_store.create_thread(session, "stuck", None)
-            await message_store.append_user_message(session, thread, "hi")
-            await message_store.open_assistant_message(session, thread)
+        await open_rows(db, thread, "hi")
     finally:
         await db.dispose()
     key = await gateway.api_key("stuck")

@@ -9,10 +9,9 @@ from sqlalchemy import text
 
 from app.clock import utcnow
 from app.store import memory
-from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
-from tests.store.factories import legacy_prompt, new_thread, turn
+from tests.store.factories import finish, legacy_prompt, new_thread, open_rows, turn
 
 FAR_FUTURE = utcnow() + dt.timedelta(days=1)
 
@@ -65,13 +64,12 @@ async def test_the_threads_own_messages_decide_which_memory_comes_first(db: Data
 
 async def test_synthetic_prompts_are_never_memories(db: Database) -> None:
     thread = await new_thread(db)
-    async with db.transaction() as s:
-        await message_store.append_user_message(
-            s, thread, "Continue our conversation about volcanoes", synthetic=True,
-            trigger_type="check_in", trigger_reason="r")
+    synthetic = await open_rows(db, thread, "Continue our conversation about volcanoes",
+                                synthetic=True, trigger_type="check_in", trigger_reason="r")
+    await finish(db, synthetic.assistant.id, "", status="failed", calls=[])
     await legacy_prompt(db, thread, "[AUTONOMOUS_FOLLOWUP: volcanoes]")
-    async with db.transaction() as s:
-        real = await message_store.append_user_message(s, thread, "volcanoes erupt")
+    real = (await open_rows(db, thread, "volcanoes erupt")).user
+    assert real is not None
     async with db.transaction() as s:
         found = await memory.search_thread(s, thread.id, "volcanoes", before=FAR_FUTURE,
                                            limit=5)

@@ -15,7 +15,7 @@ from app.store import followup_queue as queue
 from app.store import messages as message_store
 from app.store.db import Database
 from app.store.models import Followup, Message, Thread
-from tests.store.factories import legacy_prompt, new_thread, turn
+from tests.store.factories import finish, legacy_prompt, new_thread, open_rows, turn
 
 LEASE = dt.timedelta(seconds=30)
 
@@ -26,6 +26,19 @@ async def schedule(db: Database, thread: Thread, due_in_s: float = -1.0) -> Foll
             s, thread_id=thread.id, user_id=thread.user_id, trigger_type="check_in",
             reason="No activity for 1 second; checking in",
             due_at=utcnow() + dt.timedelta(seconds=due_in_s))
+
+
+async def user_message(db: Database, thread: Thread, content: str, *,
+                       synthetic: bool = False) -> Message:
+    """A user message of the thread's, synthetic (a follow-up's prompt) or real, stored as
+    the gateway stores one: with its answer, finished `failed` here so that the thread is
+    free for the next message."""
+    opened = await open_rows(db, thread, content, synthetic=synthetic,
+                             trigger_type="check_in" if synthetic else None,
+                             trigger_reason="r" if synthetic else None)
+    await finish(db, opened.assistant.id, "", status="failed", calls=[])
+    assert opened.user is not None
+    return opened.user
 
 
 async def claim(db: Database, worker: str, *, now: dt.datetime | None = None,
@@ -67,12 +80,9 @@ async def test_a_real_user_message_cancels_pending_but_a_synthetic_one_does_not(
 ) -> None:
     thread = await new_thread(db)
     pending = await schedule(db, thread, 60)
-    async with db.transaction() as s:
-        await message_store.append_user_message(
-            s, thread, "prompt", synthetic=True, trigger_type="check_in", trigger_reason="r")
+    await user_message(db, thread, "prompt", synthetic=True)
     assert (await status_of(db, pending.id))[0] == "pending"
-    async with db.transaction() as s:
-        await message_store.append_user_message(s, thread, "I'm back")
+    await user_message(db, thread, "I'm back")
     assert (await status_of(db, pending.id))[0] == "cancelled"
 
 
@@ -136,10 +146,11 @@ async def test_blocker_sees_a_reply_a_started_turn_and_a_lost_claim(db: Database
     [c] = await claim(db, "w1")
     async with db.transaction() as s:
         assert await queue.blocker(s, c) is None
-        await message_store.append_user_message(
-            s, thread, "prompt", synthetic=True, trigger_type="check_in", trigger_reason="r")
+    await user_message(db, thread, "prompt", synthetic=True)
+    async with db.transaction() as s:
         assert await queue.blocker(s, c) == "already_started"
-        await message_store.append_user_message(s, thread, "a real reply")
+    await user_message(db, thread, "a real reply")
+    async with db.transaction() as s:
         assert await queue.blocker(s, c) == "user_replied"
     await schedule(db, thread)
     [other] = await claim(db, "w2")
@@ -156,8 +167,7 @@ async def test_a_reply_stands_a_claimed_followup_down_whatever_the_clocks(db: Da
     await schedule(db, thread)
     [c] = await claim(db, "w1")
     skewed = dataclasses.replace(c, created_at=c.created_at + dt.timedelta(hours=1))
-    async with db.transaction() as s:
-        await message_store.append_user_message(s, thread, "a real reply")
+    await user_message(db, thread, "a real reply")
     async with db.transaction() as s:
         assert await queue.blocker(s, skewed) == "user_replied"
     assert await status_of(db, c.id) == ("cancelled", 1)
@@ -167,9 +177,7 @@ async def test_consecutive_followups_restart_at_each_real_message(db: Database) 
     thread = await new_thread(db)
 
     async def synthetic() -> None:
-        async with db.transaction() as s:
-            await message_store.append_user_message(
-                s, thread, "p", synthetic=True, trigger_type="check_in", trigger_reason="r")
+        await user_message(db, thread, "p", synthetic=True)
 
     async def count() -> int:
         async with db.transaction() as s:
@@ -190,11 +198,9 @@ async def started_followup_turn(db: Database) -> tuple[Thread, Message, dt.datet
     """A synthetic prompt and its reply left `streaming`: (thread, reply, time before both)."""
     thread = await new_thread(db)
     since = utcnow()
-    async with db.transaction() as s:
-        await message_store.append_user_message(
-            s, thread, "p", synthetic=True, trigger_type="check_in", trigger_reason="r")
-        reply = await message_store.open_assistant_message(s, thread)
-    return thread, reply, since
+    opened = await open_rows(db, thread, "p", synthetic=True, trigger_type="check_in",
+                             trigger_reason="r")
+    return thread, opened.assistant, since
 
 
 async def test_orphaned_streaming_reply_is_interrupted(db: Database) -> None:

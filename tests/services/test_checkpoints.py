@@ -4,16 +4,14 @@ and nothing for a stream that did not change or has ended."""
 from __future__ import annotations
 
 from app.services.checkpoints import Checkpointer
-from app.store import messages as messages_store
 from app.store.db import Database
 from app.store.models import Message
-from tests.store.factories import new_thread
+from tests.store.factories import new_thread, open_rows
 
 
 async def _streaming_row(db: Database) -> Message:
     thread = await new_thread(db)
-    async with db.transaction() as s:
-        return await messages_store.open_assistant_message(s, thread)
+    return (await open_rows(db, thread, None)).assistant
 
 
 async def _content(db: Database, row: Message) -> str:

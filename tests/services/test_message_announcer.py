@@ -9,10 +9,9 @@ from app.records import FinishedMessage
 from app.services.message_announcer import MessageAnnouncer
 from app.services.observers import TurnView
 from app.services.turn_store import TurnStore
-from app.store import messages as messages_store
-from app.store import threads as threads_store
 from app.store.db import Database
-from tests.store.factories import call, new_thread
+from app.store.turn_rows import turn_rows
+from tests.store.factories import call, new_thread, open_rows
 from tests.support.outcomes import complete_outcome
 from tests.support.statements import recorded_statements
 
@@ -22,17 +21,15 @@ async def test_a_finish_announces_its_messages_from_its_one_statement(db: Databa
     own while the finish holds its rows' locks), and every process listening hears of the
     turn's two messages once it commits."""
     thread = await new_thread(db)
-    async with db.transaction(quick=True) as s:
-        opened = await threads_store.open_for_turn(s, thread.user_id, thread.id)
-        assert opened is not None
-        exchange = await messages_store.open_exchange(s, opened, "hello")
+    exchange = await open_rows(db, thread, "hello")
+    assert exchange.user is not None
     bus = make_message_bus(db)
     view = TurnView(
         user_id=thread.user_id, thread_id=thread.id, message_id=exchange.assistant.id,
         user_message_id=exchange.user.id, user_text="hello",
         user_message_at=exchange.user.created_at, synthetic=False, hidden=False,
         thread_title=None, thread_summary=None, history=())
-    store = TurnStore(db, thread.user_id, [MessageAnnouncer(bus).open(view)])
+    store = TurnStore(db, turn_rows(db), thread.user_id, [MessageAnnouncer(bus).open(view)])
     await bus.start()
     try:
         with bus.subscribe(thread.id) as notices:

@@ -10,9 +10,8 @@ from contextlib import aclosing
 from app.events.bus import LocalMessageBus
 from app.events.notices import MessageNotice
 from app.services.thread_events import thread_events, thread_is_users, visible_messages
-from app.store import messages as messages_store
 from app.store.db import Database
-from tests.store.factories import legacy_prompt, new_thread, turn
+from tests.store.factories import legacy_prompt, new_thread, open_rows, turn
 
 
 async def test_only_the_owner_sees_the_thread(db: Database) -> None:
@@ -27,8 +26,7 @@ async def test_visible_messages_leave_out_what_the_user_must_not_see(db: Databas
     question, answer = await turn(db, thread, "q", "a")
     hidden = await legacy_prompt(db, thread, "[AUTONOMOUS_FOLLOWUP: check_in] hello?")
     _, elsewhere = await turn(db, other, "q2", "a2")
-    async with db.transaction() as s:
-        live = await messages_store.open_assistant_message(s, thread)
+    live = (await open_rows(db, thread, None)).assistant
     notice = MessageNotice(thread.id, (answer.id, hidden.id, live.id, elsewhere.id,
                                        uuid.uuid4(), question.id))
     seen = await visible_messages(db, "alice", notice)

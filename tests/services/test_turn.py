@@ -29,9 +29,9 @@ from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.errors import ThreadBusy
-from app.store.messages import FinishedRow
 from app.store.models import LlmCall, Thread, UserTokenUsage
 from app.store.notify import Notification
+from app.store.turn_rows import FinishedRow
 from app.turns.events import Delta
 from app.turns.finish import TurnOutcome
 from tests.services.wire import WireEvent, on_the_wire

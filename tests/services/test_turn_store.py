@@ -15,10 +15,10 @@ from app.services.turn_store import TurnStore
 from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
-from app.store.messages import FinishedRow
 from app.store.models import Message, Thread
+from app.store.turn_rows import FinishedRow, turn_rows
 from app.turns.finish import TurnOutcome
-from tests.store.factories import call, new_thread
+from tests.store.factories import call, new_thread, open_rows
 from tests.support.outcomes import complete_outcome
 from tests.support.statements import statements_in_transaction
 
@@ -43,16 +43,12 @@ class TitleWriter(TurnHandler):
 
 async def _opened(db: Database) -> tuple[Thread, Message]:
     thread = await new_thread(db)
-    async with db.transaction(quick=True) as s:
-        opened = await threads_store.open_for_turn(s, thread.user_id, thread.id)
-        assert opened is not None
-        exchange = await messages_store.open_exchange(s, opened, "hello")
-    return thread, exchange.assistant
+    return thread, (await open_rows(db, thread, "hello")).assistant
 
 
 async def _finish(db: Database, thread: Thread, assistant: Message, handlers: list[TurnHandler]
                   ) -> str:
-    store = TurnStore(db, thread.user_id, handlers)
+    store = TurnStore(db, turn_rows(db), thread.user_id, handlers)
     return await store.store(FinishedMessage(
         assistant.id, "hi there", {}, "complete", [call()]), complete_outcome())
 

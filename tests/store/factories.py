@@ -9,11 +9,11 @@ from sqlalchemy import select
 
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
-from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.followups import schedule_followup
 from app.store.models import Message, Thread
+from app.store.turn_rows import DayBudget, Opened, OpeningRequest, turn_rows
 
 
 def call(
@@ -41,23 +41,44 @@ async def new_thread(db: Database, user_id: str = "alice", title: str | None = N
         return await threads_store.create_thread(s, user_id, title)
 
 
+async def open_rows(db: Database, thread: Thread, question: str | None, *,
+                    history_limit: int = 0, synthetic: bool = False,
+                    trigger_type: str | None = None, trigger_reason: str | None = None,
+                    process_id: str | None = None, stream_cap: int | None = None,
+                    budget: DayBudget | None = None) -> Opened:
+    """A turn opened as the gateway opens it (the turn repository's one opening): the user
+    message (none when `question` is None) and the `streaming` answer. Fails the test when
+    the opening stored nothing."""
+    opened = await turn_rows(db).open(OpeningRequest(
+        thread.user_id, thread.id, question, history_limit=history_limit,
+        synthetic=synthetic, trigger_type=trigger_type, trigger_reason=trigger_reason,
+        process_id=process_id, stream_cap=stream_cap, budget=budget))
+    assert isinstance(opened, Opened), opened
+    return opened
+
+
+async def finish(db: Database, message_id: uuid.UUID, answer: str, *,
+                 calls: list[CallRecord] | None = None, status: str = "complete",
+                 metadata: dict[str, object] | None = None) -> Message:
+    """The answer finished as the gateway finishes it (the turn repository's finish)."""
+    calls = [call()] if calls is None else calls
+    meta = metadata if metadata is not None else {"tokens": sum(c.total_tokens for c in calls)}
+    row = await turn_rows(db).finish(
+        FinishedMessage(message_id, answer, meta, status, calls))  # type: ignore[arg-type]
+    return row.message
+
+
 async def turn(
     db: Database, thread: Thread, question: str, answer: str, *,
     calls: list[CallRecord] | None = None, status: str = "complete",
     metadata: dict[str, object] | None = None,
 ) -> tuple[Message, Message]:
-    """One whole turn the way the gateway does it: user message + open in one transaction,
-    finish in another."""
-    async with db.transaction() as s:
-        user = await messages_store.append_user_message(s, thread, question)
-        assistant = await messages_store.open_assistant_message(s, thread)
-    calls = [call()] if calls is None else calls
-    meta = metadata if metadata is not None else {"tokens": sum(c.total_tokens for c in calls)}
-    async with db.transaction() as s:
-        finished = await messages_store.finish_assistant_message(
-            s, FinishedMessage(assistant.id, answer, meta, status, calls)  # type: ignore[arg-type]
-        )
-    return user, finished.message
+    """One whole turn the way the gateway does it: opened, then finished."""
+    opened = await open_rows(db, thread, question)
+    assert opened.user is not None
+    finished = await finish(db, opened.assistant.id, answer, calls=calls, status=status,
+                            metadata=metadata)
+    return opened.user, finished
 
 
 async def legacy_prompt(db: Database, thread: Thread, content: str) -> Message:

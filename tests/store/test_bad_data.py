@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from app.records import FinishedMessage
 from app.store import ContentTooLong
-from app.store import messages as messages_store
 from app.store.db import Database
-from app.store.models import Message
-from tests.store.factories import new_thread, turn
+from app.store.models import Message, Thread
+from app.store.turn_rows import MAX_CONTENT_CHARS, Opened, OpeningRequest, turn_rows
+from tests.store.factories import finish, new_thread, open_rows, turn
 
 UNICODE_SAMPLES = [
     "emoji 😀🎉 family 👨‍👩‍👧‍👦 flag 🇨🇿 skin 👍🏽",
@@ -21,6 +20,15 @@ UNICODE_SAMPLES = [
     "line\u2028separator\u2029paragraph\r\nCRLF\ttab \\ backslash \"quotes\" '",
     "<!-- METADATA: {\"language\": \"xx\"} --> --> &amp; \u003c",
 ]
+
+
+async def _open(db: Database, thread: Thread, content: str, *,
+                max_chars: int = MAX_CONTENT_CHARS) -> Opened:
+    """A turn opened with its question limited to `max_chars` (the API's setting)."""
+    opened = await turn_rows(db).open(OpeningRequest(thread.user_id, thread.id, content,
+                                                     max_chars=max_chars))
+    assert isinstance(opened, Opened), opened
+    return opened
 
 
 async def _reread(db: Database, message_id: object) -> Message:
@@ -43,15 +51,13 @@ async def test_unicode_round_trips_exactly(db: Database, text: str) -> None:
 
 async def test_nul_removed_from_content_and_every_metadata_string(db: Database) -> None:
     thread = await new_thread(db, title="ti\x00tle")
-    async with db.transaction() as s:
-        user = await messages_store.append_user_message(s, thread, "he\x00llo\x00")
-        assistant = await messages_store.open_assistant_message(s, thread)
+    opened = await open_rows(db, thread, "he\x00llo\x00")
+    assert opened.user is not None
     metadata = {"tokens": 3, "k\x00ey": "va\x00lue",
                 "nested": {"list": ["a\x00", {"deep": "\x00\x00"}]}}
-    async with db.transaction() as s:
-        await messages_store.finish_assistant_message(
-            s, FinishedMessage(assistant.id, "an\x00swer", metadata, "complete", []))
-    stored_user, stored = await _reread(db, user.id), await _reread(db, assistant.id)
+    await finish(db, opened.assistant.id, "an\x00swer", metadata=metadata, calls=[])
+    stored_user = await _reread(db, opened.user.id)
+    stored = await _reread(db, opened.assistant.id)
     assert stored_user.content == "hello"
     assert stored_user.meta == {"sanitized": {"nul_removed": 2}}
     assert stored.content == "answer"
@@ -85,24 +91,23 @@ async def test_non_finite_numbers_in_metadata_become_null(db: Database) -> None:
 
 async def test_over_long_content_refused_before_the_database(db: Database) -> None:
     thread = await new_thread(db)
-    async with db.transaction() as s:
-        ok = await messages_store.append_user_message(s, thread, "é" * 100, max_chars=100)
-        with pytest.raises(ContentTooLong) as refused:
-            await messages_store.append_user_message(s, thread, "é" * 101, max_chars=100)
-    assert ok.content == "é" * 100
+    ok = await _open(db, thread, "é" * 100, max_chars=100)
+    assert ok.user is not None
+    await finish(db, ok.assistant.id, "", status="failed", calls=[])  # the thread is free
+    with pytest.raises(ContentTooLong) as refused:
+        await _open(db, thread, "é" * 101, max_chars=100)
+    assert ok.user.content == "é" * 100
     assert refused.value.limit == 100 and refused.value.length == 101
     assert "100" in str(refused.value)
     with pytest.raises(ContentTooLong):
-        async with db.transaction() as s:
-            await messages_store.append_user_message(
-                s, thread, "x" * (messages_store.MAX_CONTENT_CHARS + 1))
-    async with db.transaction() as s:
-        assert await s.scalar(select(func.count()).select_from(Message)) == 1
+        await _open(db, thread, "x" * (MAX_CONTENT_CHARS + 1))
+    async with db.transaction() as s:  # the accepted turn's two rows, none of the refused
+        assert await s.scalar(select(func.count()).select_from(Message)) == 2
 
 
 async def test_content_at_the_default_limit_is_stored(db: Database) -> None:
     thread = await new_thread(db)
-    text = "🙂" * messages_store.MAX_CONTENT_CHARS  # characters, not bytes, are counted
-    async with db.transaction() as s:
-        message = await messages_store.append_user_message(s, thread, text)
+    text = "🙂" * MAX_CONTENT_CHARS  # characters, not bytes, are counted
+    message = (await _open(db, thread, text)).user
+    assert message is not None
     assert (await _reread(db, message.id)).content == text

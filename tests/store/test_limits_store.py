@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import select
 
 from app.store import limits, usage
-from app.store import messages as messages_store
 from app.store.db import Database
 from app.store.models import RateLimitWindow
+from app.store.turn_rows import Opened, OpeningRequest, turn_rows
 from app.usage.figures import UsageFigures
-from tests.store.factories import new_thread
+from tests.store.factories import new_thread, open_rows
 from tests.support.statements import statements_in_transaction
 
 MINUTE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -56,9 +56,7 @@ async def test_a_new_window_starts_empty_and_drops_the_old(db: Database) -> None
 async def test_streaming_rows_and_the_days_usage_are_counted_per_user(db: Database) -> None:
     for user in ("alice", "alice", "bob"):
         thread = await new_thread(db, user)
-        async with db.transaction() as s:
-            await messages_store.append_user_message(s, thread, "hi")
-            await messages_store.open_assistant_message(s, thread)
+        await open_rows(db, thread, "hi")
         async with db.transaction() as s:
             await usage.add_to_rollup(s, user_id=user, period_start=MINUTE.date(), model="m",
                                       delta=UsageFigures(total_tokens=10, cost_usd=Decimal("0.25")))
@@ -79,8 +77,9 @@ async def test_the_user_lock_serialises_insert_then_count(db: Database) -> None:
 
     async def open_one(index: int) -> None:
         async with db.transaction() as s:
-            await messages_store.append_user_message(s, threads[index], "hi")
-            await messages_store.open_assistant_message(s, threads[index])
+            opened = await turn_rows(db).open_in(s, OpeningRequest("alice", threads[index].id,
+                                                                   "hi"))
+            assert isinstance(opened, Opened), opened
             seen.append(await limits.lock_user_and_count_streaming(s, "alice"))
             await asyncio.sleep(0.05)  # widen the race window; no deadline depends on it
 

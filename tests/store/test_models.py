@@ -5,18 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import pytest
 from sqlalchemy import select
 
-from app.store import messages as messages_store
-from app.store import threads as threads_store
-from app.store import turn_openings
 from app.store.db import Database
-from app.store.messages import OpenedExchange
 from app.store.models import Message, Thread
-from tests.store.factories import new_thread
+from tests.store.factories import new_thread, open_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,9 +22,8 @@ async def test_a_row_a_core_statement_returned_is_updated_by_a_session_not_copie
     change to it updates that row, where a new object would be inserted again (and refused
     by its primary key)."""
     thread = await new_thread(db, "alice", "Trip")
-    async with db.transaction() as s:
-        opened = await threads_store.open_for_turn(s, "alice", thread.id)
-    assert opened is not None and opened.thread.title == "Trip"
+    opened = await open_rows(db, thread, None)
+    assert opened.thread.title == "Trip"
     async with db.transaction() as s:
         s.add(opened.thread)
         opened.thread.title = "Trip to Prague"
@@ -39,39 +32,21 @@ async def test_a_row_a_core_statement_returned_is_updated_by_a_session_not_copie
         assert [(t.id, t.title) for t in stored] == [(thread.id, "Trip to Prague")]
 
 
-async def _in_a_transaction(db: Database, thread: Thread) -> OpenedExchange:
-    async with db.transaction() as s:
-        opened = await threads_store.open_for_turn(s, thread.user_id, thread.id)
-        assert opened is not None
-        return await messages_store.open_exchange(s, opened, "hello", history_limit=10)
-
-
-async def _in_one_statement(db: Database, thread: Thread) -> OpenedExchange:
-    if db.backend != "postgresql":
-        pytest.skip("one statement in autocommit is PostgreSQL's opening")
-    async with db.one_statement() as s:
-        opening = await turn_openings.open_turn_rows(s, thread.user_id, thread.id, "hello",
-                                                     history_limit=10, stream_cap=None)
-    assert opening is not None and opening.exchange is not None
-    return opening.exchange
-
-
-@pytest.mark.parametrize("open_turn", [_in_a_transaction, _in_one_statement])
-async def test_a_turns_new_rows_are_the_stored_rows_to_a_session(db: Database, open_turn: Any
-                                                                 ) -> None:
-    """The opening's two rows, stored by a Core statement, come back as those rows: their
+async def test_a_turns_new_rows_are_the_stored_rows_to_a_session(db: Database) -> None:
+    """The opening's two rows, stored by Core statements, come back as those rows: their
     times are the stored ones, and a session they are added to updates them."""
     thread = await new_thread(db, "alice")
-    exchange = await open_turn(db, thread)
+    opened = await open_rows(db, thread, "hello", history_limit=10)
+    assert opened.user is not None
     async with db.transaction() as s:
-        s.add(exchange.assistant)
-        exchange.assistant.content = "hi"
+        s.add(opened.assistant)
+        opened.assistant.content = "hi"
     async with db.transaction() as s:
         stored = (await s.execute(select(Message).where(Message.thread_id == thread.id)
                                   .order_by(Message.created_at))).scalars().all()
     assert [(m.id, m.created_at, m.completed_at, m.content) for m in stored] == [
-        (exchange.user.id, exchange.user.created_at, exchange.user.created_at, "hello"),
-        (exchange.assistant.id, exchange.assistant.created_at, None, "hi")]
+        (opened.user.id, opened.user.created_at, opened.user.created_at, "hello"),
+        (opened.assistant.id, opened.assistant.created_at, None, "hi")]
 
 
 def test_a_process_whose_first_statement_is_a_core_one_makes_row_objects() -> None:

@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import text
 
 from app.clock import utcnow
-from app.store import threads as threads_store
-from app.store import turn_openings
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.models import Thread
+from app.store.turn_rows import Opened, OpeningRequest, turn_rows
+from app.store.turn_rows.statements import OPEN_THREAD
 from tests.store.factories import new_thread
 
 THREADS_OF_THE_USER = 300
@@ -73,7 +73,7 @@ def _reads_the_thread_by_key(plan: str) -> bool:
 async def test_opening_a_turn_in_a_transaction_reads_the_thread_by_key(
         pg: Database, database_url: str) -> None:
     thread = await _a_user_with_many_threads(pg)
-    plan = await _generic_plan(pg, database_url, DriverStatement(threads_store.OPEN_FOR_TURN),
+    plan = await _generic_plan(pg, database_url, DriverStatement(OPEN_THREAD),
                                {"thread_id": thread.id, "owner": "alice", "now": utcnow()})
     assert _reads_the_thread_by_key(plan), plan
 
@@ -90,9 +90,8 @@ async def test_the_one_statement_opening_reads_the_thread_by_key(
         return await rows(self, runner, params)
 
     monkeypatch.setattr(DriverStatement, "rows", recorded)
-    async with pg.one_statement() as runner:
-        opening = await turn_openings.open_turn_rows(
-            runner, "alice", thread.id, "hello", history_limit=10, stream_cap=8)
-    assert opening is not None and opening.outcome == "opened"
+    opening = await turn_rows(pg).open(
+        OpeningRequest("alice", thread.id, "hello", history_limit=10, stream_cap=8))
+    assert isinstance(opening, Opened), opening
     [(statement, params)] = ran
     assert _reads_the_thread_by_key(await _generic_plan(pg, database_url, statement, params))

@@ -11,7 +11,8 @@ from app.store import messages as messages_store
 from app.store import processes
 from app.store.db import Database
 from app.store.models import GatewayProcess, Message
-from tests.store.factories import new_thread
+from app.store.turn_rows import turn_rows
+from tests.store.factories import new_thread, open_rows
 
 DEAD_AFTER = dt.timedelta(seconds=10)
 
@@ -23,8 +24,7 @@ async def _register(db: Database, process_id: str, at: dt.datetime) -> None:
 
 async def _open(db: Database, process_id: str | None) -> Message:
     thread = await new_thread(db)
-    async with db.transaction() as s:
-        return await messages_store.open_assistant_message(s, thread, process_id=process_id)
+    return (await open_rows(db, thread, None, process_id=process_id)).assistant
 
 
 async def test_rows_of_a_process_whose_heartbeat_stopped_are_swept(db: Database) -> None:
@@ -64,9 +64,7 @@ async def test_a_beat_keeps_a_process_alive_and_re_registers_a_swept_one(db: Dat
 
 async def test_a_checkpoint_never_overwrites_a_finished_row(db: Database) -> None:
     running, finished = await _open(db, None), await _open(db, None)
-    async with db.transaction() as s:
-        await messages_store.finish_assistant_message(
-            s, FinishedMessage(finished.id, "the whole answer", {}, "complete"))
+    await turn_rows(db).finish(FinishedMessage(finished.id, "the whole answer", {}, "complete"))
     async with db.transaction() as s:
         await messages_store.checkpoint_contents(
             s, {running.id: "partial", finished.id: "part"}, now=utcnow())

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from app.clock import utcnow
-from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.followups import schedule_followup
 from app.store.models import Followup, LlmCall, Message
-from tests.store.factories import new_thread, turn
+from app.store.turn_rows import OpeningRequest, turn_rows
+from tests.store.factories import finish, new_thread, open_rows, turn
 
 
 async def test_create_and_get_is_scoped_by_user(db: Database) -> None:
@@ -29,28 +30,31 @@ async def test_create_and_get_is_scoped_by_user(db: Database) -> None:
 async def test_opening_for_a_turn_moves_the_thread_up_and_knows_its_newest_message(
     db: Database,
 ) -> None:
+    """The opening finds only the user's own thread; its new rows come after the thread's
+    newest message even when that message's writer had a clock running ahead."""
     thread = await new_thread(db, "alice", "Trip to Prague")
-    async with db.transaction() as s:
-        assert await threads_store.open_for_turn(s, "bob", thread.id) is None
-        assert await threads_store.open_for_turn(s, "alice", uuid.uuid4()) is None
-        empty = await threads_store.open_for_turn(s, "alice", thread.id)
-    assert empty is not None and empty.newest_message_at is None
+    assert await turn_rows(db).open(OpeningRequest("bob", thread.id, "hello")) is None
+    assert await turn_rows(db).open(OpeningRequest("alice", uuid.uuid4(), "hello")) is None
+    empty = await open_rows(db, thread, "hello", history_limit=10)
+    assert empty.history == []  # no newest message yet
     assert empty.thread.title == "Trip to Prague" and empty.thread.updated_at > thread.updated_at
-    _, answer = await turn(db, thread, "hello", "hi")
+    answer = await finish(db, empty.assistant.id, "hi")
+    ahead = answer.created_at + dt.timedelta(hours=1)
     async with db.transaction() as s:
-        opened = await threads_store.open_for_turn(s, "alice", thread.id)
-    assert opened is not None and opened.newest_message_at == answer.created_at
-    assert opened.newest_message_at is not None and opened.newest_message_at.tzinfo is not None
+        await s.execute(update(Message).where(Message.id == answer.id).values(created_at=ahead))
+    opened = await open_rows(db, thread, "again", history_limit=10)
+    assert opened.history[-1] == ("assistant", "hi", ahead)
+    assert opened.user is not None and opened.user.created_at > ahead
+    assert opened.user.created_at.tzinfo is not None
 
 
 async def test_list_counts_and_previews_ignore_synthetic_and_legacy(db: Database) -> None:
     thread = await new_thread(db, "alice")
     await turn(db, thread, "What is the capital of France?", "Paris.")
+    followup = await open_rows(db, thread, "Continue our conversation naturally.",
+                               synthetic=True, trigger_type="check_in", trigger_reason="idle")
+    await finish(db, followup.assistant.id, "", status="failed", calls=[])
     async with db.transaction() as s:
-        await messages_store.append_user_message(
-            s, thread, "Continue our conversation naturally.", synthetic=True,
-            trigger_type="check_in", trigger_reason="idle",
-        )
         s.add(Message(thread_id=thread.id, user_id="alice", role="user",
                       content="[AUTONOMOUS_FOLLOWUP: check_in] legacy prompt", meta={},
                       created_at=utcnow(), updated_at=utcnow()))
@@ -58,7 +62,7 @@ async def test_list_counts_and_previews_ignore_synthetic_and_legacy(db: Database
         [summary] = await threads_store.list_threads(s, "alice")
         assert await threads_store.list_threads(s, "bob") == []
     assert summary.id == thread.id
-    assert summary.message_count == 2
+    assert summary.message_count == 3  # the question, its answer, the follow-up's answer
     assert summary.preview == "Paris."
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -12,12 +11,14 @@ import pytest
 from sqlalchemy import select
 
 from app.records import FinishedMessage
-from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store import usage as usage_store
 from app.store.db import Database
 from app.store.models import LlmCall, UserTokenUsage
-from tests.store.factories import call, new_thread, turn
+from app.store.turn_rows import postgres as postgres_rows
+from app.store.turn_rows import sqlite as sqlite_rows
+from app.store.turn_rows import turn_rows
+from tests.store.factories import call, new_thread, open_rows, turn
 
 
 @dataclass
@@ -98,26 +99,27 @@ async def test_concurrent_finishes_leave_exact_sums(
     """Each finish in its own session and connection, all at once, for one user; with
     days=2 the finishes alternate between two UTC days, as if they crossed midnight."""
     if days == 2:
-        today, finishes = dt.datetime.now(dt.UTC).date(), itertools.count()
-        monkeypatch.setattr(
-            messages_store, "utc_day",
-            lambda moment: today + dt.timedelta(days=next(finishes) % 2),
-        )
+        # Each finish's moment gets the next of the two days, however often it is asked
+        # for (PostgreSQL's finish asks twice: for its statement's shape and its values).
+        today, seen = dt.datetime.now(dt.UTC).date(), dict[dt.datetime, dt.date]()
+
+        def alternating_day(moment: dt.datetime) -> dt.date:
+            return seen.setdefault(moment, today + dt.timedelta(days=len(seen) % 2))
+
+        for module in (postgres_rows, sqlite_rows):
+            monkeypatch.setattr(module, "utc_day", alternating_day)
     db = Database(database_url, pool_size=writers, max_overflow=0)
     try:
         async with db.transaction() as s:
-            opened = []
-            for n in range(writers):
-                thread = await threads_store.create_thread(s, "alice", f"t{n}")
-                await messages_store.append_user_message(s, thread, "q")
-                opened.append(await messages_store.open_assistant_message(s, thread))
+            threads = [await threads_store.create_thread(s, "alice", f"t{n}")
+                       for n in range(writers)]
+        opened = [(await open_rows(db, thread, "q")).assistant for thread in threads]
 
         async def finish(n: int) -> None:
             calls = [call("gpt-4o", 1000 + n, 100 + n, cost=0.0123),
                      call("gpt-4o-mini", 10, n, stage="title", cost=None)]
-            async with db.transaction() as s:
-                await messages_store.finish_assistant_message(
-                    s, FinishedMessage(opened[n].id, f"a{n}", {"tokens": 1}, "complete", calls))
+            await turn_rows(db).finish(
+                FinishedMessage(opened[n].id, f"a{n}", {"tokens": 1}, "complete", calls))
 
         await asyncio.gather(*(finish(n) for n in range(writers)))
         usage = await _usage(db)

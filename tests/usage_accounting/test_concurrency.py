@@ -8,9 +8,10 @@ import datetime as dt
 
 from app.records import FinishedMessage
 from app.services import usage_reports, usage_rollups
-from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
+from app.store.turn_rows import turn_rows
+from tests.store.factories import open_rows
 from tests.usage_accounting.workload import call
 
 WRITERS = 30
@@ -20,19 +21,16 @@ async def test_backfill_racing_finishes_leaves_exact_sums(database_url: str) -> 
     db = Database(database_url, pool_size=WRITERS + 4, max_overflow=0)
     try:
         async with db.transaction() as s:
-            opened = []
-            for n in range(WRITERS):
-                thread = await threads_store.create_thread(s, "racer", f"t{n}")
-                await messages_store.append_user_message(s, thread, "q")
-                opened.append(await messages_store.open_assistant_message(s, thread))
+            threads = [await threads_store.create_thread(s, "racer", f"t{n}")
+                       for n in range(WRITERS)]
+        opened = [(await open_rows(db, thread, "q")).assistant for thread in threads]
         first_day = dt.datetime.now(dt.UTC).date()
 
         async def finish(n: int) -> None:
             calls = [call("gpt-4o", 100 + n, n, cost=0.001),
                      call("gpt-4o-mini", 7, 3, stage="title", cost=None)]
-            async with db.transaction() as s:
-                await messages_store.finish_assistant_message(
-                    s, FinishedMessage(opened[n].id, "a", {"tokens": 1}, "complete", calls))
+            await turn_rows(db).finish(
+                FinishedMessage(opened[n].id, "a", {"tokens": 1}, "complete", calls))
 
         async def backfill() -> None:
             for _ in range(5):

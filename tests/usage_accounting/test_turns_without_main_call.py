@@ -12,9 +12,9 @@ import datetime as dt
 import pytest
 
 from app.records import CallRecord
-from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
+from app.store.turn_rows import turn_rows
 from tests.usage_accounting.workload import (
     DAY1,
     at,
@@ -99,12 +99,9 @@ async def test_thread_deleted_while_such_a_turn_ran_verify_clean_backfill_no_op(
     """The lost-message path: no message to store, the calls billed without one
     (message_id and thread_id NULL from the start)."""
     with store_clock(monkeypatch, at(DAY1, 10)):
-        async with db.transaction() as s:
-            await messages_store.record_calls_without_message(
-                s, "bob", _left_during_summary())
+        await turn_rows(db).bill("bob", _left_during_summary())
     with store_clock(monkeypatch, at(DAY1, 12)):
-        async with db.transaction() as s:
-            await messages_store.record_calls_without_message(s, "bob", _left_during_title())
+        await turn_rows(db).bill("bob", _left_during_title())
     live = await _rollups(db)
     assert live[("bob", DAY1, "gpt-4o-mini")][:5] == (76, 70, 6, 2, 2)
     assert live[("bob", DAY1, "summarizer")][3] == 0

@@ -12,6 +12,7 @@ from app.store import usage_reports
 from app.store.db import Database
 from app.store.migrations import _run_command, upgrade_to_head
 from app.store.usage_reports import MessageUsage
+from tests.store.factories import open_rows
 from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
 from tests.usage_accounting.workload import (
     DAY1,
@@ -60,12 +61,9 @@ async def test_python_query_figures(db: Database, monkeypatch: pytest.MonkeyPatc
 
 
 async def test_a_streaming_message_is_not_counted(db: Database) -> None:
-    from app.store import messages as messages_store
-
     thread = await new_thread(db, "dave")
+    await open_rows(db, thread, "q")
     async with db.transaction() as s:
-        await messages_store.append_user_message(s, thread, "q")
-        await messages_store.open_assistant_message(s, thread)
         usage = await usage_reports.get_user_token_usage(s, "dave", None, None)
     assert usage.message_count == 0
 

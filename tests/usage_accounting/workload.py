@@ -1,4 +1,4 @@
-"""A mixed usage workload written through the real finish path (app.store.messages), on
+"""A mixed usage workload written through the real finish path (app.store.turn_rows), on
 chosen UTC days: the store's clock is pinned per turn, nothing else is faked."""
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from sqlalchemy import func, select
 
 from app.records import CallRecord, FinishedMessage
 from app.services import usage_rollups
-from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import LlmCall, Thread, UserTokenUsage
+from app.store.turn_rows import Opened, OpeningRequest, turn_rows
+from app.store.turn_rows import postgres as postgres_rows
+from app.store.turn_rows import sqlite as sqlite_rows
+from app.store.turn_rows import statements as turn_statements
 
 DAY1 = dt.date(2026, 11, 20)
 DAY2 = dt.date(2026, 11, 21)
@@ -31,7 +34,8 @@ def at(day: dt.date, hour: int = 12, minute: int = 0) -> dt.datetime:
 def store_clock(monkeypatch: pytest.MonkeyPatch, moment: dt.datetime) -> Iterator[None]:
     """The store's `now` (message times, llm_calls.created_at, the rollup day) is `moment`."""
     with monkeypatch.context() as patch:
-        patch.setattr(messages_store, "utcnow", lambda: moment)
+        for module in (postgres_rows, sqlite_rows, turn_statements):
+            patch.setattr(module, "utcnow", lambda: moment)
         yield
 
 
@@ -54,16 +58,15 @@ async def finished_turn(
     metadata: dict[str, object] | None = None,
 ) -> None:
     """A user message, an assistant message opened and finished at `moment` (UTC)."""
+    rows = turn_rows(db)
     with store_clock(monkeypatch, moment):
-        async with db.transaction() as s:
-            await messages_store.append_user_message(s, thread, "question")
-            assistant = await messages_store.open_assistant_message(s, thread)
+        opened = await rows.open(OpeningRequest(thread.user_id, thread.id, "question"))
+        assert isinstance(opened, Opened), opened
         meta = metadata if metadata is not None else {
             "tokens": sum(c.total_tokens for c in calls)}
-        async with db.transaction() as s:
-            await messages_store.finish_assistant_message(
-                s, FinishedMessage(assistant.id, "answer", meta, status, calls),  # type: ignore[arg-type]
-            )
+        await rows.finish(
+            FinishedMessage(opened.assistant.id, "answer", meta, status, calls),  # type: ignore[arg-type]
+        )
 
 
 @dataclass
