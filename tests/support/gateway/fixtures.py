@@ -32,7 +32,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
+from tests.support.databases import (
+    BACKEND_PARAMS,
+    backend_param,
+    drop_database,
+    make_fresh_database_url,
+)
 from tests.support.gateway.gateways import GatewayPool, GatewayProcess, InProcessGateway
 from tests.support.gateway.servers import close_server_loop
 from tests.support.gateway.upstream import DemoLlm, start_demo_llm
@@ -89,15 +94,10 @@ def start_gateway_processes(live_log_dir: Path) -> Iterator[StartGatewayProcesse
         yield pool.start_processes
 
 
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)],
-)
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
 def live_backend(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    if name == "postgresql":
-        require_postgres()
-    return name
+    """The backend of the module's gateways: a module runs once on each."""
+    return backend_param(request)
 
 
 @pytest.fixture
