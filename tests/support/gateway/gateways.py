@@ -20,7 +20,7 @@ import json
 import os
 import signal
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -88,7 +88,7 @@ class Gateway:
     def client(self, api_key: str | None = None, timeout: float = 30.0) -> httpx.AsyncClient:
         raise NotImplementedError
 
-    async def _with_db(self, use: Callable[[Database], Awaitable[T]]) -> T:
+    async def _with_db(self, use: Callable[[Database], Coroutine[Any, Any, T]]) -> T:
         """`use` run on the gateway's database, where its connections live."""
         raise NotImplementedError
 
@@ -138,7 +138,7 @@ class SameLoopGateway(Gateway):
                                  base_url="http://gateway.test", headers=_auth(api_key),
                                  timeout=timeout)
 
-    async def _with_db(self, use: Callable[[Database], Awaitable[T]]) -> T:
+    async def _with_db(self, use: Callable[[Database], Coroutine[Any, Any, T]]) -> T:
         return await use(self.runtime.db)
 
     async def hold_turn(self, user: str, thread_id: str) -> Turn:
@@ -182,7 +182,7 @@ class LiveGateway(Gateway):
         """A client over real HTTP (the only way into a process)."""
         return httpx.AsyncClient(base_url=self.url, headers=_auth(api_key), timeout=timeout)
 
-    async def _with_db(self, use: Callable[[Database], Awaitable[T]]) -> T:
+    async def _with_db(self, use: Callable[[Database], Coroutine[Any, Any, T]]) -> T:
         db = Database(self.database_url)
         try:
             return await use(db)
@@ -233,7 +233,7 @@ class InProcessGateway(LiveGateway):
                                  base_url="http://gateway", headers=_auth(api_key),
                                  timeout=timeout)
 
-    async def _with_db(self, use: Callable[[Database], Awaitable[T]]) -> T:
+    async def _with_db(self, use: Callable[[Database], Coroutine[Any, Any, T]]) -> T:
         """On the server loop, through the gateway's own connection pool."""
         return await self.server.loop.arun(use(self.runtime.db))
 
