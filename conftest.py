@@ -6,7 +6,11 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-pytest_plugins = ["tests.support.databases", "tests.support.live", "tests.support.redis_keys"]
+pytest_plugins = [
+    "tests.support.databases",
+    "tests.support.gateway.fixtures",
+    "tests.support.redis_keys",
+]
 
 
 @pytest.fixture(autouse=True)

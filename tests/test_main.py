@@ -9,12 +9,11 @@ import sys
 
 from app.heap import can_return_free_memory
 from app.main import sweep_interval_s
-from tests.support.inproc import in_process_gateway
-from tests.support.live import ROOT, DemoLlm, _clean_env
+from tests.support.gateway import ROOT, DemoLlm, clean_env, same_loop_gateway
 
 
 def test_no_upstream_url_refuses_to_start_instead_of_calling_openai() -> None:
-    env = _clean_env({"CHATGATE_DATABASE_URL": "sqlite+aiosqlite:////nonexistent/not-used.db"})
+    env = clean_env({"CHATGATE_DATABASE_URL": "sqlite+aiosqlite:////nonexistent/not-used.db"})
     env.pop("OPENAI_BASE_URL", None)
     done = subprocess.run(
         [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
@@ -41,7 +40,7 @@ async def test_the_heap_trim_runs_where_the_c_library_can_trim(
 ) -> None:
     """glibc (this machine): a background task returns freed memory every 10 s; a C library
     without malloc_trim gets no task that would wake for nothing."""
-    async with in_process_gateway(database_url, demo_llm) as gw:
+    async with same_loop_gateway(database_url, demo_llm) as gw:
         running = "heap_trim" in gw.runtime.background.names
     assert running == can_return_free_memory()
     assert running  # this suite runs on glibc
@@ -52,7 +51,7 @@ async def test_a_sqlite_gateway_merges_its_log_in_the_background(
 ) -> None:
     """Its commits merge none (app.store.db.Database.merge_sqlite_log); on PostgreSQL there is
     no log of SQLite's to merge."""
-    async with in_process_gateway(database_url, demo_llm) as gw:
+    async with same_loop_gateway(database_url, demo_llm) as gw:
         running = "sqlite_log_merge" in gw.runtime.background.names
         sqlite = gw.runtime.db.backend == "sqlite"
         assert running == sqlite

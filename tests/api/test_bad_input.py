@@ -14,7 +14,7 @@ import pytest
 from app.store import api_keys
 from app.store.db import Database
 from tests.e2e.helpers import keyed_client, messages, new_thread
-from tests.support.live import LiveGateway, post_turn
+from tests.support.gateway import LiveGateway, post_turn
 
 
 def assert_error(response: httpx.Response | Any, status: int, code: str) -> None:

@@ -17,19 +17,13 @@ from tests.support.databases import (
     make_fresh_database_url,
     metadata_key_dropping_trigger,
 )
-from tests.support.inprocess import (
-    InProcessServer,
-    LogSink,
-    ServerFailed,
-    build_gateway_app,
-    settings_from_env,
-)
-from tests.support.live import (
-    TEST_GATEWAY_ENV,
+from tests.support.gateway import (
     DemoLlm,
     LiveGateway,
+    ServerFailed,
     StartGateway,
     post_turn,
+    start_in_process_gateway,
 )
 
 
@@ -57,15 +51,13 @@ async def test_auth_off_makes_everyone_user_local(
 def start_gateway_until_it_exits(database_url: str, upstream: DemoLlm) -> tuple[int, str]:
     """Start the gateway under uvicorn (in process) on database_url, expecting it to refuse:
     the exit code uvicorn gives a failed start-up, and everything the gateway logged."""
-    env = {**TEST_GATEWAY_ENV, "CHATGATE_DATABASE_URL": database_url,
-           "CHATGATE_UPSTREAM_BASE_URL": upstream.base_url}
-    app = build_gateway_app(settings_from_env(env))
     try:
-        server = InProcessServer(app, LogSink())
+        gateway = start_in_process_gateway(
+            database_url, {"CHATGATE_UPSTREAM_BASE_URL": upstream.base_url})
     except ServerFailed as refused:
         return (refused.exit_code if refused.exit_code is not None else -1), refused.log
-    server.stop()
-    return 0, server.sink.text()
+    gateway.stop()
+    return 0, gateway.log_text()
 
 
 def log_events(output: str) -> list[dict[str, Any]]:

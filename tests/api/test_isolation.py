@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from tests.e2e.helpers import keyed_client, messages, new_thread
-from tests.support.live import LiveGateway, post_turn
+from tests.support.gateway import LiveGateway, post_turn
 
 
 async def test_foreign_thread_is_indistinguishable_from_a_missing_one(

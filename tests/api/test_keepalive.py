@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from tests.e2e.helpers import messages, new_thread
-from tests.support.live import DemoLlm, StartGateway, parse_sse
+from tests.support.gateway import DemoLlm, StartGateway, parse_sse
 
 KEEPALIVE_S = 0.3
 #: sse-starlette's default ping: a comment line `: ping - <UTC time>`.

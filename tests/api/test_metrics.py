@@ -4,8 +4,6 @@ uvicorn workers in prometheus multiprocess mode, where any worker must report al
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,16 +13,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.helpers import keyed_client, new_thread
 from tests.support.databases import drop_database, make_fresh_database_url
-from tests.support.live import (
-    ROOT,
+from tests.support.gateway import (
     TEST_GATEWAY_ENV,
     DemoLlm,
     StartGateway,
     TurnResult,
-    _clean_env,
-    _stop,
     free_port,
     post_turn,
+    spawn_uvicorn,
+    stop_process,
     wait_for_http,
 )
 
@@ -96,22 +93,17 @@ def two_worker_gateway(demo_llm: DemoLlm, tmp_path: Path) -> Iterator[tuple[str,
     multiproc_dir.mkdir()
     port = free_port()
     log_path = tmp_path / "gateway.log"
-    env = _clean_env({**TEST_GATEWAY_ENV, "CHATGATE_AUTH_MODE": "off",
-                      "CHATGATE_DATABASE_URL": database_url,
-                      "CHATGATE_UPSTREAM_BASE_URL": demo_llm.base_url,
-                      "PROMETHEUS_MULTIPROC_DIR": str(multiproc_dir)})
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "2",
-             "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    env = {**TEST_GATEWAY_ENV, "CHATGATE_AUTH_MODE": "off",
+           "CHATGATE_DATABASE_URL": database_url,
+           "CHATGATE_UPSTREAM_BASE_URL": demo_llm.base_url,
+           "PROMETHEUS_MULTIPROC_DIR": str(multiproc_dir)}
+    process = spawn_uvicorn(port, env, log_path, "--workers", "2")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(url + "/healthz", process, log_path)
         yield url, multiproc_dir
     finally:
-        _stop(process)
+        stop_process(process)
         drop_database(database_url)
 
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from app.store.migrations import alembic_config
 from tests.support.databases import PG_ADMIN_URL, require_postgres
-from tests.support.live import DemoLlm, LiveGateway, StartGateway
+from tests.support.gateway import DemoLlm, LiveGateway, StartGateway
 
 NOT_READY_WAIT_S = 10.0
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import keyed_client, new_thread
-from tests.support.live import LiveGateway
+from tests.support.gateway import LiveGateway
 
 
 async def titles(client: httpx.AsyncClient) -> dict[str, str | None]:

@@ -19,7 +19,7 @@ from tests.e2e.helpers import (
     wait_for_status,
     wait_upstream_cancelled,
 )
-from tests.support.live import DemoLlm, InProcessGateway, StartGateway, iter_sse, start_demo_llm
+from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway, iter_sse, start_demo_llm
 from tests.support.resume import delta_ids, delta_text, leave_after, read_first, rest, resume
 
 LONG = "[long] tell me everything"

@@ -15,8 +15,7 @@ from app.settings import Settings
 from app.store import api_keys
 from app.store import messages as message_store
 from app.store.db import Database
-from tests.support.live import DemoLlm, SseEvent, iter_sse
-from tests.support.same_loop import serve_gateway
+from tests.support.gateway import DemoLlm, SseEvent, iter_sse, serve_gateway
 
 CHECK_S = 0.1
 #: The promise to operators: streams of a revoked key end within 5 s (default check: 2 s).

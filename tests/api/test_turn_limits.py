@@ -26,8 +26,14 @@ from app.store import limits, usage
 from app.store.rate_windows import RedisRateWindows
 from app.usage.figures import UsageFigures
 from tests.e2e.helpers import messages, new_thread
-from tests.support.inproc import FakeClock, InProcessGateway, in_process_gateway
-from tests.support.live import DemoLlm, SseEvent, parse_sse
+from tests.support.gateway import (
+    DemoLlm,
+    FakeClock,
+    SameLoopGateway,
+    SseEvent,
+    parse_sse,
+    same_loop_gateway,
+)
 from tests.support.statements import recorded_statements, statements_in_transaction
 
 ASK = [{"role": "user", "content": "Hello"}]
@@ -72,7 +78,7 @@ async def finish_all(turns: list[Turn]) -> None:
 async def test_a_user_at_the_stream_cap_is_refused_before_any_upstream_call(
     database_url: str, demo_llm: DemoLlm, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async with in_process_gateway(database_url, demo_llm, max_streams_per_user=2) as gw:
+    async with same_loop_gateway(database_url, demo_llm, max_streams_per_user=2) as gw:
         alice, bob = await gw.api_key("alice"), await gw.api_key("bob")
         async with gw.client(alice) as client:
             threads = [await new_thread(client) for _ in range(3)]
@@ -106,8 +112,8 @@ async def test_the_stream_cap_costs_an_opening_no_statement_of_its_own_on_postgr
     runs outside a transaction: its only round trip on the way to the first delta. On
     SQLite, where statements make none, the count is a statement of its own. (The rate
     limit, off here, counts in a statement of its own before.)"""
-    async with in_process_gateway(database_url, demo_llm, max_streams_per_user=2,
-                                  rate_limit_per_minute=0) as gw:
+    async with same_loop_gateway(database_url, demo_llm, max_streams_per_user=2,
+                                 rate_limit_per_minute=0) as gw:
         alice = await gw.api_key("alice")
         async with gw.client(alice) as client:
             threads = [await new_thread(client) for _ in range(2)]
@@ -131,7 +137,7 @@ async def test_concurrent_openings_of_one_user_stop_at_the_cap(
     rows before it counts, so each must count the rows of the ones admitted before it, and
     only its own rows are not counted against it. Exactly two open; the others store
     nothing."""
-    async with in_process_gateway(database_url, demo_llm, max_streams_per_user=2) as gw:
+    async with same_loop_gateway(database_url, demo_llm, max_streams_per_user=2) as gw:
         alice = await gw.api_key("alice")
         async with gw.client(alice) as client:
             threads = [await new_thread(client) for _ in range(5)]
@@ -153,7 +159,7 @@ async def test_openai_calls_without_a_thread_count_in_the_stream_cap(
 ) -> None:
     """A call to /v1/chat/completions without a thread stores no streaming row; it still
     takes one of the user's streams while it runs, so one key cannot starve the others."""
-    async with in_process_gateway(database_url, demo_llm, max_streams_per_user=1) as gw:
+    async with same_loop_gateway(database_url, demo_llm, max_streams_per_user=1) as gw:
         alice, bob = await gw.api_key("alice"), await gw.api_key("bob")
         model = gw.runtime.settings.offered_models[0]
         held = await open_completion(gw.runtime.gate, Principal("alice", False),
@@ -180,7 +186,7 @@ async def test_the_rate_limit_counts_turn_requests_per_user_and_minute(
     database_url: str, demo_llm: DemoLlm
 ) -> None:
     clock = FakeClock(NOON)  # 12:00:45: the window ends in 15 s
-    async with in_process_gateway(database_url, demo_llm, rate_limit_per_minute=2) as gw:
+    async with same_loop_gateway(database_url, demo_llm, rate_limit_per_minute=2) as gw:
         gw.runtime.gate.clock = clock
         async with gw.client(await gw.api_key("alice")) as client:
             thread = await new_thread(client)
@@ -199,7 +205,7 @@ async def test_the_rate_limit_counts_turn_requests_per_user_and_minute(
         assert await gw.refusals() == {"rate_limited": 1}
 
 
-async def spend(gw: InProcessGateway, user: str, day: dt.date, tokens: int, cost: str) -> None:
+async def spend(gw: SameLoopGateway, user: str, day: dt.date, tokens: int, cost: str) -> None:
     async with gw.runtime.db.transaction() as session:
         await usage.add_to_rollup(session, user_id=user, period_start=day, model="demo-1",
                                   delta=UsageFigures(total_tokens=tokens, message_count=1,
@@ -210,7 +216,7 @@ async def test_a_key_over_its_daily_budget_is_refused_until_midnight_utc(
     database_url: str, demo_llm: DemoLlm
 ) -> None:
     clock = FakeClock(dt.datetime(2026, 11, 24, 23, 59, 30, tzinfo=dt.UTC))
-    async with in_process_gateway(database_url, demo_llm) as gw:
+    async with same_loop_gateway(database_url, demo_llm) as gw:
         gw.runtime.gate.clock = clock
         by_tokens = await gw.api_key("alice", tokens=1000)
         by_cost = await gw.api_key("alice", cost_usd=0.5)
@@ -242,7 +248,7 @@ async def test_a_turn_past_a_bound_of_the_process_is_gateway_busy_not_an_upstrea
 ) -> None:
     """A held turn has the one upstream slot, or the one opening place (opened, nothing
     sent yet): the next is refused with nothing stored or sent, and opens once it ends."""
-    async with in_process_gateway(database_url, demo_llm, **bound) as gw:
+    async with same_loop_gateway(database_url, demo_llm, **bound) as gw:
         async with gw.client(await gw.api_key("alice")) as alice, \
                 gw.client(await gw.api_key("bob")) as bob:
             held = await gw.hold_turn("alice", await new_thread(alice))
@@ -266,8 +272,8 @@ async def test_a_turn_past_a_bound_of_the_process_is_gateway_busy_not_an_upstrea
 async def test_a_turn_past_the_opening_places_waits_in_line_and_opens_once_one_frees(
     database_url: str, demo_llm: DemoLlm
 ) -> None:
-    async with in_process_gateway(database_url, demo_llm, max_opening_turns=1,
-                                  opening_wait_s=60, title_calls=False) as gw:
+    async with same_loop_gateway(database_url, demo_llm, max_opening_turns=1,
+                                 opening_wait_s=60, title_calls=False) as gw:
         async with gw.client(await gw.api_key("alice")) as alice, \
                 gw.client(await gw.api_key("bob")) as bob:
             held = await gw.hold_turn("alice", await new_thread(alice))
@@ -290,8 +296,8 @@ async def test_an_answer_waiting_for_its_first_token_leaves_its_opening_place(
     """[slow-first]: the demo model sends its headers, then holds the first token 1.5 s.
     The one opening place is free again once the headers are in, so another turn opens and
     ends while that answer still waits for its model."""
-    async with in_process_gateway(database_url, demo_llm, max_opening_turns=1,
-                                  opening_wait_s=0, title_calls=False) as gw:
+    async with same_loop_gateway(database_url, demo_llm, max_opening_turns=1,
+                                 opening_wait_s=0, title_calls=False) as gw:
         openings = gw.runtime.turn_deps.openings
         assert openings is not None
         async with gw.client(await gw.api_key("alice")) as alice, \
@@ -312,8 +318,8 @@ async def test_an_answer_waiting_for_its_first_token_leaves_its_opening_place(
 async def test_an_openai_style_call_leaves_its_opening_place_once_the_model_answers(
     database_url: str, demo_llm: DemoLlm
 ) -> None:
-    async with in_process_gateway(database_url, demo_llm, max_opening_turns=1,
-                                  opening_wait_s=0) as gw:
+    async with same_loop_gateway(database_url, demo_llm, max_opening_turns=1,
+                                 opening_wait_s=0) as gw:
         model = gw.runtime.settings.offered_models[0]
         held = await open_completion(gw.runtime.gate, Principal("alice", False),
                                      CompletionRequest(model, ASK), None)  # headers in
@@ -330,8 +336,8 @@ async def test_the_rate_limit_counts_in_redis_when_configured(
 ) -> None:
     redis_url = os.environ.get("CHATGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
     user = f"alice-{uuid.uuid4().hex[:8]}"  # keys of its own (they expire by themselves)
-    async with in_process_gateway(database_url, demo_llm, rate_limit_per_minute=1,
-                                  redis_url=redis_url) as gw:
+    async with same_loop_gateway(database_url, demo_llm, rate_limit_per_minute=1,
+                                 redis_url=redis_url) as gw:
         windows = gw.runtime.gate.windows
         assert isinstance(windows, RedisRateWindows)
         try:

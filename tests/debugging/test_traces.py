@@ -20,10 +20,10 @@ from app.store import traces
 from app.store.db import Database
 from app.store.models import Message
 from tests.e2e.helpers import keyed_client, new_thread, wait_for_status
-from tests.support.live import (
+from tests.support.gateway import (
     DemoLlm,
+    GatewayPool,
     LiveGateway,
-    _GatewayPool,
     iter_sse,
     post_turn,
 )
@@ -35,22 +35,16 @@ SEED_BUG_WARNINGS = ["context_echo", "metadata_at_start", "unclosed_block"]
 @pytest.fixture(scope="module")
 def errors_gateway(live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
                    ) -> Iterator[LiveGateway]:
-    pool = _GatewayPool(live_log_dir)
-    try:
+    with GatewayPool(live_log_dir) as pool:
         yield pool.start(live_backend, upstream=demo_llm,
                          env={"CHATGATE_TRACE_STREAMS": "errors"})
-    finally:
-        pool.close()
 
 
 @pytest.fixture(scope="module")
 def all_gateway(live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
                 ) -> Iterator[LiveGateway]:
-    pool = _GatewayPool(live_log_dir)
-    try:
+    with GatewayPool(live_log_dir) as pool:
         yield pool.start(live_backend, upstream=demo_llm, env={"CHATGATE_TRACE_STREAMS": "all"})
-    finally:
-        pool.close()
 
 
 async def turn(client: httpx.AsyncClient, content: str) -> tuple[str, str]:

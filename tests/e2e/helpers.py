@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.live import DemoLlm, LiveGateway, iter_sse
+from tests.support.gateway import DemoLlm, LiveGateway, iter_sse
 
 HEADER = re.compile(r"<!--[ \t\r\n]{0,16}(METADATA|MSG_CONTEXT)", re.IGNORECASE)
 

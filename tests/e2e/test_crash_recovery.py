@@ -11,7 +11,7 @@ import httpx
 
 from tests.e2e.helpers import messages, new_thread
 from tests.support.crash import SeenDeltas, read_deltas, recovery_env, recovery_setting
-from tests.support.live import (
+from tests.support.gateway import (
     DemoLlm,
     GatewayProcess,
     StartGatewayProcess,

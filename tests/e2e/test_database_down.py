@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from tests.e2e.helpers import new_thread
-from tests.support.live import DemoLlm, StartGateway, post_turn
+from tests.support.gateway import DemoLlm, StartGateway, post_turn
 from tests.support.outages import outage_for
 
 RETRY_AFTER = "7"

@@ -20,7 +20,7 @@ from tests.e2e.helpers import (
     wait_upstream_cancelled,
 )
 from tests.store.factories import open_rows
-from tests.support.live import (
+from tests.support.gateway import (
     DemoLlm,
     StartGateway,
     StartGatewayProcess,

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from tests.e2e.helpers import HEADER, new_thread, wait_for_status
-from tests.support.live import (
+from tests.support.gateway import (
     DemoLlm,
     GatewayProcess,
     StartGatewayProcesses,

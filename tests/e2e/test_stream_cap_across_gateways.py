@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import new_thread, wait_for_status
-from tests.support.live import DemoLlm, StartGatewayProcess, iter_sse
+from tests.support.gateway import DemoLlm, StartGatewayProcess, iter_sse
 
 pytestmark = pytest.mark.postgres
 LONG = "[long] tell me everything"

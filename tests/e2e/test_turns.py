@@ -11,7 +11,7 @@ import pytest
 from app.demo_llm.scenarios import apply_max_tokens, chat_input, plan_reply
 from app.stream import MarkerFilter
 from tests.e2e.helpers import HEADER, keyed_client, messages, new_thread, turn_log_lines
-from tests.support.live import DemoLlm, LiveGateway, post_turn
+from tests.support.gateway import DemoLlm, LiveGateway, post_turn
 
 
 def expected_from_upstream(body: dict[str, Any]) -> tuple[str, dict[str, Any] | None, list[str]]:

@@ -34,11 +34,11 @@ from app.store import usage_reports
 from app.store.db import Database
 from app.store.models import LlmCall
 from tests.e2e.helpers import keyed_client, messages, new_thread, read_then_leave, wait_for_status
-from tests.support.live import (
+from tests.support.gateway import (
     DemoLlm,
+    GatewayPool,
     LiveGateway,
     StartGateway,
-    _GatewayPool,
     post_turn,
 )
 
@@ -55,14 +55,11 @@ def tight_gateway(
     live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
 ) -> Iterator[LiveGateway]:
     """A gateway whose model has no price and whose context budget is small."""
-    pool = _GatewayPool(live_log_dir)
-    try:
+    with GatewayPool(live_log_dir) as pool:
         yield pool.start(live_backend, upstream=demo_llm, env={
             "CHATGATE_UPSTREAM_MODEL": UNKNOWN_MODEL,
             "CHATGATE_CONTEXT_BUDGET_CHARS": str(TIGHT_BUDGET_CHARS),
         })
-    finally:
-        pool.close()
 
 
 @pytest.fixture

@@ -13,17 +13,14 @@ from app.main import build_runtime
 from app.services.runtime import Runtime
 from app.settings import Settings
 from tests.followups.helpers import FAST_ENV, HandClock
-from tests.support.live import DemoLlm, InProcessGateway, _GatewayPool
+from tests.support.gateway import DemoLlm, GatewayPool, InProcessGateway
 
 
 @pytest.fixture(scope="module")
 def fast_gateway(live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
                  ) -> Iterator[InProcessGateway]:
-    pool = _GatewayPool(live_log_dir)
-    try:
+    with GatewayPool(live_log_dir) as pool:
         yield pool.start(live_backend, upstream=demo_llm, env=FAST_ENV)
-    finally:
-        pool.close()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from app.clock import utcnow
 from app.store.db import Database
 from app.store.models import Followup, Message
-from tests.support.live import iter_sse, post_turn
+from tests.support.gateway import iter_sse, post_turn
 
 T = TypeVar("T")
 

@@ -25,7 +25,7 @@ from tests.followups.helpers import (
     set_autonomy,
     wait_until,
 )
-from tests.support.live import DemoLlm, LiveGateway, post_turn
+from tests.support.gateway import DemoLlm, LiveGateway, post_turn
 
 TRIGGERS = {
     "[awaiting:question] Tell me about tides": "question_unanswered",

@@ -22,7 +22,7 @@ from tests.followups.helpers import (
     wait_until,
 )
 from tests.support.databases import require_postgres
-from tests.support.live import (
+from tests.support.gateway import (
     DemoLlm,
     StartGateway,
     StartGatewayProcess,

@@ -8,7 +8,7 @@ from playwright.async_api import Page, expect
 
 from app.followups.triggers import TRIGGER_PROMPTS
 from tests.followups.helpers import FAST_ENV
-from tests.support.live import DemoLlm, StartGateway
+from tests.support.gateway import DemoLlm, StartGateway
 from tests.web.conftest import browser, page  # noqa: F401 - the shared Chromium fixtures
 from tests.web.page_helpers import BROWSER_TESTS
 

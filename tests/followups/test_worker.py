@@ -23,7 +23,7 @@ from app.store.models import Followup, Message, Thread
 from app.store.threads import set_autonomy
 from tests.followups.helpers import HandClock
 from tests.store.factories import new_thread
-from tests.support.live import DemoLlm
+from tests.support.gateway import DemoLlm
 
 
 @pytest.fixture

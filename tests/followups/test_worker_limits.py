@@ -19,7 +19,7 @@ from app.store import followup_queue
 from app.store.followup_queue import Claim
 from tests.followups.test_worker import claimed, state
 from tests.store.factories import new_thread
-from tests.support.live import DemoLlm
+from tests.support.gateway import DemoLlm
 
 
 @pytest.fixture

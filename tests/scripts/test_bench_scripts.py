@@ -13,14 +13,14 @@ import pytest
 import typer
 
 from scripts.bench_gateway import Pinning
-from tests.support.live import ROOT, _clean_env, free_port
+from tests.support.gateway import ROOT, clean_env, free_port
 
 
 def run_script(name: str, *args: str) -> str:
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / name), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env=_clean_env({"COLUMNS": "200"}),
+        env=clean_env({"COLUMNS": "200"}),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -57,7 +57,7 @@ def test_bench_history_compares_a_long_thread_with_a_fresh_one(database_url: str
     if database_url.startswith("sqlite"):
         done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_history.py"),
                                *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                              env=_clean_env({"COLUMNS": "200"}))
+                              env=clean_env({"COLUMNS": "200"}))
         assert done.returncode == 2 and "give a PostgreSQL database" in done.stderr, done.stderr
         return
     out = run_script("bench_history.py", *args)
@@ -109,7 +109,7 @@ def test_bench_gateway_compares_another_proxy_of_the_same_upstream() -> None:
     proxy_port, upstream_port = free_port(), free_port()
     proxy = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_gateway.py"),
                               "--serve-upstream", str(proxy_port), "--tokens", "5"], cwd=ROOT,
-                             env=_clean_env({}))
+                             env=clean_env({}))
     try:
         out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5", "--concurrency",
                          "1,2", "--open-streams", "1", "--long-tokens", "0", "--history", "0",

@@ -12,8 +12,7 @@ from app.store.db import Database
 from app.usage.figures import UsageFigures
 from tests.e2e.helpers import new_thread
 from tests.scripts.test_keys_cli import create_key, keys_cli, unique
-from tests.support.inproc import in_process_gateway
-from tests.support.live import DemoLlm
+from tests.support.gateway import DemoLlm, same_loop_gateway
 
 
 async def test_budget_is_set_listed_enforced_and_cleared(
@@ -35,7 +34,7 @@ async def test_budget_is_set_listed_enforced_and_cleared(
                 model="demo-1", delta=UsageFigures(total_tokens=100, cost_usd=Decimal("0")))
     finally:
         await db.dispose()
-    async with in_process_gateway(database_url, demo_llm) as gw, gw.client(key) as client:
+    async with same_loop_gateway(database_url, demo_llm) as gw, gw.client(key) as client:
         thread = await new_thread(client)
         refused = await client.post(f"/api/threads/{thread}/messages", json={"content": "hi"})
         assert refused.status_code == 429

@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.helpers import new_thread
 from tests.support.databases import drop_database, make_fresh_database_url
-from tests.support.live import LiveGateway, post_turn
+from tests.support.gateway import LiveGateway, post_turn
 from tests.support.scripts import run_script
 
 KEY_LINE = re.compile(r"^cg_[A-Za-z0-9_-]{20,}$", re.MULTILINE)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.databases import drop_database, make_fresh_database_url
-from tests.support.live import ROOT, _clean_env, free_port
+from tests.support.gateway import ROOT, clean_env, free_port
 from tests.support.scripts import run_script
 
 COMMANDS = [
@@ -49,7 +49,7 @@ def test_a_script_on_an_unreachable_database_says_so(command: tuple[str, ...]) -
     url = f"postgresql+asyncpg://postgres@127.0.0.1:{closed}/chatgate"
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / script), *args],
-        cwd=ROOT, env=_clean_env({"CHATGATE_DATABASE_URL": url, "COLUMNS": "200"}),
+        cwd=ROOT, env=clean_env({"CHATGATE_DATABASE_URL": url, "COLUMNS": "200"}),
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2, done.stderr

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import HEADER, messages, new_thread
-from tests.support.live import ROOT, _clean_env, free_port, post_turn, wait_for_http
+from tests.support.gateway import ROOT, clean_env, free_port, post_turn, wait_for_http
 
 SERVE = ROOT / "scripts" / "serve"
 STOP_TIMEOUT_S = 15.0
@@ -72,7 +72,7 @@ def serve_process(installed_venv: None, tmp_path: Path) -> Iterator[
     port, demo_port = free_port(), free_port()
     database = tmp_path / "var" / "chatgate.db"
     log_path = tmp_path / "serve.log"
-    env = _clean_env({
+    env = clean_env({
         "CHATGATE_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
         "CHATGATE_DEMO_DELAY_MS": "2",  # the demo child's pace; the default 15 ms is slow
     })
@@ -147,7 +147,7 @@ def test_serve_on_an_unreachable_database_says_so_in_one_sentence(
     installed_venv: None, tmp_path: Path
 ) -> None:
     closed = free_port()  # nothing listens there
-    env = _clean_env({"CHATGATE_DATABASE_URL":
+    env = clean_env({"CHATGATE_DATABASE_URL":
                       f"postgresql+asyncpg://postgres@127.0.0.1:{closed}/chatgate"})
     done = subprocess.run([str(SERVE), "--port", str(free_port())], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)

@@ -21,7 +21,7 @@ from app.settings import Settings
 from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.turns.events import Delta, Ended
-from tests.support.live import DemoLlm
+from tests.support.gateway import DemoLlm
 
 
 async def test_a_streaming_turn_waits_while_one_opens_on_a_saturated_loop() -> None:

@@ -31,7 +31,7 @@ from app.store import threads as thread_store
 from app.store.models import LlmCall, Message, UserTokenUsage
 from app.turns.events import Started
 from tests.services.wire import WireEvent, on_the_wire
-from tests.support.live import DemoLlm
+from tests.support.gateway import DemoLlm
 from tests.usage_accounting.workload import backfill, verify
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)

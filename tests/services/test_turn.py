@@ -36,7 +36,7 @@ from app.turns.events import Delta
 from app.turns.finish import TurnOutcome
 from tests.services.wire import WireEvent, on_the_wire
 from tests.support.databases import set_connections_allowed
-from tests.support.live import DemoLlm
+from tests.support.gateway import DemoLlm
 from tests.support.scripted_upstream import scripted_upstream, sse_body, usage_chunk
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from app.store.db import Database
 from app.store.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
-from tests.support.inproc import free_tcp_port
+from tests.support.gateway import free_port
 from tests.support.redis_keys import REDIS_URL
 
 MINUTE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -46,7 +46,7 @@ async def test_redis_is_shared_and_a_refusal_counts_nothing(redis_prefix: str) -
 async def test_redis_out_of_reach_lets_requests_through(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    windows = RedisRateWindows(f"redis://127.0.0.1:{free_tcp_port()}/0")
+    windows = RedisRateWindows(f"redis://127.0.0.1:{free_port()}/0")
     try:
         assert await takes(windows, "alice", MINUTE, 3) == [True, True, True]
     finally:

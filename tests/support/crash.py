@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tests.support.live import iter_sse
+from tests.support.gateway import iter_sse
 
 #: Heartbeat, dead-after and checkpoint settings short enough for a test to wait on.
 #: `CG_CRASH_DEFAULT_SETTINGS=1` keeps the production defaults instead (2 s, 10 s, 1 s), to

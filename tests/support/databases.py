@@ -333,15 +333,22 @@ def drop_database(url: str) -> None:
     _State.created_pg.discard(name)
 
 
-@pytest.fixture(
-    params=[pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
-def backend(request: pytest.FixtureRequest) -> str:
-    """The database backend under test; every test using it runs on both."""
+#: The parameters of a fixture that runs its tests on each backend.
+BACKEND_PARAMS = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def backend_param(request: pytest.FixtureRequest) -> str:
+    """The backend a BACKEND_PARAMS fixture was given, once it is known to be reachable."""
     name: str = request.param
     if name == "postgresql":
         require_postgres()
     return name
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The database backend under test; every test using it runs on both."""
+    return backend_param(request)
 
 
 @pytest.fixture

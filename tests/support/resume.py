@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from tests.support.live import SseEvent, iter_sse, parse_sse
+from tests.support.gateway import SseEvent, iter_sse, parse_sse
 
 
 @dataclass

@@ -12,7 +12,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from tests.support.live import free_port
+from tests.support.gateway import free_port
 
 
 class TcpProxy:

@@ -27,7 +27,7 @@ from app.upstream import (
     make_openai_client,
 )
 from app.upstream.errors import classify
-from tests.support.live import DemoLlm, free_port
+from tests.support.gateway import DemoLlm, free_port
 from tests.support.scripted_upstream import (
     finish_chunk,
     read_request,

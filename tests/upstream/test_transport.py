@@ -24,7 +24,7 @@ from app.main import upstream_config
 from app.settings import Settings
 from app.upstream import UpstreamClient, make_http_client, make_openai_client
 from app.upstream.transport import AiohttpTransport
-from tests.support.live import free_port
+from tests.support.gateway import free_port
 from tests.support.scripted_upstream import finish_chunk, read_request, sse_body
 
 ANSWER = sse_body(["Hel", "lo"], tail=f"data: {finish_chunk()}\n\ndata: [DONE]\n\n")

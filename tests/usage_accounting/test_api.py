@@ -1,4 +1,4 @@
-"""The usage API over real HTTP: the gateway under uvicorn (tests.support.live) with the demo
+"""The usage API over real HTTP: the gateway under uvicorn (tests.support.gateway) with the demo
 model server, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from app.services import usage_rollups
 from app.store.db import Database
 from tests.e2e.helpers import keyed_client, messages, new_thread
-from tests.support.live import LiveGateway, post_turn
+from tests.support.gateway import LiveGateway, post_turn
 from tests.usage_accounting.workload import DAY1, DAY2, DAY3, mixed_workload
 
 

@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 
-from tests.support.live import DemoLlm, StartGatewayProcess
+from tests.support.gateway import DemoLlm, StartGatewayProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, Route, expect
 
-from tests.support.live import DemoLlm, LiveGateway, StartGatewayProcess
+from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import (
     BROWSER_TESTS,
     DESKTOP,

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from playwright.async_api import Browser, Request, Route, expect
 
-from tests.support.live import DemoLlm, LiveGateway, StartGatewayProcess
+from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import BROWSER_TESTS, DESKTOP, STREAMING, TURN_OVER, send, sized_page
 
 pytestmark = BROWSER_TESTS

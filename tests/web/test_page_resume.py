@@ -10,7 +10,7 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Locator, Page, expect
 
 from app.demo_llm.scenarios import long_answer_text
-from tests.support.live import DemoLlm, StartGatewayProcess, start_demo_llm
+from tests.support.gateway import DemoLlm, StartGatewayProcess, start_demo_llm
 from tests.web.page_helpers import BROWSER_TESTS
 from tests.web.test_page import wait_turn_over
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.api.openai_compat.model_server import ModelServer
-from tests.support.live import InProcessGateway, _GatewayPool
+from tests.support.gateway import GatewayPool, InProcessGateway
 
 #: USD per million tokens of the scripted model: a call's cost is known, so it is checked.
 PRICES = {"scripted-1": {"prompt": 1.0, "completion": 2.0}}
@@ -29,8 +29,7 @@ def oa_gateway(live_backend: str, model_server: ModelServer, live_log_dir: Path,
     price_file = tmp_path_factory.mktemp("prices") / "prices.json"
     price_file.write_text(json.dumps(PRICES), encoding="utf-8")
     model_server.requests.clear()  # a test reads the requests of its own backend's run
-    pool = _GatewayPool(live_log_dir)
-    try:
+    with GatewayPool(live_log_dir) as pool:
         yield pool.start(live_backend, upstream=model_server.base_url, env={
             "CHATGATE_TITLE_CALLS": "false", "CHATGATE_SUMMARY_CALLS": "false",
             "CHATGATE_RATE_LIMIT_PER_MINUTE": "0", "CHATGATE_PRICE_FILE": str(price_file),
@@ -38,5 +37,3 @@ def oa_gateway(live_backend: str, model_server: ModelServer, live_log_dir: Path,
             # a loaded 2-core machine must not turn a local answer into upstream_timeout
             "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
         })
-    finally:
-        pool.close()

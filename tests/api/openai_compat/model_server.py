@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from tests.support.inprocess import server_loop
+from tests.support.gateway import server_loop
 from tests.support.scripted_upstream import (
     completion_chunk,
     finish_chunk,

@@ -15,7 +15,7 @@ from app.stream import strip_markers
 from tests.api.openai_compat.model_server import ModelServer, answer_body, chunk, raw_body
 from tests.e2e.helpers import messages as thread_messages
 from tests.e2e.helpers import new_thread
-from tests.support.live import InProcessGateway
+from tests.support.gateway import InProcessGateway
 from tests.support.scripted_upstream import usage_chunk
 
 MODEL = "scripted-1"

@@ -3,7 +3,7 @@ SDKs retry on it), one warning line, then recovery."""
 
 from __future__ import annotations
 
-from tests.support.live import DemoLlm, StartGateway
+from tests.support.gateway import DemoLlm, StartGateway
 from tests.support.outages import outage_for
 
 ENV = {"CHATGATE_SQLITE_BUSY_TIMEOUT_S": "0.3", "CHATGATE_DATABASE_RETRY_AFTER_S": "7",

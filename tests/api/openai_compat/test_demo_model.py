@@ -8,7 +8,7 @@ from typing import Any
 
 import openai
 
-from tests.support.live import InProcessGateway
+from tests.support.gateway import InProcessGateway
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
     "type": "object", "properties": {"query": {"type": "string"}}}}}]

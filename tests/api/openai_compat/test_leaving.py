@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.e2e.helpers import new_thread, wait_for_status
-from tests.support.live import DemoLlm, StartGateway, start_demo_llm
+from tests.support.gateway import DemoLlm, StartGateway, start_demo_llm
 
 
 @pytest.fixture(scope="module")

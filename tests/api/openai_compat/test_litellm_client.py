@@ -17,7 +17,7 @@ import pytest
 from tests.api.openai_compat.cases import CASES, expected, prepare
 from tests.api.openai_compat.model_server import ModelServer
 from tests.api.openai_compat.outside_clients import case_lines, missing_client
-from tests.support.live import InProcessGateway
+from tests.support.gateway import InProcessGateway
 
 HERE = Path(__file__).parent
 VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / (

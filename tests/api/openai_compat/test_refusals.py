@@ -6,7 +6,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tests.support.live import StartGateway, free_port
+from tests.support.gateway import StartGateway, free_port
 from tests.support.scripted_upstream import scripted_upstream
 
 ASK = [{"role": "user", "content": "hello"}]

@@ -13,7 +13,7 @@ import pytest
 
 from tests.api.openai_compat.cases import CASES, ask, expected, prepare
 from tests.api.openai_compat.model_server import ModelServer, answer_body, chunk, raw_body
-from tests.support.live import InProcessGateway
+from tests.support.gateway import InProcessGateway
 from tests.support.scripted_upstream import usage_chunk
 
 MODEL = "scripted-1"

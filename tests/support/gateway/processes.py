@@ -1,4 +1,6 @@
-"""Gateway processes forked from a server that has already imported the gateway.
+"""Gateway processes: forked from a server that has already imported the gateway, or spawned
+(`python -m uvicorn`) when a setting is read at import time; and what tests use of any process
+(a cleaned environment, waiting for it to answer, stopping it).
 
 A gateway subprocess spends most of its start importing (about 1.3 s: openai's types,
 SQLAlchemy, Starlette) before uvicorn serves. A multiprocessing fork server imports app.main
@@ -13,15 +15,22 @@ wait, terminate, kill.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Protocol
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[3]
+START_TIMEOUT_S = 30.0
 
 #: Settings read when a module is imported, not when the app is made: a fork of a server
 #: that imported without them would not have them.
@@ -112,3 +121,58 @@ def fork_gateway(port: int, env: Mapping[str, str], log_path: Path, cwd: Path
         target=_serve, args=(port, dict(env), str(log_path), str(cwd)), daemon=True)
     process.start()
     return ForkedProcess(process)
+
+
+def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The test process's environment without CHATGATE_ settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    env.update(extra)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def spawn_uvicorn(port: int, env: Mapping[str, str], log_path: Path, *options: str
+                  ) -> subprocess.Popen[bytes]:
+    """`python -m uvicorn app.main:create_app --factory` on 127.0.0.1:`port` with `env`
+    (cleaned), stdout and stderr into `log_path`, and uvicorn's `options`."""
+    with log_path.open("wb") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *options],
+            cwd=ROOT, env=clean_env(env), stdout=log_file, stderr=subprocess.STDOUT,
+        )
+
+
+def start_gateway_process(port: int, env: Mapping[str, str], log_path: Path) -> ProcessHandle:
+    """A gateway process on `port`, started but not yet answering: forked from the server
+    that has the gateway imported, or spawned when a setting it is given is read at import
+    time."""
+    if spawn_needed(env):
+        return spawn_uvicorn(port, env, log_path, "--timeout-graceful-shutdown", "5")
+    return fork_gateway(port, clean_env(env), log_path, ROOT)
+
+
+def wait_for_http(url: str, process: ProcessHandle, log_path: Path) -> None:
+    """Poll url until 200; fail with the process's log if it dies or takes too long."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"{url}: process exited with {process.returncode}\n{log_path.read_text()[-4000:]}"
+            )
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} not up after {START_TIMEOUT_S} s\n{log_path.read_text()[-4000:]}")
+
+
+def stop_process(process: ProcessHandle) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within 10 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)

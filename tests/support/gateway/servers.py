@@ -1,5 +1,6 @@
 """In-process servers for tests: the gateway and the demo model server run inside the pytest
 process instead of as uvicorn subprocesses, which cost seconds each to import and start.
+(`serve_gateway`, at the end, is the exception: uvicorn in the test's own loop.)
 
 One event loop, in a daemon thread, hosts every in-process server of the session (`ServerLoop`).
 Not the test's loop: pytest-asyncio gives each test a loop of its own, while a module-wide
@@ -32,12 +33,11 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 import httpx
 import uvicorn
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from starlette.applications import Starlette
 
 from app.main import create_app
@@ -193,6 +193,15 @@ def bound_socket() -> socket.socket:
     return sock
 
 
+def free_port() -> int:
+    """A port the OS reports free on 127.0.0.1 (for a process to listen on, or for a server
+    that is out of reach)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 class ServerFailed(RuntimeError):
     """An in-process server did not start: `exit_code` is the one uvicorn would have ended its
     process with (None when it never got that far), `log` what the server wrote."""
@@ -267,36 +276,7 @@ class LoopAsgiTransport(httpx.AsyncBaseTransport):
         return await server_loop().arun(self._asgi.handle_async_request(request), self._sink)
 
 
-# -- gateway settings and app -------------------------------------------------------------
-
-
-class _ExplicitSettings(Settings):
-    """Settings made only of the values given: no environment, no `.env` file, so a
-    developer's CHATGATE_ variables cannot change what a test runs (a subprocess got a
-    cleaned environment for the same reason)."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)
-
-
-def settings_from_env(env: Mapping[str, str]) -> Settings:
-    """Gateway settings from CHATGATE_* variables, the form tests (and subprocesses) use;
-    a name that is not a setting is a typo and fails loudly."""
-    values: dict[str, str] = {}
-    for name, value in env.items():
-        field = name.removeprefix("CHATGATE_").lower()
-        if not name.startswith("CHATGATE_") or field not in Settings.model_fields:
-            raise ValueError(f"{name} is not a gateway setting")
-        values[field] = value
-    return _ExplicitSettings(**values)  # type: ignore[arg-type]
+# -- gateway app ---------------------------------------------------------------------------
 
 
 def build_gateway_app(settings: Settings) -> Starlette:
@@ -304,3 +284,30 @@ def build_gateway_app(settings: Settings) -> Starlette:
     configures structlog and the root logging handler on the stdout of the moment."""
     with contextlib.redirect_stdout(ROUTER):
         return create_app(settings)
+
+
+# -- uvicorn in the test's own loop -------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def serve_gateway(settings: Settings) -> AsyncIterator[str]:
+    """One gateway under a real uvicorn server on a loopback port, in the test's own event
+    loop: its background tasks and the test share the loop (the test can reach its services),
+    while clients still talk over a real socket. Yields the base URL; stopped after."""
+    sock = bound_socket()
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning",
+                                           lifespan="on", timeout_graceful_shutdown=5))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(20):
+            while not server.started:
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 15)
+        sock.close()
