@@ -1,20 +1,28 @@
 """Benchmark of the whole gateway against the model server it fronts, on loopback.
 
-    .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100]
+    .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100] [--pace-ms 10]
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
         [--long-tokens 1000] [--history 100] [--workers 2] [--rates 60,120]
+        [--baseline-root DIR] [--litellm]
         [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
         [--rss-settle-s 11] [--gateway-cores 0]
 
-Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`: `--tokens`
-one-token chunks per answer) and the gateway (uvicorn, auth off, no title or summary calls,
-logs at the default level, a scratch SQLite file unless --database-url), then measures,
-interleaving the direct upstream and the gateway in the same run:
+Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`, see
+scripts/bench_upstream.py) and the gateway (uvicorn, auth off, no title or summary calls,
+logs at the default level, a scratch SQLite file unless --database-url). The upstream streams
+as a model does: `--tokens` tokens an answer, each its own SSE event in its own write,
+`--pace-ms` apart (10 ms by default; a turn then lasts tokens x pace, 1 s at the defaults), so
+that the gateway reads, filters and writes one token at a time; `--pace-ms 0` writes an
+answer's tokens back to back, many to a read (the burst the figures were first taken with).
+It then measures, interleaving the direct upstream and the gateway in the same run:
 
 - CPU per turn: process CPU seconds (/proc) over `--turns` turns at 10 concurrent, for the
-  upstream alone and for the gateway;
+  upstream alone and for the gateway (paced, the waits between tokens cost no CPU: the
+  figure is the cost of the reads, filter steps and writes of a turn's tokens);
 - time to the first delta, p50 and p99, direct and through the gateway, at each concurrency,
-  and what the gateway adds;
+  and what the gateway adds (the gateway's first delta minus the direct one: the upstream
+  sends the first token at once, so both are the time to it, and the pace only sets how much
+  of the other streams' token traffic each turn's opening meets);
 - the same at each fixed arrival rate of `--rates` (turns a second): a turn starts on time
   whether or not the ones before it are done. At a fixed concurrency, a gateway that gets
   faster somewhere is sent more turns a second, whose waits can raise its first-delta
@@ -22,24 +30,40 @@ interleaving the direct upstream and the gateway in the same run:
 - RSS per open stream: the gateway's resident memory with `--open-streams` slow streams open,
   minus its idle RSS, divided by the streams (before the loads, whose freed memory the
   streams would reuse unseen), each reading `--rss-settle-s` after the moment it measures
-  (the gateway returns freed memory to the system every 10 s);
+  (the gateway returns freed memory to the system every 10 s); `--open-streams 0` skips it;
 - linear cost: CPU per turn of a `--long-tokens` answer against a `--tokens` one, and of a
-  turn on a thread with `--history` prior messages against one on a fresh thread;
+  turn on a thread with `--history` prior messages against one on a fresh thread (0 skips
+  either; paced, a long answer lasts long-tokens x pace);
 - workers: turns per second of a second gateway with `--workers` uvicorn workers against the
   one-process gateway, interleaved, with the direct upstream's rate as the ceiling, the load
   generator's own CPU per turn (it shares the cores), and the cores' headroom: how many times
   one process's rate the cores could carry at the CPU per turn every process on the machine
-  spent with one (1 / how busy one process kept them).
+  spent with one (1 / how busy one process kept them). Paced, `--workers-concurrency`
+  streams of tokens x pace each bound the rate too: raise it, or measure this step with
+  `--pace-ms 0`.
 
-`--gateway-cores 0` (or `0,1`, ...) runs the gateway and its workers on those cores only and the
-load generator and the upstream on the others, so that the gateway's own figures are not
-the machine's (PostgreSQL's processes are not pinned). The workers step then wants as many
-gateway cores as `--workers`: two workers on one core measure that core.
+Side by side, in the same run: the CPU-per-turn and first-delta steps measure, interleaved in
+halves with the direct upstream and the gateway, every other side asked for, print each one's
+table and then one table of all of them (CPU per turn, and the first delta each adds at each
+concurrency):
 
-`--compare URL` measures another OpenAI-compatible proxy fronting the same upstream the same
-way (`URL` is its base, e.g. http://127.0.0.1:4000/v1; `--compare-pid` to read its CPU): start
-it first, pointed at http://127.0.0.1:PORT/v1 (model `bench-1`), and give `--upstream-port
-PORT`.
+- `--baseline-root DIR`: another tree of the project (for before/after figures, e.g.
+  `git worktree add /tmp/base COMMIT`), its gateway run by the same venv's python from DIR
+  (DIR first on its path, so `app` imports from there), on a database of its own migrated by
+  DIR's code: a scratch SQLite file, or with a PostgreSQL --database-url a fresh database on
+  that server, dropped at the end;
+- `--litellm`: LiteLLM's proxy from the client tests' cached venv (scripts/test_clients.sh;
+  scripts/bench_litellm.py adds its proxy's packages there once), on 127.0.0.1, its config in
+  a scratch file with model `bench-1` on the bench upstream; its start command is printed;
+- `--compare URL`: another OpenAI-compatible proxy fronting the same upstream (`URL` is its
+  base, e.g. http://127.0.0.1:4000/v1; `--compare-pid` to read its CPU): start it first,
+  pointed at http://127.0.0.1:PORT/v1 (model `bench-1`), and give `--upstream-port PORT`.
+
+`--gateway-cores 0` (or `0,1`, ...) runs the gateway and its workers (and the baseline and
+LiteLLM's proxy) on those cores only and the load generator and the upstream on the others,
+so that the gateway's own figures are not the machine's (PostgreSQL's processes are not
+pinned). The workers step then wants as many gateway cores as `--workers`: two workers on
+one core measure that core.
 Every loop is bounded in count and in time; nothing listens beyond 127.0.0.1.
 """
 
@@ -66,6 +90,10 @@ import typer
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy import text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -81,6 +109,7 @@ from app.store.db import Database  # noqa: E402
 from app.store.migrations import upgrade_to_head  # noqa: E402
 from app.store.turn_rows import Opened, OpeningRequest, turn_rows  # noqa: E402
 from app.upstream.transport import AiohttpTransport  # noqa: E402
+from scripts import bench_litellm  # noqa: E402
 from scripts.bench_upstream import free_port, serve_upstream  # noqa: E402
 
 app = typer.Typer(add_completion=False)
@@ -152,8 +181,9 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def wait_for(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
+def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = START_TIMEOUT_S
+             ) -> None:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{url}: the process exited with {process.returncode}")
@@ -161,16 +191,23 @@ def wait_for(url: str, process: subprocess.Popen[bytes]) -> None:
             if httpx.get(url, timeout=1.0).status_code == 200:
                 return
         time.sleep(0.05)
-    raise RuntimeError(f"{url} did not come up in {START_TIMEOUT_S} s")
+    raise RuntimeError(f"{url} did not come up in {timeout} s")
 
 
 @contextlib.contextmanager
-def started(argv: list[str], env: dict[str, str], health: str) -> Iterator[int]:
-    """A loopback server process, up (its health URL answers); yields its pid."""
-    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+def started(argv: list[str], env: dict[str, str], health: str, cwd: Path = ROOT,
+            timeout: float = START_TIMEOUT_S, log: Path | None = None) -> Iterator[int]:
+    """A loopback server process, up (its health URL answers); yields its pid. With `log`,
+    its output goes there, and the end of it into the error when it does not come up."""
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(log.open("wb")) if log else subprocess.DEVNULL
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=out)
     try:
-        wait_for(health, process)
+        try:
+            wait_for(health, process, timeout)
+        except RuntimeError as error:
+            tail = log.read_text(errors="replace")[-3000:] if log else ""
+            raise RuntimeError(f"{error}{chr(10) + tail if tail else ''}") from None
         yield process.pid
     finally:
         process.terminate()
@@ -260,7 +297,9 @@ async def direct_turn(client: httpx.AsyncClient, base: str, text: str = "hello")
     body = {"model": "bench-1", "stream": True, "messages": [{"role": "user", "content": text}]}
     began = time.perf_counter()
     first: float | None = None
-    content = Seen(b'"content":"')
+    # The bench upstream's tokens are `w<n> `: the role chunk's empty content, which a
+    # proxy may send before the first token, is not the first delta.
+    content = Seen(b'"content":"w')
     async with client.stream("POST", f"{base}/chat/completions", json=body) as response:
         await check_status(response)
         async for block in response.aiter_raw():
@@ -365,6 +404,82 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+async def new_threads(client: httpx.AsyncClient, gateway: str, n: int) -> list[str]:
+    """n fresh threads' message URLs on a gateway (one turn each, so no history grows)."""
+    urls = []
+    for _ in range(n):
+        for attempt in range(3):  # a keep-alive connection the server just closed
+            try:
+                created = await client.post(f"{gateway}/api/threads", json={})
+                break
+            except httpx.TransportError:
+                if attempt == 2:
+                    raise
+        created.raise_for_status()
+        urls.append(f"{gateway}/api/threads/{created.json()['id']}/messages")
+    return urls
+
+
+# -- side by side: the direct upstream, the gateway, and what it is compared with ------------
+
+@dataclass(frozen=True)
+class Side:
+    """One column of the interleaved steps: the direct upstream, a build of the gateway
+    (native turns, each on a fresh thread) or an OpenAI-compatible proxy of the same upstream
+    (streamed chat completions). `pid` None: its CPU is not read. `label` heads its columns."""
+
+    name: str
+    label: str
+    base: str
+    pid: int | None
+    native: bool = False
+
+    @property
+    def turn(self) -> Turn:
+        return gateway_turn if self.native else direct_turn
+
+    async def targets(self, client: httpx.AsyncClient, n: int) -> list[str]:
+        return await new_threads(client, self.base, n) if self.native else [self.base] * n
+
+
+async def warm_up(client: httpx.AsyncClient, sides: Sequence[Side], turns: int,
+                  deadline: float) -> None:
+    """Turns whose cost is not counted: the first ones of a process pay for imports,
+    compiled statements and connections that every later turn reuses."""
+    for side in sides:
+        await run_batch(side.turn, client, await side.targets(client, turns), 10, deadline)
+
+
+async def sides_cpu(client: httpx.AsyncClient, sides: Sequence[Side], turns: int,
+                    deadline: float) -> list[float | None]:
+    """Each side's CPU ms per turn (its process and children), 10 concurrent, in halves
+    interleaved so that the machine's drift hits every side alike. Paced, a turn's CPU is
+    still only what its process spent: the waits between tokens cost none."""
+    spent = [0.0] * len(sides)
+    half = max(1, turns // 2)
+    for _ in range(2):
+        for index, side in enumerate(sides):
+            targets = await side.targets(client, half)
+            before = tree_cpu_seconds(side.pid) if side.pid else 0.0
+            await run_batch(side.turn, client, targets, 10, deadline)
+            if side.pid:
+                spent[index] += tree_cpu_seconds(side.pid) - before
+    return [spent[index] * 1000 / (2 * half) if side.pid else None
+            for index, side in enumerate(sides)]
+
+
+async def sides_first_delta(client: httpx.AsyncClient, sides: Sequence[Side], concurrency: int,
+                            turns: int, deadline: float) -> list[Batch]:
+    """Each side's first deltas at `concurrency`, the sides interleaved in halves."""
+    batches = [Batch() for _ in sides]
+    half = max(concurrency, turns // 2)
+    for _ in range(2):
+        for batch, side in zip(batches, sides, strict=True):
+            targets = await side.targets(client, half)
+            batch.add(await run_batch(side.turn, client, targets, concurrency, deadline))
+    return batches
+
+
 # -- the measurements ------------------------------------------------------------------------
 
 @dataclass
@@ -381,32 +496,7 @@ class Bench:
 
     async def threads(self, n: int) -> list[str]:
         """n fresh threads' message URLs (one turn each, so no history grows)."""
-        urls = []
-        for _ in range(n):
-            for attempt in range(3):  # a keep-alive connection the server just closed
-                try:
-                    created = await self.client.post(f"{self.gateway}/api/threads", json={})
-                    break
-                except httpx.TransportError:
-                    if attempt == 2:
-                        raise
-            created.raise_for_status()
-            urls.append(f"{self.gateway}/api/threads/{created.json()['id']}/messages")
-        return urls
-
-    async def warm_up(self, turns: int) -> None:
-        """Turns whose cost is not counted: the first ones of a process pay for imports,
-        compiled statements and connections that every later turn reuses."""
-        await run_batch(direct_turn, self.client, [self.upstream] * turns, 10, self.deadline)
-        await self.gateway_cpu(await self.threads(turns), "hello")
-
-    async def cpu_per_turn(self, turns: int) -> tuple[float, float]:
-        """(upstream ms, gateway ms) per turn, 10 concurrent."""
-        targets = await self.threads(turns)
-        before = cpu_seconds(self.upstream_pid)
-        await run_batch(direct_turn, self.client, [self.upstream] * turns, 10, self.deadline)
-        upstream_ms = (cpu_seconds(self.upstream_pid) - before) * 1000 / turns
-        return upstream_ms, await self.gateway_cpu(targets, "hello")
+        return await new_threads(self.client, self.gateway, n)
 
     async def gateway_cpu(self, targets: list[str], text: str) -> float:
         """The gateway's CPU ms per turn for one turn on each target, 10 concurrent."""
@@ -450,19 +540,6 @@ class Bench:
             if fresh_first:
                 seeded.append(await self.gateway_cpu(targets, "hello"))
         return statistics.median(fresh), statistics.median(seeded)
-
-    async def first_delta(self, concurrency: int, turns: int) -> tuple[Batch, Batch]:
-        """Direct and gateway batches interleaved in halves, so drift hits both alike."""
-        direct, through = Batch(), Batch()
-        for _ in range(2):
-            half = max(concurrency, turns // 2)
-            d = await run_batch(direct_turn, self.client, [self.upstream] * half,
-                                concurrency, self.deadline)
-            g = await run_batch(gateway_turn, self.client, await self.threads(half),
-                                concurrency, self.deadline)
-            direct.add(d)
-            through.add(g)
-        return direct, through
 
     async def first_delta_at_rate(self, rate: float, turns: int) -> tuple[Batch, Batch]:
         """As first_delta, turns started at a fixed rate (paced_batch)."""
@@ -694,10 +771,41 @@ def ratio_text(numerator: float, denominator: float) -> str:
     return f"{numerator / denominator:.1f}x" if denominator > 0 else "n/a (too short)"
 
 
-def report_cpu(upstream_ms: float, gateway_ms: float, tokens: int) -> None:
+def report_cpu(sides: Sequence[Side], cpu: Sequence[float | None], tokens: int) -> None:
+    """The upstream's and the gateway's line, then one for each side compared with them."""
+    upstream_ms, gateway_ms = cpu[0] or 0.0, cpu[1] or 0.0
     ratio = ratio_text(gateway_ms, upstream_ms)
     console.print(f"CPU per {tokens}-token turn (10 concurrent): upstream {upstream_ms:.1f} ms, "
                   f"gateway {gateway_ms:.1f} ms, ratio {ratio}", highlight=False)
+    for side, ms in zip(sides[2:], cpu[2:], strict=True):
+        console.print(f"{side.name}: CPU per turn (10 concurrent) {ms:.1f} ms, ratio "
+                      f"{ratio_text(ms, upstream_ms)}" if ms is not None else
+                      f"{side.name}: CPU per turn not read (no pid given)", highlight=False)
+
+
+def report_side_by_side(sides: Sequence[Side], cpu: Sequence[float | None], levels: list[int],
+                        results: Sequence[Sequence[Batch]]) -> None:
+    """One row for each side but the direct upstream: its CPU per turn and what it adds to
+    the direct first delta at each concurrency (p50 / p99), all measured interleaved."""
+    table = Table(title="side by side, interleaved: CPU ms per turn (10 concurrent) and "
+                        "the first delta added to the direct upstream's (ms, p50 / p99)")
+    for column in ("", "CPU ms/turn", *(f"added at {c}" for c in levels), "errors"):
+        table.add_column(column, justify="right")
+    for index, side in enumerate(sides[1:], 1):
+        added = []
+        for batches in results:
+            direct, through = batches[0].firsts, batches[index].firsts
+            added.append(f"{(pct(through, .5) - pct(direct, .5)) * 1000:+.1f} / "
+                         f"{(pct(through, .99) - pct(direct, .99)) * 1000:+.1f}")
+        ms = cpu[index]
+        table.add_row(side.name, "n/a" if ms is None else f"{ms:.1f}", *added,
+                      str(sum(batches[index].errors for batches in results)))
+    console.print(table)
+    direct_text = ", ".join(f"{pct(b[0].firsts, .5) * 1000:.1f} / "
+                            f"{pct(b[0].firsts, .99) * 1000:.1f} at {c}"
+                            for c, b in zip(levels, results, strict=True))
+    console.print(f"direct upstream: CPU {cpu[0] or 0.0:.1f} ms per turn, first delta "
+                  f"(p50 / p99 ms) {direct_text}", highlight=False)
 
 
 def report_first_delta(levels: Sequence[tuple[float, Batch, Batch]], via: str = "gateway",
@@ -731,35 +839,29 @@ class Extra:
     rates: list[float]
 
 
-async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int,
-                  extra: Extra) -> None:
-    """Each figure printed as soon as it is measured."""
+async def measure(bench: Bench, sides: list[Side], turns: int, levels: list[int],
+                  open_streams: int, extra: Extra) -> None:
+    """Each figure printed as soon as it is measured. `sides` are the direct upstream, the
+    gateway, then what they are compared with: the steps that measure them all interleave
+    them; the others measure the gateway alone."""
     async with bench.client:
-        await bench.warm_up(turns)
-        report_cpu(*await bench.cpu_per_turn(turns), extra.tokens)
-        # Before the loads: memory freed after 500 streams would be reused by the open ones
-        # without growing RSS, and the figure would miss it.
-        per_stream, opened, fds, failures = await bench.rss_per_stream(open_streams)
-        console.print(f"RSS per open stream: {per_stream:.0f} KB ({opened} of {open_streams} "
-                      f"slow streams open when measured, {fds} gateway file descriptors"
-                      f"{', failed: ' + str(dict(failures)) if failures else ''})",
-                      highlight=False)
-        if extra.long_tokens:
-            short, long = await bench.long_answer_cost(turns, extra.tokens, extra.long_tokens)
-            console.print(f"CPU per turn, {extra.tokens} vs {extra.long_tokens} tokens: "
-                          f"{short:.1f} ms vs {long:.1f} ms, ratio {ratio_text(long, short)} "
-                          f"(tokens ratio {extra.long_tokens / extra.tokens:.0f}x)",
-                          highlight=False)
-        if extra.history:
-            fresh, seeded = await bench.history_cost(turns, extra.history, extra.database_url)
-            console.print(f"CPU per turn, fresh thread vs {extra.history} prior messages: "
-                          f"{fresh:.1f} ms vs {seeded:.1f} ms, added {seeded - fresh:+.1f} ms",
-                          highlight=False)
-        results: list[tuple[float, Batch, Batch]] = []
-        for concurrency in levels:
-            direct, through = await bench.first_delta(concurrency, turns)
-            results.append((concurrency, direct, through))
-        report_first_delta(results)
+        await warm_up(bench.client, sides, turns, bench.deadline)
+        cpu = await sides_cpu(bench.client, sides, turns, bench.deadline)
+        report_cpu(sides, cpu, extra.tokens)
+        if open_streams:
+            # Before the loads: memory freed after 500 streams would be reused by the open
+            # ones without growing RSS, and the figure would miss it.
+            await report_rss(bench, open_streams)
+        await report_linear_cost(bench, turns, extra)
+        results = [await sides_first_delta(bench.client, sides, concurrency, turns,
+                                           bench.deadline) for concurrency in levels]
+        report_first_delta([(c, r[0], r[1]) for c, r in zip(levels, results, strict=True)])
+        for index, side in enumerate(sides[2:], 2):
+            report_first_delta([(c, r[0], r[index]) for c, r in zip(levels, results,
+                                                                      strict=True)],
+                               side.label, f"{side.name}: time to the first delta (ms)")
+        if len(sides) > 2:
+            report_side_by_side(sides, cpu, levels, results)
         if extra.rates:
             paced = [(rate, *await bench.first_delta_at_rate(rate, turns))
                      for rate in extra.rates]
@@ -767,39 +869,206 @@ async def measure(bench: Bench, turns: int, levels: list[int], open_streams: int
                                level="turns/s")
 
 
-async def compare(url: str, pid: int | None, upstream: str, turns: int, levels: list[int],
-                  deadline: float) -> None:
-    """Another proxy fronting the same upstream, measured as the gateway is: CPU per turn at
-    10 concurrent (when its pid is given), then the time to the first content chunk through
-    it against the direct upstream at each concurrency, interleaved in halves."""
-    async with new_client() as client:
-        await run_batch(direct_turn, client, [url] * turns, 10, deadline)  # its warm-up
-        if pid:
-            before = cpu_seconds(pid)
-            await run_batch(direct_turn, client, [url] * turns, 10, deadline)
-            console.print(f"compare {url}: CPU per turn (10 concurrent) "
-                          f"{(cpu_seconds(pid) - before) * 1000 / turns:.1f} ms",
-                          highlight=False)
-        results = []
-        for concurrency in levels:
-            direct, through = Batch(), Batch()
-            for _ in range(2):
-                half = max(concurrency, turns // 2)
-                direct.add(await run_batch(direct_turn, client, [upstream] * half,
-                                           concurrency, deadline))
-                through.add(await run_batch(direct_turn, client, [url] * half, concurrency,
-                                            deadline))
-            results.append((concurrency, direct, through))
-        report_first_delta(results, "proxy", f"compare {url}: time to the first delta (ms)")
+async def report_rss(bench: Bench, open_streams: int) -> None:
+    per_stream, opened, fds, failures = await bench.rss_per_stream(open_streams)
+    console.print(f"RSS per open stream: {per_stream:.0f} KB ({opened} of {open_streams} "
+                  f"slow streams open when measured, {fds} gateway file descriptors"
+                  f"{', failed: ' + str(dict(failures)) if failures else ''})",
+                  highlight=False)
+
+
+async def report_linear_cost(bench: Bench, turns: int, extra: Extra) -> None:
+    if extra.long_tokens:
+        short, long = await bench.long_answer_cost(turns, extra.tokens, extra.long_tokens)
+        console.print(f"CPU per turn, {extra.tokens} vs {extra.long_tokens} tokens: "
+                      f"{short:.1f} ms vs {long:.1f} ms, ratio {ratio_text(long, short)} "
+                      f"(tokens ratio {extra.long_tokens / extra.tokens:.0f}x)",
+                      highlight=False)
+    if extra.history:
+        fresh, seeded = await bench.history_cost(turns, extra.history, extra.database_url)
+        console.print(f"CPU per turn, fresh thread vs {extra.history} prior messages: "
+                      f"{fresh:.1f} ms vs {seeded:.1f} ms, added {seeded - fresh:+.1f} ms",
+                      highlight=False)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to start: the upstream's answers, the databases, and what the gateway is
+    compared with."""
+
+    tokens: int
+    pace_ms: float
+    database_url: str | None
+    upstream_port: int | None
+    baseline_root: Path | None
+    litellm: bool
+    compare_url: str | None
+    compare_pid: int | None
+
+    def describe(self) -> str:
+        pace = (f"{self.pace_ms:g} ms apart, each its own event and write (a turn streams "
+                f"for {self.tokens * self.pace_ms / 1000:.1f} s)" if self.pace_ms
+                else "back to back (--pace-ms 0)")
+        return f"{self.tokens} tokens a turn, {pace}"
+
+
+@dataclass
+class Started:
+    """The processes a run started, and the sides they are measured as."""
+
+    upstream: str
+    gateway: str
+    upstream_pid: int
+    gateway_pid: int
+    database_url: str
+    sides: list[Side] = field(default_factory=list)
+
+
+def start_all(stack: contextlib.ExitStack, plan: Plan, scratch: Path,
+              pinning: Pinning | None) -> Started:
+    """The upstream and the gateway, then the baseline build and LiteLLM's proxy when asked;
+    `stack` stops them all (the last started first)."""
+    url = plan.database_url or f"sqlite+aiosqlite:///{scratch}/bench.db"
+    asyncio.run(upgrade_to_head(url))
+    up_port, gw_port = plan.upstream_port or free_port(), free_port()
+    upstream = f"http://127.0.0.1:{up_port}/v1"
+    gateway = f"http://127.0.0.1:{gw_port}"
+    up_argv = [sys.executable, str(Path(__file__)), "--serve-upstream", str(up_port),
+               "--tokens", str(plan.tokens), "--pace-ms", str(plan.pace_ms)]
+    up = stack.enter_context(started(up_argv, dict(os.environ),
+                                     f"http://127.0.0.1:{up_port}/healthz"))
+    gw = stack.enter_context(started(gateway_argv(gw_port), gateway_env(upstream, url),
+                                     f"{gateway}/healthz"))
+    run = Started(upstream, gateway, up, gw, url, [
+        Side("direct upstream", "direct", upstream, up),
+        Side(f"gateway {tree_commit(ROOT)}", "gateway", gateway, gw, native=True)])
+    if plan.baseline_root is not None:
+        run.sides.append(start_baseline(stack, plan.baseline_root, upstream, url, scratch))
+    if plan.litellm:
+        run.sides.append(start_litellm(stack, upstream, scratch))
+    if plan.compare_url:
+        run.sides.append(Side(f"compare {plan.compare_url}", "proxy", plan.compare_url,
+                              plan.compare_pid))
+    if pinning is not None:
+        for side in run.sides[1:]:
+            if side.pid and side.name != f"compare {plan.compare_url}":
+                pinning.apply_to(side.pid)
+    return run
+
+
+def tree_commit(root: Path) -> str:
+    """A tree's short commit, `+` when its tracked files differ from it."""
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=30)
+
+    commit = git("rev-parse", "--short", "HEAD").stdout.strip() or "?"
+    return commit + ("+" if git("diff", "--quiet", "HEAD").returncode else "")
+
+
+def start_baseline(stack: contextlib.ExitStack, root: Path, upstream: str, url: str,
+                   scratch: Path) -> Side:
+    """Another tree's gateway (`--baseline-root`) on the same venv's python, that tree first
+    on its path, on a database of its own migrated by that tree's code."""
+    root = root.resolve()
+    env = {**gateway_env(upstream, "unset"), "PYTHONPATH": str(root)}
+    where = subprocess.run([sys.executable, "-c", "import app; print(app.__file__)"], cwd=root,
+                           env=env, capture_output=True, text=True, timeout=60, check=True)
+    if not Path(where.stdout.strip()).resolve().is_relative_to(root):
+        raise RuntimeError(f"--baseline-root {root}: `app` imports from {where.stdout.strip()}")
+    database = stack.enter_context(baseline_database(url, scratch))
+    env["CHATGATE_DATABASE_URL"] = database
+    subprocess.run([sys.executable, "-c", MIGRATE, database], cwd=root, env=env, check=True,
+                   timeout=300)
+    port = free_port()
+    pid = stack.enter_context(started(gateway_argv(port), env, f"http://127.0.0.1:{port}/healthz",
+                                      cwd=root, log=scratch / "baseline.log"))
+    return Side(f"baseline {tree_commit(root)}", "baseline", f"http://127.0.0.1:{port}", pid,
+                native=True)
+
+
+#: Run by the baseline tree's python: that tree's migrations on its scratch database.
+MIGRATE = ("import asyncio, sys\nfrom app.store.migrations import upgrade_to_head\n"
+           "asyncio.run(upgrade_to_head(sys.argv[1]))")
+
+
+@contextlib.contextmanager
+def baseline_database(url: str, scratch: Path) -> Iterator[str]:
+    """The baseline gateway's database: a scratch SQLite file beside the gateway's, or on
+    PostgreSQL a fresh database on the same server, dropped at the end."""
+    if not url.startswith("postgresql"):
+        yield f"sqlite+aiosqlite:///{scratch}/baseline.db"
+        return
+    server = make_url(url)
+    name = f"{server.database}_baseline_{uuid.uuid4().hex[:8]}"
+    asyncio.run(admin_statement(server, f'CREATE DATABASE "{name}"'))
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(admin_statement(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def admin_statement(server: URL, statement: str) -> None:
+    """One statement outside a transaction, on the server's `postgres` database."""
+    engine = create_async_engine(server.set(database="postgres"), poolclass=NullPool,
+                                 isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+def start_litellm(stack: contextlib.ExitStack, upstream: str, scratch: Path) -> Side:
+    """LiteLLM's proxy from the client tests' cached venv (scripts/bench_litellm.py), on the
+    same upstream; its start command printed as it ran."""
+    venv = bench_litellm.ensure_litellm_proxy()
+    config = scratch / "litellm.yaml"
+    config.write_text(bench_litellm.proxy_config(upstream))
+    port = free_port()
+    argv = bench_litellm.proxy_argv(venv, config, port)
+    console.print(f"LiteLLM's proxy: {bench_litellm.start_command(argv)}\nwith {config}:\n"
+                  + config.read_text().rstrip(), highlight=False, soft_wrap=True)
+    pid = stack.enter_context(started(
+        argv, bench_litellm.proxy_env(), f"http://127.0.0.1:{port}{bench_litellm.HEALTH_PATH}",
+        cwd=scratch, timeout=bench_litellm.START_TIMEOUT_S, log=scratch / "litellm.log"))
+    return Side(f"litellm {bench_litellm.litellm_version()}", "litellm",
+                f"http://127.0.0.1:{port}/v1", pid)
+
+
+def measure_workers(run: Started, workers: int, concurrency: int, turns: int,
+                    deadline: float, pinning: Pinning | None) -> None:
+    several_port = free_port()
+    several = f"http://127.0.0.1:{several_port}"
+    argv = [*gateway_argv(several_port), "--workers", str(workers)]
+    with started(argv, gateway_env(run.upstream, run.database_url), f"{several}/healthz") as pid:
+        if pinning is not None:
+            pinning.apply_to(pid)
+        other = Bench(run.upstream, several, run.upstream_pid, pid, deadline, new_client())
+        bench = Bench(run.upstream, run.gateway, run.upstream_pid, run.gateway_pid, deadline,
+                      new_client())
+        columns = asyncio.run(worker_scaling(bench, other, turns, concurrency))
+    report_scaling(columns, workers, concurrency)
 
 
 @app.command()
 def main(
     turns: int = typer.Option(60, min=2, max=5000),
     tokens: int = typer.Option(100, min=1, max=10000),
+    pace_ms: float = typer.Option(
+        10.0, min=0.0, max=1000.0,
+        help="the upstream's time between two tokens, each its own event and write "
+             "(0: an answer's tokens back to back)"),
     concurrency: str = typer.Option("1,10,100,500"),
-    open_streams: int = typer.Option(200, min=1, max=5000),
+    open_streams: int = typer.Option(200, min=0, max=5000, help="0: no RSS measurement"),
     database_url: str | None = typer.Option(None),
+    baseline_root: str | None = typer.Option(
+        None,
+        help="another tree of the project (e.g. a git worktree of an older commit): its "
+             "gateway is measured beside this one's, interleaved"),
+    litellm: bool = typer.Option(False, "--litellm",
+                                 help="LiteLLM's proxy on the same upstream, measured beside "
+                                      "the gateway, interleaved"),
     compare_url: str | None = typer.Option(None, "--compare"),
     compare_pid: int | None = typer.Option(None),
     max_seconds: float = typer.Option(600.0, min=5.0, max=3600.0),
@@ -828,7 +1097,7 @@ def main(
     freeze_startup_heap()
     space_out_collections()
     if serve_upstream_port is not None:
-        asyncio.run(serve_upstream(serve_upstream_port, tokens))
+        asyncio.run(serve_upstream(serve_upstream_port, tokens, pace_ms / 1000))
         return
     levels = [int(c) for c in concurrency.split(",") if c.strip()]
     paced_rates = [float(r) for r in rates.split(",") if r.strip()]
@@ -837,40 +1106,24 @@ def main(
     if pinning is not None:
         pinning.apply_here()
     deadline = time.monotonic() + max_seconds
-    with tempfile.TemporaryDirectory(prefix="bench_gateway_") as scratch:
-        url = database_url or f"sqlite+aiosqlite:///{scratch}/bench.db"
-        asyncio.run(upgrade_to_head(url))
-        up_port, gw_port = upstream_port or free_port(), free_port()
-        upstream = f"http://127.0.0.1:{up_port}/v1"
-        gateway = f"http://127.0.0.1:{gw_port}"
-        up_argv = [sys.executable, str(Path(__file__)), "--serve-upstream", str(up_port),
-                   "--tokens", str(tokens)]
-        gw_argv = gateway_argv(gw_port)
-        with (started(up_argv, dict(os.environ), f"http://127.0.0.1:{up_port}/healthz") as up,
-              started(gw_argv, gateway_env(upstream, url), f"{gateway}/healthz") as gw):
-            if pinning is not None:
-                pinning.apply_to(gw)
-            console.print(f"{tokens} tokens a turn, {turns} turns a measurement, "
-                          f"database {url.split(':', 1)[0]}"
-                          + (f"; {pinning.describe()}" if pinning else ""), highlight=False)
-            bench = Bench(upstream, gateway, up, gw, deadline, new_client(), rss_settle_s)
-            asyncio.run(measure(bench, turns, levels, open_streams,
-                                Extra(tokens, long_tokens, history, url, paced_rates)))
-            if workers > 1:
-                several_port = free_port()
-                several = f"http://127.0.0.1:{several_port}"
-                argv = [*gateway_argv(several_port), "--workers", str(workers)]
-                with started(argv, gateway_env(upstream, url), f"{several}/healthz") as pid:
-                    if pinning is not None:
-                        pinning.apply_to(pid)
-                    other = Bench(upstream, several, up, pid, deadline, new_client())
-                    bench = Bench(upstream, gateway, up, gw, deadline, new_client())
-                    columns = asyncio.run(worker_scaling(bench, other, turns,
-                                                         workers_concurrency))
-                report_scaling(columns, workers, workers_concurrency)
-            if compare_url:
-                asyncio.run(compare(compare_url, compare_pid, upstream, turns, levels,
-                                    deadline))
+    if baseline_root is not None and not (Path(baseline_root) / "app" / "main.py").is_file():
+        raise typer.BadParameter(f"{baseline_root}: not a tree of this project (no app/main.py)")
+    plan = Plan(tokens, pace_ms, database_url, upstream_port,
+                Path(baseline_root) if baseline_root else None, litellm, compare_url,
+                compare_pid)
+    with (tempfile.TemporaryDirectory(prefix="bench_gateway_") as scratch,
+          contextlib.ExitStack() as stack):
+        run = start_all(stack, plan, Path(scratch), pinning)
+        console.print(f"{plan.describe()}; {turns} turns a measurement, database "
+                      f"{run.database_url.split(':', 1)[0]}"
+                      + (f"; {pinning.describe()}" if pinning else ""), highlight=False)
+        bench = Bench(run.upstream, run.gateway, run.upstream_pid, run.gateway_pid, deadline,
+                      new_client(), rss_settle_s)
+        asyncio.run(measure(bench, run.sides, turns, levels, open_streams,
+                            Extra(tokens, long_tokens, history, run.database_url,
+                                  paced_rates)))
+        if workers > 1:
+            measure_workers(run, workers, workers_concurrency, turns, deadline, pinning)
 
 
 def gateway_argv(port: int) -> list[str]:

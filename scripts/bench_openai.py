@@ -3,7 +3,8 @@
     .venv/bin/python scripts/bench_openai.py [--turns 60] [--tokens 100]
         [--concurrency 1,10] [--max-seconds 300]
 
-Starts bench_gateway's upstream (`--tokens` one-token chunks an answer) and one gateway
+Starts bench_gateway's upstream (`--tokens` one-token chunks an answer, back to back: this
+script's figures were taken that way, unlike bench_gateway's paced ones) and one gateway
 (uvicorn, auth off, no side calls, a scratch SQLite file), then for each concurrency runs the
 same number of streamed turns three ways, interleaved: straight to the upstream, through the
 native `POST /api/threads/{id}/messages`, and through `POST /v1/chat/completions` (no thread:
@@ -94,7 +95,8 @@ def main(
         upstream = f"http://127.0.0.1:{up_port}/v1"
         gateway = f"http://127.0.0.1:{gw_port}"
         up_argv = [sys.executable, str(ROOT / "scripts" / "bench_gateway.py"),
-                   "--serve-upstream", str(up_port), "--tokens", str(tokens)]
+                   "--serve-upstream", str(up_port), "--tokens", str(tokens),
+                   "--pace-ms", "0"]
         gw_argv = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
                    "--host", "127.0.0.1", "--port", str(gw_port), "--log-level", "warning",
                    "--no-access-log"]

@@ -5,7 +5,14 @@ asyncio, so that what it costs per turn is the floor a gateway is compared with.
 then a finish chunk, a usage chunk and `data: [DONE]`; `[tokens=N]` in the body asks for N
 tokens instead (the linear-cost measurement). A request whose body contains `[slow]` sends a
 token a second (the open-streams measurement holds those). `GET /healthz` is 200.
-Run by scripts/bench_gateway.py as `--serve-upstream PORT`; loopback only.
+
+`pace_s` > 0 streams as a model does: each event is its own SSE event in its own HTTP chunk,
+written and drained on its own (one send each), and the tokens `pace_s` apart on the event
+loop's clock, so that a gateway reads, filters and writes one token at a time. The first
+token follows the role chunk at once (the prefill is not modelled: it would add the same to
+the direct and the proxied first delta). `pace_s` = 0 writes an answer's tokens back to back
+without yielding, so that a reader gets many a read (the burst the benchmark first measured).
+Run by scripts/bench_gateway.py as `--serve-upstream PORT [--pace-ms MS]`; loopback only.
 """
 
 from __future__ import annotations
@@ -40,20 +47,29 @@ def _chunk(delta: dict[str, str], finish: str | None = None) -> bytes:
                        {"index": 0, "delta": delta, "finish_reason": finish}]})
 
 
-async def _stream(writer: asyncio.StreamWriter, tokens: int, slow: bool) -> None:
+async def _send(writer: asyncio.StreamWriter, data: bytes, paced: bool) -> None:
+    """One event; paced, on the wire before the next is made (its own send)."""
+    writer.write(data)
+    if paced:
+        await writer.drain()
+
+
+async def _stream(writer: asyncio.StreamWriter, tokens: int, slow: bool, pace_s: float
+                  ) -> None:
+    paced = pace_s > 0
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                  b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
-    writer.write(_chunk({"role": "assistant", "content": ""}))
+    await _send(writer, _chunk({"role": "assistant", "content": ""}), paced)
     for i in range(tokens):
+        if i and (slow or paced):
+            await asyncio.sleep(SLOW_TOKEN_S if slow else pace_s)
         writer.write(_chunk({"content": f"w{i} "}))
         await writer.drain()
-        if slow:
-            await asyncio.sleep(SLOW_TOKEN_S)
-    writer.write(_chunk({}, "stop"))
-    writer.write(_event({"id": "bench", "object": "chat.completion.chunk", "created": 0,
-                         "model": "bench-1", "choices": [], "usage": {
-                             "prompt_tokens": 20, "completion_tokens": tokens,
-                             "total_tokens": 20 + tokens}}))
+    await _send(writer, _chunk({}, "stop"), paced)
+    await _send(writer, _event({"id": "bench", "object": "chat.completion.chunk", "created": 0,
+                                "model": "bench-1", "choices": [], "usage": {
+                                    "prompt_tokens": 20, "completion_tokens": tokens,
+                                    "total_tokens": 20 + tokens}}), paced)
     writer.write(_event("[DONE]") + b"0\r\n\r\n")
     await writer.drain()
 
@@ -72,14 +88,15 @@ async def _request(reader: asyncio.StreamReader) -> tuple[str, bytes] | None:
     return request_line.decode("latin-1").split(" ")[1], body
 
 
-async def _serve(tokens: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 ) -> None:
+async def _serve(tokens: int, pace_s: float, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
     try:
         while (request := await _request(reader)) is not None:
             path, body = request
             if path.endswith("/chat/completions"):
                 asked = TOKENS_ASKED.search(body)
-                await _stream(writer, int(asked.group(1)) if asked else tokens, b"[slow]" in body)
+                await _stream(writer, int(asked.group(1)) if asked else tokens, b"[slow]" in body,
+                              pace_s)
             else:
                 status = b"200 OK" if path == "/healthz" else b"404 Not Found"
                 writer.write(b"HTTP/1.1 " + status + b"\r\ncontent-length: 2\r\n\r\nok")
@@ -90,8 +107,8 @@ async def _serve(tokens: int, reader: asyncio.StreamReader, writer: asyncio.Stre
         writer.close()
 
 
-async def serve_upstream(port: int, tokens: int) -> None:
-    server = await asyncio.start_server(partial(_serve, tokens), "127.0.0.1", port,
+async def serve_upstream(port: int, tokens: int, pace_s: float = 0.0) -> None:
+    server = await asyncio.start_server(partial(_serve, tokens, pace_s), "127.0.0.1", port,
                                         backlog=4096)
     async with server:
         await server.serve_forever()
