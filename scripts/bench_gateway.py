@@ -1114,7 +1114,8 @@ def main(
     with (tempfile.TemporaryDirectory(prefix="bench_gateway_") as scratch,
           contextlib.ExitStack() as stack):
         run = start_all(stack, plan, Path(scratch), pinning)
-        console.print(f"{plan.describe()}; {turns} turns a measurement, database "
+        console.print(plan.describe(), highlight=False, soft_wrap=True)
+        console.print(f"{turns} turns a measurement, database "
                       f"{run.database_url.split(':', 1)[0]}"
                       + (f"; {pinning.describe()}" if pinning else ""), highlight=False)
         bench = Bench(run.upstream, run.gateway, run.upstream_pid, run.gateway_pid, deadline,

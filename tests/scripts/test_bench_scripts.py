@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import typer
 
 from scripts.bench_gateway import Pinning
+from scripts.bench_upstream import serve_upstream
 from tests.support.gateway import ROOT, clean_env, free_port
 
 
@@ -125,6 +130,50 @@ def test_bench_gateway_compares_another_proxy_of_the_same_upstream() -> None:
     rows = re.findall(r"^│\s+(\d+) │(?:\s+-?[\d.]+ │){6}\s+(\d+) │\s+(\d+) │$", out,
                       re.MULTILINE)
     assert rows[-2:] == [("1", "0", "0"), ("2", "0", "0")], out
+
+
+def test_bench_gateway_measures_a_baseline_tree_beside_this_one() -> None:
+    """--baseline-root (here this very tree) starts that tree's gateway on its own database
+    and prints its CPU per turn and added first delta beside the gateway's."""
+    out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5", "--concurrency",
+                     "1,2", "--open-streams", "0", "--long-tokens", "0", "--history", "0",
+                     "--workers", "0", "--max-seconds", "120", "--baseline-root", str(ROOT))
+    assert re.search(r"^baseline \w+\+?: CPU per turn \(10 concurrent\) [\d.]+ ms", out,
+                     re.MULTILINE), out
+    assert "side by side, interleaved" in out, out
+    rows = re.findall(r"^│\s+(gateway|baseline) \w+\+?\s+│\s+[\d.]+ │(?:\s+[+-][\d.]+ / "
+                      r"[+-][\d.]+ │){2}\s+(\d+) │$", out, re.MULTILINE)
+    assert rows == [("gateway", "0"), ("baseline", "0")], out
+
+
+async def test_the_paced_upstream_sends_each_token_on_its_own_pace_apart() -> None:
+    """As a model streams: every token its own read for the client, the pace between them."""
+    port, pace_s, tokens = free_port(), 0.03, 4
+    server = asyncio.create_task(serve_upstream(port, tokens, pace_s))
+    try:
+        for _ in range(100):
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.01)
+        body = json.dumps({"model": "bench-1", "stream": True, "messages": []}).encode()
+        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (len(body), body))
+        reads: list[tuple[float, bytes]] = []
+        while not reads or b"[DONE]" not in reads[-1][1]:
+            block = await asyncio.wait_for(reader.read(65536), 10)
+            assert block, reads
+            reads.append((time.monotonic(), block))
+        writer.close()
+    finally:
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+    with_tokens = [(at, block.count(b'"content":"w')) for at, block in reads
+                   if b'"content":"w' in block]
+    assert [count for _, count in with_tokens] == [1] * tokens, reads
+    assert with_tokens[-1][0] - with_tokens[0][0] >= (tokens - 1) * pace_s * 0.9
 
 
 @pytest.mark.parametrize(("spec", "said"), [
