@@ -442,6 +442,14 @@ class Side:
         return await new_threads(client, self.base, n) if self.native else [self.base] * n
 
 
+def in_turn(count: int, round_: int) -> list[int]:
+    """The order the sides run in a round: the direct upstream first, the others in turn
+    forward, then backward, so that none always follows the same one (an order effect, the
+    one after the upstream's burst of turns, seen as a difference between builds)."""
+    others = list(range(1, count))
+    return [0, *(others if round_ % 2 == 0 else reversed(others))]
+
+
 async def warm_up(client: httpx.AsyncClient, sides: Sequence[Side], turns: int,
                   deadline: float) -> None:
     """Turns whose cost is not counted: the first ones of a process pay for imports,
@@ -457,8 +465,9 @@ async def sides_cpu(client: httpx.AsyncClient, sides: Sequence[Side], turns: int
     still only what its process spent: the waits between tokens cost none."""
     spent = [0.0] * len(sides)
     half = max(1, turns // 2)
-    for _ in range(2):
-        for index, side in enumerate(sides):
+    for round_ in range(2):
+        for index in in_turn(len(sides), round_):
+            side = sides[index]
             targets = await side.targets(client, half)
             before = tree_cpu_seconds(side.pid) if side.pid else 0.0
             await run_batch(side.turn, client, targets, 10, deadline)
@@ -473,8 +482,9 @@ async def sides_first_delta(client: httpx.AsyncClient, sides: Sequence[Side], co
     """Each side's first deltas at `concurrency`, the sides interleaved in halves."""
     batches = [Batch() for _ in sides]
     half = max(concurrency, turns // 2)
-    for _ in range(2):
-        for batch, side in zip(batches, sides, strict=True):
+    for round_ in range(2):
+        for index in in_turn(len(sides), round_):
+            side, batch = sides[index], batches[index]
             targets = await side.targets(client, half)
             batch.add(await run_batch(side.turn, client, targets, concurrency, deadline))
     return batches
