@@ -40,6 +40,7 @@ from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
 from app.services.upstream_slots import GatewayBusy, TurnRefused
 from app.store import limits as limit_store
+from app.store import usage as usage_store
 from app.store.errors import DatabaseBusy
 from app.store.rate_windows import RateWindows
 from app.store.turn_rows import DayBudget, Refused
@@ -149,7 +150,7 @@ class TurnGate:
         if not has_budget(principal):
             return
         now = self.clock()
-        tokens, cost = await limit_store.usage_of_day(
+        tokens, cost = await usage_store.usage_of_day(
             session, principal.user_id, now.astimezone(dt.UTC).date())
         budget = DayBudget(now.astimezone(dt.UTC).date(), principal.daily_token_budget,
                            principal.daily_cost_budget_usd)

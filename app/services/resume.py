@@ -27,7 +27,7 @@ from app.metrics import GatewayMetrics
 from app.services.threads import message_json
 from app.services.turn_runs import RunReader, TurnRun, TurnRuns
 from app.services.turn_share import REDIS_ERRORS, SharedTurns
-from app.store import messages as message_store
+from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.models import Message
 from app.turns.event_codec import is_last
@@ -179,7 +179,7 @@ class TurnResumes:
 
     async def _stored(self, user_id: str, message_id: uuid.UUID) -> Message | None:
         async with self.db.transaction() as session:
-            return await message_store.get_message(session, user_id, message_id)
+            return await thread_store.get_message(session, user_id, message_id)
 
     def _count(self, outcome: str) -> None:
         if self.metrics is not None:

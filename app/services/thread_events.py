@@ -15,7 +15,6 @@ from app.events.bus import MessageBus
 from app.events.notices import MessageNotice
 from app.logging import get_logger
 from app.services.threads import message_json
-from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.visibility import is_hidden
@@ -36,7 +35,7 @@ async def visible_messages(
     found: list[dict[str, Any]] = []
     async with db.read() as session:
         for message_id in notice.message_ids:
-            message = await message_store.get_message(session, user_id, message_id)
+            message = await thread_store.get_message(session, user_id, message_id)
             if message is None or message.thread_id != notice.thread_id:
                 continue
             if is_hidden(message) or message.status == "streaming":

@@ -10,7 +10,6 @@ from typing import Any
 
 from app.clock import iso_utc
 from app.logging import get_logger
-from app.store import messages as message_store
 from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.models import Message
@@ -53,7 +52,7 @@ async def thread_messages(
     async with db.read() as session:
         if await thread_store.get_thread(session, user_id, thread_id) is None:
             return None
-        rows = await message_store.visible_history(
+        rows = await thread_store.visible_history(
             session, user_id, thread_id, include_synthetic=True
         )
     return [message_json(m) for m in _visible_rows(rows, include_synthetic=include_synthetic)]

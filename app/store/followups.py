@@ -4,14 +4,14 @@ The claiming worker belongs to the follow-up work and adds its functions here.""
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import uuid
 
-from sqlalchemy import Update, bindparam, or_, select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
-from app.store.models import Followup, table_of
+from app.store.models import Followup
+from app.store.turn_rows.statements import cancel_pending_statement
 
 
 async def schedule_followup(
@@ -39,23 +39,6 @@ async def cancel_pending_for_thread(
                              {"of_thread": thread_id, "now": utcnow()})
     return int(result.rowcount)  # type: ignore[attr-defined]
 
-
-@functools.cache
-def cancel_pending_statement(claimed_too: bool) -> Update:
-    """cancel_pending_for_thread's statement, its parameters `of_thread` and `now`. Built once
-    each way: a real user message runs it on every turn (on PostgreSQL inside the opening's
-    statement, app.store.messages)."""
-    followups = table_of(Followup)
-    status = followups.c.status
-    # Equalities, not IN: an IN list is rendered into the SQL text at every execution.
-    wanted = or_(status == "pending", status == "claimed") if claimed_too else status == "pending"
-    return (
-        update(followups)
-        .where(followups.c.thread_id == bindparam("of_thread", type_=followups.c.thread_id.type),
-               wanted)
-        .values(status="cancelled", lease_expires_at=None,
-                finished_at=bindparam("now", type_=followups.c.finished_at.type))
-    )
 
 
 async def list_followups(s: AsyncSession, thread_id: uuid.UUID) -> list[Followup]:

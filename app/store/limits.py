@@ -23,8 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.db import Runner, dialect_of
-from app.store.models import Message, RateLimitWindow, UserTokenUsage, table_of
-from app.store.usage import PERIOD_DAY
+from app.store.models import Message, RateLimitWindow, table_of
 
 #: First key of the two-key advisory locks taken here, so they never meet another
 #: feature's advisory locks (whose keys are other numbers).
@@ -113,13 +112,3 @@ def _take_upsert(dialect: str) -> Executable:
     if dialect == "postgresql":
         upsert = upsert.add_cte(_DELETE_OLDER_WINDOWS.cte("older"))
     return upsert
-
-
-async def usage_of_day(s: AsyncSession, user_id: str, day: dt.date) -> tuple[int, float]:
-    """The user's tokens and known cost (USD) of one UTC day, every model, from the rollup."""
-    query = select(func.coalesce(func.sum(UserTokenUsage.total_tokens), 0),
-                   func.coalesce(func.sum(UserTokenUsage.cost_usd), 0)).where(
-        UserTokenUsage.user_id == user_id, UserTokenUsage.period_type == PERIOD_DAY,
-        UserTokenUsage.period_start == day)
-    tokens, cost = (await s.execute(query)).one()
-    return int(tokens or 0), float(cost or 0)

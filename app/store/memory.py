@@ -42,14 +42,8 @@ from sqlalchemy.sql.expression import UnaryExpression
 from app.store.db import Runner, dialect_of
 from app.store.driver_statements import DriverStatement
 from app.store.models import Message, table_of
+from app.store.search_schema import FTS_CONFIG, SQLITE_FTS_TABLE, SQLITE_MAP_TABLE
 from app.store.visibility import visible_sql
-
-FTS_CONFIG = "english"
-PG_INDEX = "ix_messages_content_fts"
-SQLITE_FTS_TABLE = "messages_fts"
-SQLITE_MAP_TABLE = "message_search"
-#: Reflected schema objects the models do not describe (alembic comparison skips them).
-SEARCH_SCHEMA_PREFIXES = (PG_INDEX, SQLITE_FTS_TABLE, SQLITE_MAP_TABLE, "trg_messages_fts_")
 
 MAX_TERMS = 16
 MIN_TERM_CHARS = 3
@@ -67,11 +61,6 @@ STOP_WORDS = frozenset({
     "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
 })
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def is_search_schema_object(name: str | None) -> bool:
-    """A table, index or trigger of the full-text search (not in the models on purpose)."""
-    return bool(name) and any(str(name).startswith(p) for p in SEARCH_SCHEMA_PREFIXES)
 
 
 def search_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:

@@ -22,31 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.store.models import Message, Thread, table_of
-from app.store.ownership import owned_id
-from app.store.visibility import visible_sql
 
 #: The tables, for the Core statements of the histories.
 _MESSAGES, _THREADS = table_of(Message), table_of(Thread)
-
-
-async def get_message(s: AsyncSession, user_id: str, message_id: uuid.UUID) -> Message | None:
-    """One of the user's messages by id."""
-    result = await s.execute(select(Message).where(
-        Message.id == owned_id(_MESSAGES, message_id, user_id, "owned")))
-    return result.scalar_one_or_none()
-
-
-async def visible_history(
-    s: AsyncSession, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool = False
-) -> list[Message]:
-    """The thread's messages in order, as the user sees them: synthetic and legacy follow-up
-    prompts excluded unless include_synthetic (debugging). Another user's thread gives []."""
-    query = select(Message).where(
-        Message.thread_id == owned_id(_THREADS, thread_id, user_id, "owned"))
-    if not include_synthetic:
-        query = query.where(visible_sql())
-    result = await s.execute(query.order_by(Message.created_at, Message.id))
-    return list(result.scalars())
 
 
 def context_select(limit: int, *columns: Any) -> Select[Any]:

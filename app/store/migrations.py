@@ -22,7 +22,7 @@ from sqlalchemy.pool import NullPool
 
 from app.store.db import Database, create_engine_for
 from app.store.errors import DatabaseUnavailable, StoreError
-from app.store.memory import is_search_schema_object
+from app.store.search_schema import is_search_schema_object
 from app.store.unavailable import is_unavailable, unavailable_sentence
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"

@@ -16,7 +16,7 @@ from app.store.records import ThreadSummary
 from app.store.visibility import visible_sql
 
 PREVIEW_CHARS = 120
-_THREADS = table_of(Thread)
+_THREADS, _MESSAGES = table_of(Thread), table_of(Message)
 LockedSelect = TypeVar("LockedSelect", bound=Select[Any])
 
 
@@ -130,3 +130,23 @@ async def touch_thread(s: AsyncSession, thread_id: uuid.UUID) -> None:
     call this: its opening and its finish move the thread in their own statements.)"""
     threads = table_of(Thread)
     await s.execute(update(threads).where(threads.c.id == thread_id).values(updated_at=utcnow()))
+
+
+async def get_message(s: AsyncSession, user_id: str, message_id: uuid.UUID) -> Message | None:
+    """One of the user's messages by id."""
+    result = await s.execute(select(Message).where(
+        Message.id == owned_id(_MESSAGES, message_id, user_id, "owned")))
+    return result.scalar_one_or_none()
+
+
+async def visible_history(
+    s: AsyncSession, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool = False
+) -> list[Message]:
+    """The thread's messages in order, as the user sees them: synthetic and legacy follow-up
+    prompts excluded unless include_synthetic (debugging). Another user's thread gives []."""
+    query = select(Message).where(
+        Message.thread_id == owned_id(_THREADS, thread_id, user_id, "owned"))
+    if not include_synthetic:
+        query = query.where(visible_sql())
+    result = await s.execute(query.order_by(Message.created_at, Message.id))
+    return list(result.scalars())

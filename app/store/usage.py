@@ -106,3 +106,13 @@ async def add_to_rollup(
     await s.execute(_rollup_upsert(s.get_bind().dialect.name), {
         "user_id": user_id, **_rollup_values(period_start=period_start, model=model,
                                              delta=delta, period_type=period_type)})
+
+
+async def usage_of_day(s: AsyncSession, user_id: str, day: dt.date) -> tuple[int, float]:
+    """The user's tokens and known cost (USD) of one UTC day, every model, from the rollup."""
+    query = select(func.coalesce(func.sum(UserTokenUsage.total_tokens), 0),
+                   func.coalesce(func.sum(UserTokenUsage.cost_usd), 0)).where(
+        UserTokenUsage.user_id == user_id, UserTokenUsage.period_type == PERIOD_DAY,
+        UserTokenUsage.period_start == day)
+    tokens, cost = (await s.execute(query)).one()
+    return int(tokens or 0), float(cost or 0)

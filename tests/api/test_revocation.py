@@ -13,7 +13,7 @@ import httpx
 
 from app.settings import Settings
 from app.store import api_keys
-from app.store import messages as message_store
+from app.store import threads as threads_store
 from app.store.db import Database
 from tests.support.gateway import DemoLlm, SseEvent, iter_sse, serve_gateway
 
@@ -81,7 +81,7 @@ async def test_revoking_a_key_ends_its_open_streams(
     assert (turn[-2].event, turn[-2].data["status"]) == ("message_end", "interrupted")
     assert refused.status_code == 401
     async with db.transaction() as s:
-        row = await message_store.get_message(
+        row = await threads_store.get_message(
             s, "mallory", uuid.UUID(turn[0].data["assistant_message_id"]))
     await db.dispose()
     assert row is not None and row.status == "interrupted"

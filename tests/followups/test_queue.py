@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.clock import utcnow
 from app.store import followup_queue as queue
-from app.store import messages as message_store
+from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Followup, Message, Thread
 from tests.store.factories import finish, legacy_prompt, new_thread, open_rows, turn
@@ -208,7 +208,7 @@ async def test_orphaned_streaming_reply_is_interrupted(db: Database) -> None:
     async with db.transaction() as s:
         assert await queue.interrupt_orphaned_replies(s, thread.id, since, utcnow()) == 1
     async with db.transaction() as s:
-        row = await message_store.get_message(s, thread.user_id, reply.id)
+        row = await threads_store.get_message(s, thread.user_id, reply.id)
     assert row is not None and row.status == "interrupted"
     assert row.meta["interrupted_reason"] == "followup_worker_died"
 
@@ -224,5 +224,5 @@ async def test_a_reply_being_finished_is_not_taken_for_an_orphan(db: Database) -
         async with db.transaction() as s:
             assert await queue.interrupt_orphaned_replies(s, thread.id, since, utcnow()) == 0
     async with db.transaction() as s:
-        row = await message_store.get_message(s, thread.user_id, reply.id)
+        row = await threads_store.get_message(s, thread.user_id, reply.id)
     assert row is not None and row.status == "streaming"

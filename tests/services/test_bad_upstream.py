@@ -20,8 +20,8 @@ from app.main import build_runtime
 from app.services.runtime import Runtime
 from app.services.turn import open_turn
 from app.settings import Settings
-from app.store import messages as message_store
 from app.store import threads as thread_store
+from app.store import threads as threads_store
 from tests.services.wire import WireEvent, on_the_wire
 from tests.support.scripted_upstream import (
     finish_chunk,
@@ -57,7 +57,7 @@ async def run_turn(database_url: str, body: bytes, **answer: str
         turn = await open_turn(rt.turn_deps, "svc", thread.id, USER_TEXT)
         events = [on_the_wire(event) async for event in turn.events()]
         async with rt.db.transaction() as session:
-            rows = await message_store.visible_history(session, "svc", thread.id)
+            rows = await threads_store.visible_history(session, "svc", thread.id)
     assert [row.role for row in rows] == ["user", "assistant"]
     return events, rows[-1]
 

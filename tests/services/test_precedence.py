@@ -18,8 +18,8 @@ from app.services.precedence import Precedence
 from app.services.runtime import Runtime
 from app.services.turn import open_turn
 from app.settings import Settings
-from app.store import messages as message_store
 from app.store import threads as thread_store
+from app.store import threads as threads_store
 from app.turns.events import Delta, Ended
 from tests.support.gateway import DemoLlm
 
@@ -148,7 +148,7 @@ async def test_an_answer_pauses_for_an_opening_turn_and_loses_nothing(runtime: R
     await asyncio.wait_for(streaming, 30)
     assert [e.status for e in ended] == ["complete"]
     async with runtime.db.transaction() as session:
-        rows = await message_store.visible_history(session, "svc", thread.id)
+        rows = await threads_store.visible_history(session, "svc", thread.id)
     assert rows[-1].status == "complete" and rows[-1].content == "".join(texts)
     assert len(texts) > paused_at
 

@@ -26,8 +26,8 @@ from app.services.summary import (
 from app.services.title import TITLE_MAX_CHARS, clean_title
 from app.services.turn import Turn, open_turn
 from app.settings import Settings
-from app.store import messages as message_store
 from app.store import threads as thread_store
+from app.store import threads as threads_store
 from app.store.models import LlmCall, Message, UserTokenUsage
 from app.turns.events import Started
 from tests.services.wire import WireEvent, on_the_wire
@@ -145,7 +145,7 @@ async def _new_thread(rt: Runtime, title: str | None = None) -> Any:
 
 async def _assistants(rt: Runtime, thread_id: Any) -> list[Message]:
     async with rt.db.transaction() as s:
-        rows = await message_store.visible_history(s, "svc", thread_id)
+        rows = await threads_store.visible_history(s, "svc", thread_id)
     return [r for r in rows if r.role == "assistant"]
 
 

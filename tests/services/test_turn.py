@@ -25,8 +25,8 @@ from app.services.runtime import Runtime
 from app.services.turn import open_turn
 from app.services.turn_opening import ThreadNotFound
 from app.settings import Settings
-from app.store import messages as message_store
 from app.store import threads as thread_store
+from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.errors import ThreadBusy
 from app.store.models import LlmCall, Thread, UserTokenUsage
@@ -57,7 +57,7 @@ async def _thread(db: Database, user: str = "svc") -> Any:
 
 async def _rows(db: Database, thread: Any) -> list[Any]:
     async with db.transaction() as session:
-        return await message_store.visible_history(session, thread.user_id, thread.id)
+        return await threads_store.visible_history(session, thread.user_id, thread.id)
 
 
 class Spy(TurnHandler):

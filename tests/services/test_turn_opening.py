@@ -17,7 +17,7 @@ from app.records import FinishedMessage
 from app.services.runtime import Runtime
 from app.services.turn_opening import open_rows, opening_request
 from app.settings import Settings
-from app.store import messages as message_store
+from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Thread
 from app.store.turn_rows import DayBudget, FinishedRow, Opened, Refused
@@ -64,7 +64,7 @@ async def runtime(database_url: str) -> AsyncIterator[Runtime]:
 async def _contents(db: Database, thread: Thread) -> list[tuple[str, str]]:
     """The thread as its user sees it: (status, content), the turn's answer still streaming."""
     async with db.read() as s:
-        return [(m.status, m.content) for m in await message_store.visible_history(
+        return [(m.status, m.content) for m in await threads_store.visible_history(
             s, thread.user_id, thread.id)]
 
 

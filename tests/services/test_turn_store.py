@@ -12,7 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.records import FinishedMessage
 from app.services.observers import TurnHandler
 from app.services.turn_store import TurnStore
-from app.store import messages as messages_store
 from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Message, Thread
@@ -55,7 +54,7 @@ async def _finish(db: Database, thread: Thread, assistant: Message, handlers: li
 
 async def _stored(db: Database, thread: Thread, assistant: Message) -> tuple[str, str | None]:
     async with db.read() as s:
-        message = await messages_store.get_message(s, thread.user_id, assistant.id)
+        message = await threads_store.get_message(s, thread.user_id, assistant.id)
         stored_thread = await threads_store.get_thread(s, thread.user_id, thread.id)
     assert message is not None and stored_thread is not None
     return message.status, stored_thread.title

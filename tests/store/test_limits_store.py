@@ -63,8 +63,8 @@ async def test_streaming_rows_and_the_days_usage_are_counted_per_user(db: Databa
     async with db.transaction() as s:
         assert await limits.count_streaming(s, "alice") == 2
         assert await limits.count_streaming(s, "carol") == 0
-        assert await limits.usage_of_day(s, "alice", MINUTE.date()) == (20, 0.5)
-        assert await limits.usage_of_day(s, "alice", dt.date(2026, 11, 23)) == (0, 0.0)
+        assert await usage.usage_of_day(s, "alice", MINUTE.date()) == (20, 0.5)
+        assert await usage.usage_of_day(s, "alice", dt.date(2026, 11, 23)) == (0, 0.0)
 
 
 async def test_the_user_lock_serialises_insert_then_count(db: Database) -> None:

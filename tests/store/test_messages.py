@@ -10,6 +10,7 @@ from sqlalchemy import select, update
 
 from app.clock import utcnow
 from app.store import messages as messages_store
+from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Message
 from app.store.visibility import is_hidden
@@ -20,7 +21,7 @@ async def test_history_is_in_turn_order_with_assistant_after_user(db: Database) 
     thread = await new_thread(db)
     pairs = [await turn(db, thread, f"question {i}", f"answer {i}") for i in range(5)]
     async with db.transaction() as s:
-        history = await messages_store.visible_history(s, "alice", thread.id)
+        history = await threads_store.visible_history(s, "alice", thread.id)
     assert [m.content for m in history] == [
         text for i in range(5) for text in (f"question {i}", f"answer {i}")
     ]
@@ -34,8 +35,8 @@ async def test_visible_history_of_another_user_is_empty(db: Database) -> None:
     thread = await new_thread(db, "alice")
     await turn(db, thread, "secret", "ok")
     async with db.transaction() as s:
-        assert await messages_store.visible_history(s, "bob", thread.id) == []
-        assert await messages_store.get_message(s, "bob", thread.id) is None
+        assert await threads_store.visible_history(s, "bob", thread.id) == []
+        assert await threads_store.get_message(s, "bob", thread.id) is None
 
 
 async def test_synthetic_hidden_from_history_but_in_context(db: Database) -> None:
@@ -50,8 +51,8 @@ async def test_synthetic_hidden_from_history_but_in_context(db: Database) -> Non
     assert synthetic.meta == {"synthetic": True, "trigger_type": "check_in",
                               "trigger_reason": "No activity for 300 seconds"}
     async with db.transaction() as s:
-        visible = await messages_store.visible_history(s, "alice", thread.id)
-        debug = await messages_store.visible_history(s, "alice", thread.id, include_synthetic=True)
+        visible = await threads_store.visible_history(s, "alice", thread.id)
+        debug = await threads_store.visible_history(s, "alice", thread.id, include_synthetic=True)
         context = await messages_store.context_history(s, thread.id, limit=10)
     # the prompt's answer, still streaming, is the user's to see; the prompt is not
     assert [m.content for m in visible if m.status != "streaming"] == ["hello", "hi there"]
@@ -74,7 +75,7 @@ async def test_synthetic_is_strict(db: Database, flag: object) -> None:
                       created_at=utcnow(), updated_at=utcnow()))
     assert message.synthetic is False and message.meta == {} and message.trigger_type is None
     async with db.transaction() as s:
-        visible = await messages_store.visible_history(s, "alice", thread.id)
+        visible = await threads_store.visible_history(s, "alice", thread.id)
     assert [m.content for m in visible if m.status != "streaming"] == [
         "am I synthetic?", "imported"]
     assert not any(is_hidden(m) for m in visible)
@@ -87,8 +88,8 @@ async def test_metadata_true_alone_hides_an_imported_row(db: Database) -> None:
                       meta={"synthetic": True}, synthetic=False,
                       created_at=utcnow(), updated_at=utcnow()))
     async with db.transaction() as s:
-        assert await messages_store.visible_history(s, "alice", thread.id) == []
-        [row] = await messages_store.visible_history(s, "alice", thread.id, include_synthetic=True)
+        assert await threads_store.visible_history(s, "alice", thread.id) == []
+        [row] = await threads_store.visible_history(s, "alice", thread.id, include_synthetic=True)
     assert is_hidden(row)
 
 
@@ -98,7 +99,7 @@ async def test_legacy_followup_content_is_hidden(db: Database) -> None:
                     "[AUTONOMOUSXFOLLOWUP: y]", "see [AUTONOMOUS_FOLLOWUP: z]"):
         await legacy_prompt(db, thread, content)
     async with db.transaction() as s:
-        visible = await messages_store.visible_history(s, "alice", thread.id)
+        visible = await threads_store.visible_history(s, "alice", thread.id)
     # Only the exact, case-sensitive prefix counts (`_` is not a wildcard here).
     assert [m.content for m in visible] == [
         "[autonomous_followup: x]", "[AUTONOMOUSXFOLLOWUP: y]", "see [AUTONOMOUS_FOLLOWUP: z]"]
@@ -114,7 +115,7 @@ async def test_a_user_writing_the_legacy_prefix_still_sees_their_message(db: Dat
     plain, _ = await turn(db, thread, "plain words", "another")
     assert (own.meta, plain.meta) == ({"synthetic": False}, {})
     async with db.transaction() as s:
-        visible = await messages_store.visible_history(s, "alice", thread.id)
+        visible = await threads_store.visible_history(s, "alice", thread.id)
     assert [m.id for m in visible][::2] == [own.id, plain.id]
     assert not is_hidden(visible[0])
 

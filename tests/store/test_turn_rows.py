@@ -81,7 +81,7 @@ async def test_an_opening_stores_the_turn_after_its_history_and_cancels_follow_u
         ("user", "broken", "complete"), ("assistant", "lost", "failed"),
         ("user", "two", "complete"), ("assistant", "", "streaming")]
     async with db.read() as s:
-        stored = {m.id: m.created_at for m in await messages_store.visible_history(
+        stored = {m.id: m.created_at for m in await threads_store.visible_history(
             s, thread.user_id, thread.id)}
     user, assistant = opened.user, opened.assistant
     assert stored[user.id] == user.created_at < assistant.created_at == stored[assistant.id]
@@ -232,7 +232,7 @@ async def test_a_guard_reads_under_the_thread_lock_and_its_refusal_stores_nothin
     seen: list[int] = []
 
     async def counting(session: AsyncSession, thread_id: uuid.UUID) -> None:
-        seen.append(len(await messages_store.visible_history(session, "alice", thread_id)))
+        seen.append(len(await threads_store.visible_history(session, "alice", thread_id)))
 
     async def refusing(session: AsyncSession, thread_id: uuid.UUID) -> None:
         raise LookupError("the follow-up is no longer wanted")

@@ -49,7 +49,6 @@ from app.logging import get_logger
 from app.records import CallRecord, FinishedMessage
 from app.store.db import Database, Runner
 from app.store.driver_statements import DriverStatement
-from app.store.followups import cancel_pending_statement
 from app.store.limits import other_streams_counted
 from app.store.messages import context_select
 from app.store.models import Message, Thread, detached, unattached
@@ -69,6 +68,7 @@ from app.store.turn_rows.statements import (
     assistant_values,
     busy_on_conflict,
     call_values,
+    cancel_pending_statement,
     finish_params,
     inserted_params,
     inserted_values,

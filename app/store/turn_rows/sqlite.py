@@ -24,7 +24,6 @@ from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
-from app.store.followups import cancel_pending_statement
 from app.store.limits import COUNT_STREAMING
 from app.store.messages import context_rows_select
 from app.store.models import Message, Thread, detached, unattached
@@ -44,6 +43,7 @@ from app.store.turn_rows.statements import (
     assistant_values,
     busy_on_conflict,
     call_rows,
+    cancel_pending_statement,
     check_length,
     finish_params,
     inserted_params,

@@ -6,19 +6,20 @@ it, and only its parameters change from turn to turn."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import BindParameter, Update, bindparam, func, insert, select, update
+from sqlalchemy import BindParameter, Update, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import NullType
 
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
-from app.store.models import LlmCall, Message, Thread, UserTokenUsage, table_of
+from app.store.models import Followup, LlmCall, Message, Thread, UserTokenUsage, table_of
 from app.store.ownership import owned_id
 from app.store.sanitize import clean_message
 from app.store.usage import PERIOD_DAY
@@ -224,3 +225,21 @@ def call_rows(calls: Sequence[CallRecord], user_id: str, now: dt.datetime, *,
 #: One llm_calls row, a parameter for each column named as the column (call_rows' keys).
 INSERT_CALL = insert(CALLS).values({column.name: bindparam(column.name, type_=column.type)
                                     for column in CALLS.c})
+
+
+@functools.cache
+def cancel_pending_statement(claimed_too: bool) -> Update:
+    """The thread's pending follow-ups cancelled (with `claimed_too`, claimed ones too: a
+    real user message's opening), its parameters `of_thread` and `now`. Built once each way:
+    every real user message's opening runs it; the follow-ups' repository too."""
+    followups = table_of(Followup)
+    status = followups.c.status
+    # Equalities, not IN: an IN list is rendered into the SQL text at every execution.
+    wanted = or_(status == "pending", status == "claimed") if claimed_too else status == "pending"
+    return (
+        update(followups)
+        .where(followups.c.thread_id == bindparam("of_thread", type_=followups.c.thread_id.type),
+               wanted)
+        .values(status="cancelled", lease_expires_at=None,
+                finished_at=bindparam("now", type_=followups.c.finished_at.type))
+    )
