@@ -20,7 +20,6 @@ from app.api.errors import (
     unhandled_error_handler,
 )
 from app.api.middleware import RequestContextMiddleware
-from app.api.routes import api_routes
 from app.events.bus import MessageBus, make_message_bus
 from app.followups.recall import MemoryRecall
 from app.followups.scheduler import FollowupScheduler
@@ -33,37 +32,38 @@ from app.heap import (
     return_free_memory,
     space_out_collections,
 )
+from app.keys.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
+from app.keys.revocation import RevocationWatcher
+from app.kit.periodic import every
+from app.kit.shield import drain_shielded
 from app.logging import configure_logging, get_logger
 from app.metrics import GatewayMetrics
-from app.services.checkpoints import Checkpointer
-from app.services.limits import TurnGate
-from app.services.message_announcer import MessageAnnouncer
-from app.services.metrics_observer import MetricsObserver
-from app.services.observers import TurnObserver
-from app.services.opening_places import OpeningPlaces
-from app.services.periodic import every
-from app.services.precedence import Precedence
-from app.services.processes import ProcessRegistry
-from app.services.resume import TurnResumes
-from app.services.revocation import RevocationWatcher
-from app.services.runtime import Runtime
-from app.services.shield import drain_shielded
-from app.services.side_call import SideCaller
-from app.services.summary import SummaryStage
-from app.services.title import TitleStage
-from app.services.tracing import StreamTracer
-from app.services.turn_deps import TurnDeps
-from app.services.turn_runs import TurnRuns
-from app.services.turn_share import SharedTurns
-from app.services.upstream_slots import UpstreamSlots
+from app.process.service import ProcessRegistry
+from app.routes import api_routes
+from app.runtime import Runtime
 from app.settings import Settings, get_settings
-from app.store import integrity
-from app.store import messages as message_store
 from app.store.db import Database
 from app.store.errors import DatabaseUnavailable
-from app.store.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
+from app.turn.announcer import MessageAnnouncer
+from app.turn.checkpoints import Checkpointer
+from app.turn.deps import TurnDeps
+from app.turn.gate import TurnGate
+from app.turn.metrics_observer import MetricsObserver
+from app.turn.observers import TurnObserver
+from app.turn.opening_places import OpeningPlaces
+from app.turn.precedence import Precedence
+from app.turn.resume import TurnResumes
+from app.turn.rows import integrity
+from app.turn.rows import messages as message_store
+from app.turn.runs import TurnRuns
+from app.turn.share import SharedTurns
+from app.turn.slots import UpstreamSlots
+from app.turn.stages.side_call import SideCaller
+from app.turn.stages.summary import SummaryStage
+from app.turn.stages.title import TitleStage
+from app.turn.tracing import StreamTracer
+from app.turns.pricing import PriceTable, load_price_table
 from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
-from app.usage.pricing import PriceTable, load_price_table
 from app.web import web_routes
 
 log = get_logger("main")

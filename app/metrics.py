@@ -29,7 +29,7 @@ library's global one, so two apps in one process do not share or clash).
     chatgate_event_loop_lag_seconds              how late the last probe's timer fired: the
                                                  process is saturated past a few milliseconds
     chatgate_chunks_held_total                   chunks of streaming turns that waited for
-                                                 opening ones (app/services/precedence.py)
+                                                 opening ones (app/turn/precedence.py)
 
 Several worker processes: each has its own values. When PROMETHEUS_MULTIPROC_DIR is set in
 the environment before the process starts (prometheus_client reads it at import), values are

@@ -1,6 +1,6 @@
 """Stream traces and their replay, pure (no asyncio, sqlalchemy or httpx).
 
-A trace is what `trace_streams` keeps of one stream (app/services/tracing.py): the raw
+A trace is what `trace_streams` keeps of one stream (app/turn/tracing.py): the raw
 upstream content chunks exactly as they were fed to the filter, the filter's events as the
 gateway saw them (one `warning` event per FilterWarning, one `finish` event), and the stored
 message it produced. `replay()` runs the chunks through the same MarkerFilter the gateway

@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     #: How long a turn waits for a free slot before it is answered 503 `gateway_busy`.
     upstream_slot_timeout_s: float = Field(default=2.0, ge=0)
     #: Turns of this process opening at once (from the slot to the main call's response
-    #: headers); the others wait in line (app.services.opening_places).
+    #: headers); the others wait in line (app.turn.opening_places).
     max_opening_turns: int = Field(default=512, ge=1)
     #: How long a turn waits in that line before it is answered 503 `gateway_busy`.
     opening_wait_s: float = Field(default=30.0, ge=0)

@@ -107,7 +107,7 @@ from app.heap import (  # noqa: E402
 from app.records import FinishedMessage  # noqa: E402
 from app.store.db import Database  # noqa: E402
 from app.store.migrations import upgrade_to_head  # noqa: E402
-from app.store.turn_rows import Opened, OpeningRequest, turn_rows  # noqa: E402
+from app.turn.rows import Opened, OpeningRequest, turn_rows  # noqa: E402
 from app.upstream.transport import AiohttpTransport  # noqa: E402
 from scripts import bench_litellm  # noqa: E402
 from scripts.bench_upstream import free_port, serve_upstream  # noqa: E402

@@ -1,5 +1,5 @@
 """What a long thread adds to a turn's reads on PostgreSQL, in process: the CPU of a turn's
-opening (the turn repository's, app.store.turn_rows: one statement on PostgreSQL) on a
+opening (the turn repository's, app.turn.rows: one statement on PostgreSQL) on a
 fresh thread against one with N prior messages, and the CPU of the memory search in a read
 transaction against the same search as one statement (Database.one_read, what a turn runs).
 The opening measured is the only one a turn has: the store's older openings (the thread's
@@ -33,11 +33,12 @@ from sqlalchemy import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.clock import utcnow
+from app.followups import memory_repository as memory
 from app.records import FinishedMessage
-from app.store import memory, threads
 from app.store.db import Database
 from app.store.migrations import upgrade_to_head
-from app.store.turn_rows import Opened, OpeningRequest, turn_rows
+from app.threads import repository as threads
+from app.turn.rows import Opened, OpeningRequest, turn_rows
 
 cli = typer.Typer(add_completion=False)
 USER = "bench"

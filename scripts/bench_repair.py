@@ -23,7 +23,7 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.services import repair_runs
+from app.repair import service as repair_runs
 from app.store.db import Database
 from app.store.migrations import upgrade_to_head
 from tests.repair.seed import seed

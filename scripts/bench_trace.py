@@ -22,10 +22,10 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.store import threads, traces
 from app.store.db import Database
 from app.store.migrations import upgrade_to_head
-from app.store.turn_rows import Opened, OpeningRequest, turn_rows
+from app.threads import repository as threads
+from app.turn.rows import Opened, OpeningRequest, traces, turn_rows
 
 cli = typer.Typer(add_completion=False)
 LINE = "Line 01 of the long demo answer: the quick brown fox jumps over the lazy dog.\n"

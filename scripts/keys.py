@@ -24,7 +24,7 @@ from rich.table import Column, Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.cli import resolve_database_url, run_cli
-from app.store import api_keys
+from app.keys import repository as api_keys
 from app.store.migrations import migrated_database
 from app.users import user_id_problem
 

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.cli import resolve_database_url, run_cli
 from app.repair import FIX_RULES, NOTICE_RULES, RepairReport, RollbackReport, ScanFilter
-from app.services import repair_runs
+from app.repair import service as repair_runs
+from app.repair.repository import RunSummary
 from app.store.migrations import migrated_database
-from app.store.repairs import RunSummary
 
 cli = typer.Typer(
     help="Find, fix and roll back corrupted stored messages.", add_completion=False,

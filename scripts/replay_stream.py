@@ -40,9 +40,9 @@ from app.replay import (
     trace_from_json,
     trace_to_json,
 )
-from app.store import traces
 from app.store.migrations import migrated_database
 from app.stream import FilterWarning
+from app.turn.rows import traces
 
 cli = typer.Typer(help="Replay a traced stream through the MarkerFilter.", add_completion=False)
 out = Console()

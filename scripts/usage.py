@@ -7,7 +7,7 @@ backfill replaces the daily rollup rows of each UTC day in the range by the sums
 llm_calls rows (one transaction a day; running it twice changes nothing). verify compares the
 two for every day (or one), prints the differences and exits 1 on any; it also reports how many
 assistant messages carry no token data at all (rows older than usage accounting), which are
-unknown rather than zero. The rules live in app.services.usage_rollups.
+unknown rather than zero. The rules live in app.usage.rollups.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.cli import resolve_database_url, run_cli
-from app.services import usage_rollups
-from app.services.usage_rollups import Mismatch, Verification
 from app.store.migrations import migrated_database
+from app.usage import rollups as usage_rollups
+from app.usage.rollups import Mismatch, Verification
 
 cli = typer.Typer(help="Chatgate usage rollups: backfill and verify.", no_args_is_help=True)
 console = Console()

@@ -1,6 +1,6 @@
 """get_user_token_usage(user_id, start, end): a user's usage over their assistant messages.
 
-PostgreSQL only (SQLite has no stored functions; app.store.usage_reports runs the same query
+PostgreSQL only (SQLite has no stored functions; app.usage.reports_repository runs the same query
 in SQLAlchemy there, and a test checks both agree). NULL start or end means unbounded; rows
 still `streaming` are not finished messages and are left out. The body is frozen here, like
 every migration: later changes get a new revision.

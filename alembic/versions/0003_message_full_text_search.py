@@ -1,10 +1,11 @@
-"""Full-text search over message content, for memory retrieval (app.store.memory).
+"""Full-text search over message content, for memory retrieval (app.followups.memory_repository).
 
 PostgreSQL: a GIN expression index on to_tsvector('english', content).
 SQLite: an FTS5 table `messages_fts` keyed by a map table `message_search(id, message_id)`,
 kept in sync with `messages` by three triggers, and back-filled here. Frozen like every
-migration; app.store.memory queries exactly these objects. A later SQLite batch migration of
-`messages` drops these triggers with the old table: it must re-create them (FTS_SQLITE_TRIGGERS).
+migration; app.followups.memory_repository queries exactly these objects. A later SQLite batch
+migration of `messages` drops these triggers with the old table: it must re-create them
+(FTS_SQLITE_TRIGGERS).
 
 Revision ID: 0003
 Revises: 0002

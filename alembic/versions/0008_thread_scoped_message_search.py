@@ -3,8 +3,8 @@ search matches within one thread instead of over every message of the database.
 
 Revision 0003's `messages_fts` indexed content only: a thread's search read every match of
 its terms in the whole database and dropped the other threads' afterwards, so its cost grew
-with the database (with the search's plan of app.store.memory: a word found in 10,000 of
-20,000 messages, 25 ms a search before, 0.6 ms thread-scoped). `messages_fts` now has a
+with the database (with the search's plan of app.followups.memory_repository: a word found
+in 10,000 of 20,000 messages, 25 ms a search before, 0.6 ms thread-scoped). `messages_fts` now has a
 second column, `thread`: the message's thread id (CHAR(32) hex, as the messages table stores
 it) followed by a `0`, so that the porter stemmer, which only strips suffixes of letters,
 leaves it whole. The search matches `thread : "<id>0" AND content : (terms)`. The triggers
@@ -12,9 +12,9 @@ are re-created to fill it and the index is back-filled from `message_search`, wh
 the rows' ids. PostgreSQL: no change (its GIN expression index is left to the planner beside
 the thread index).
 
-Frozen like every migration; app.store.memory queries exactly these objects. A later SQLite
-batch migration of `messages` drops these triggers with the old table: it must re-create
-them (FTS_SQLITE_TRIGGERS below).
+Frozen like every migration; app.followups.memory_repository queries exactly these objects. A
+later SQLite batch migration of `messages` drops these triggers with the old table: it must re-
+create them (FTS_SQLITE_TRIGGERS below).
 
 Revision ID: 0008
 Revises: 0007

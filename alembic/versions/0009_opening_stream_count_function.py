@@ -3,7 +3,7 @@ leaving out one message, for a turn's opening to call from its own statement.
 
 PostgreSQL only. Revision 0007's function is a statement of its own, the last of the
 opening's transaction: a round trip, on the path to the first delta. The opening's one
-statement (app.store.messages) can take the lock and count instead, but it also inserts the
+statement (app.turn.rows.messages) can take the lock and count instead, but it also inserts the
 turn's streaming assistant row, and whether the count's fresh snapshot sees that row depends
 on the order in which the statement's parts run. So this count leaves the new row out by its
 id: it counts the user's OTHER streaming answers, whatever the order. Lock, VOLATILE and

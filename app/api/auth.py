@@ -1,4 +1,4 @@
-"""Who is calling: `Authorization: Bearer <key>` looked up by app.services.api_keys, or, with
+"""Who is calling: `Authorization: Bearer <key>` looked up by app.keys.service, or, with
 auth mode `off` (loopback development), everyone is user `local`."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from starlette.requests import Request
 
 from app.api.errors import ApiError
 from app.api.state import runtime
-from app.services.api_keys import Principal, authenticate_key
+from app.keys.service import Principal, authenticate_key
 
 LOCAL_USER = "local"
 

@@ -13,7 +13,7 @@ polled by the writer itself: the turn's task appends an event and wakes the writ
 task in between. A revocation is a callback, no task. Any way the stream ends (client gone,
 key revoked, a send that blocks past the timeout, cancellation) cancels the producer and
 waits for it, so the source generator's cleanup has run when the response returns (a
-FrameSource's owner closes it: app.api.log_stream closes the turn's reader)."""
+FrameSource's owner closes it: app.turn.log_stream closes the turn's reader)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Server-sent events in the native dialect: JSON data per event, `id:` on deltas. A turn's
-events are encoded to bytes here and written by app.api.log_stream (app.api.event_stream's
-FrameResponse); the long-lived thread events stream keeps sse-starlette (StreamResponse)."""
+events are encoded to these frames by app.turn.native_events and written by
+app.turn.log_stream (app.api.event_stream's FrameResponse); the long-lived thread events
+stream keeps sse-starlette (StreamResponse)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.api.event_stream import RevocationGuard, end_revoked
 from app.logging import get_logger
-from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
 
 log = get_logger("api.sse")
 
@@ -43,29 +43,6 @@ def frame(name: str, data: Any, event_id: str | None = None) -> bytes:
     if event_id is not None:
         head = b"id: %s\n%s" % (event_id.encode(), head)
     return head + json_bytes(data) + b"\n\n"
-
-
-def encode(event: TurnEvent) -> bytes:
-    """A turn event in the native dialect (docs/api.md): deltas carry `id:` = their count."""
-    match event:
-        case Delta(text, seq):
-            return b"id: %d\nevent: delta\ndata: %b\n\n" % (seq, json_bytes({"text": text}))
-        case Started(thread_id, user_message_id, message_id):
-            return frame("message_start", {
-                "thread_id": str(thread_id), "user_message_id": str(user_message_id),
-                "assistant_message_id": str(message_id)})
-        case Metadata(values):
-            return frame("metadata", values)
-        case Usage():
-            return frame("usage", {
-                "prompt_tokens": event.prompt_tokens,
-                "completion_tokens": event.completion_tokens,
-                "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
-                "usage_source": event.usage_source})
-        case Ended(message_id, status):
-            return frame("message_end", {"message_id": str(message_id), "status": status})
-        case Failed(code, message):
-            return frame("error", {"code": code, "message": message})
 
 
 class StreamResponse(EventSourceResponse):

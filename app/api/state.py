@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from starlette.requests import Request
 
-from app.services.runtime import Runtime
+if TYPE_CHECKING:  # a handler names the runtime's type; it depends on no part of it
+    from app.runtime import Runtime
 
 
 def runtime(request: Request) -> Runtime:

@@ -9,12 +9,12 @@ import functools
 from collections.abc import Sequence
 
 from app.context import ContextItem, select_within_budget
+from app.followups import memory_repository as memory
 from app.followups.recall_query import choose_query_source
 from app.logging import get_logger
-from app.services.observers import ContextDraft, TurnHandler, TurnView
 from app.settings import Settings
-from app.store import memory
 from app.store.db import Database
+from app.turn.observers import ContextDraft, TurnHandler, TurnView
 
 log = get_logger("followups.recall")
 

@@ -8,13 +8,13 @@ import datetime as dt
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import Clock, utcnow
+from app.followups import queue_repository as followup_queue
 from app.followups.autonomy import Autonomy, cap_reached, effective
 from app.followups.triggers import awaiting_of, trigger_for_awaiting, trigger_reason
 from app.logging import get_logger
 from app.records import FinishedMessage
-from app.services.observers import TurnHandler, TurnView
-from app.store import followup_queue
-from app.store.turn_rows import FinishedRow
+from app.turn.observers import TurnHandler, TurnView
+from app.turn.rows import FinishedRow
 from app.turns.finish import TurnOutcome
 
 log = get_logger("followups.scheduler")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from app.followups import repository as followup_store
 from app.followups.autonomy import Autonomy, effective
 from app.settings import Settings
-from app.store import followups as followup_store
-from app.store import threads as thread_store
 from app.store.db import Database
+from app.threads import repository as thread_store
 
 
 def default_autonomy(settings: Settings) -> Autonomy:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from app.events.bus import MessageBus
 from app.followups.worker import FollowupWorker
-from app.services.runtime import Runtime
+from app.runtime import Runtime
 
 WORKER_TASK = "followup_worker"
 

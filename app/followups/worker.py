@@ -23,19 +23,19 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import Clock, utcnow
+from app.followups import queue_repository as followup_queue
 from app.followups.autonomy import Autonomy, effective
+from app.followups.queue_repository import Claim
 from app.followups.thread_settings import default_autonomy
 from app.followups.triggers import prompt_for
+from app.kit.shield import run_shielded
 from app.logging import get_logger
-from app.services.shield import run_shielded
-from app.services.turn import Turn, open_turn
-from app.services.turn_deps import TurnDeps
-from app.services.turn_opening import ThreadNotFound
-from app.services.upstream_slots import GatewayBusy
-from app.store import followup_queue
 from app.store.errors import ThreadBusy
-from app.store.followup_queue import Claim
-from app.store.turn_rows import ThreadGuard
+from app.turn.deps import TurnDeps
+from app.turn.opening import ThreadNotFound
+from app.turn.rows import ThreadGuard
+from app.turn.service import Turn, open_turn
+from app.turn.slots import GatewayBusy
 
 log = get_logger("followups.worker")
 
@@ -221,7 +221,7 @@ class FollowupWorker:
     async def _retry_later(self, claim: Claim) -> None:
         """The thread is streaming something else, or every upstream slot is taken: try
         again later, a few times. (The user's stream cap and budget do not apply here: see
-        app.services.limits.)"""
+        app.turn.gate.)"""
         if claim.attempts >= self.max_attempts:
             await self._settle(claim, "failed")
             log.warning("followup_failed_thread_busy", attempts=claim.attempts)

@@ -1,7 +1,7 @@
 """Finding and fixing messages stored by older, buggy gateways (pure rules and planning).
 
-The runs (per-batch apply with backups, rollback) are app.services.repair_runs, their SQL
-(keyset-paginated scans, backups, restoring) app.store.repairs; the CLI is
+The runs (per-batch apply with backups, rollback) are app.repair.service, their SQL
+(keyset-paginated scans, backups, restoring) app.repair.repository; the CLI is
 scripts/repair_messages.py; the operator guide docs/repair.md.
 """
 

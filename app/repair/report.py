@@ -1,6 +1,6 @@
 """The report of a scan, fix or rollback: counts by rule, findings, a few before/after samples.
 
-Pure bookkeeping; a repair run (app.services.repair_runs) fills it batch by batch and the CLI
+Pure bookkeeping; a repair run (app.repair.service) fills it batch by batch and the CLI
 renders it (table or JSON).
 """
 

@@ -21,7 +21,7 @@ Callback = Callable[[str], None]
 
 @dataclass(frozen=True, slots=True)
 class Notification:
-    """A NOTIFY for a statement of the store to send (the finish's, app.store.messages):
+    """A NOTIFY for a statement of the store to send (the finish's, app.turn.rows.messages):
     delivered, as any NOTIFY, when (and if) its transaction commits."""
 
     channel: str

@@ -22,10 +22,10 @@ from typing import Any
 from app.records import CallRecord, FinalStatus
 from app.stream import FilterWarning, JsonObject
 from app.turns.answer import AnswerStream
+from app.turns.estimate import estimate_tokens_of_size
 from app.turns.events import Delta, TurnFailure
 from app.turns.inputs import ProviderUsage, UpstreamChunk
 from app.turns.usage import CallContext, main_call_record
-from app.usage.estimate import estimate_tokens_of_size
 
 #: More choices than any client asks for: an index past it is a broken stream, not a choice.
 MAX_CHOICES = 128

@@ -1,5 +1,5 @@
 """Usage of a turn's calls: the provider's figures when it sent them, otherwise an estimate
-from the text (app.usage.estimate), flagged `estimated` for a finished call and `partial`
+from the text (app.turns.estimate), flagged `estimated` for a finished call and `partial`
 for one that was cut or failed. Never silently zero: only a call that never reached the
 model server (`upstream_unavailable`) counts no prompt tokens."""
 
@@ -12,13 +12,13 @@ from typing import Any
 
 from app.records import CallRecord, FinalStatus, UsageSource
 from app.turns.answer import AnswerStream
-from app.turns.inputs import Completion
-from app.usage.estimate import (
+from app.turns.estimate import (
     estimate_prompt_tokens,
     estimate_text_tokens,
     estimate_tokens_of_size,
 )
-from app.usage.pricing import PriceTable
+from app.turns.inputs import Completion
+from app.turns.pricing import PriceTable
 
 #: The failure after which nothing reached the model: no prompt was processed.
 NEVER_REACHED = "upstream_unavailable"

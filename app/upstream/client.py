@@ -55,7 +55,7 @@ class UpstreamConfig:
 
 def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
     """The process-wide HTTP client; its pool is shared by every upstream call. The gateway
-    lets at most `pool_size` turns use it at once (app.services.upstream_slots), so a turn
+    lets at most `pool_size` turns use it at once (app.turn.slots), so a turn
     never waits here for a connection and a pool timeout is not mistaken for the model's.
     Its transport is aiohttp's (app.upstream.transport) unless the environment names a
     proxy: httpx's own then applies it, with its NO_PROXY rules, as any httpx client would."""

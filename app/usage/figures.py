@@ -93,7 +93,7 @@ def message_carriers(calls: Sequence[CallRecord]) -> list[CallRecord]:
     Every `main` call carries one message (a turn makes at most one); a turn that ended
     before its main call (the client left during the title call) is still a message, carried
     by its earliest call. The live rollup applies this to the turn's calls, and the backfill
-    to the llm_calls rows of one finish (app.services.usage_rollups), which a deleted thread
+    to the llm_calls rows of one finish (app.usage.rollups), which a deleted thread
     leaves intact: the two cannot disagree, whatever happened to the message since."""
     mains = [call for call in calls if call.stage == "main"]
     if mains or not calls:

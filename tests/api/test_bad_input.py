@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.store import api_keys
+from app.keys import repository as api_keys
 from app.store.db import Database
 from tests.e2e.helpers import keyed_client, messages, new_thread
 from tests.support.gateway import LiveGateway, post_turn

@@ -11,10 +11,10 @@ import uuid
 
 import httpx
 
+from app.keys import repository as api_keys
 from app.settings import Settings
-from app.store import api_keys
-from app.store import threads as threads_store
 from app.store.db import Database
+from app.threads import repository as threads_store
 from tests.support.gateway import DemoLlm, SseEvent, iter_sse, serve_gateway
 
 CHECK_S = 0.1

@@ -17,13 +17,14 @@ import httpx
 import pytest
 from redis.exceptions import RedisError
 
-from app.services.api_keys import Principal
-from app.services.completions import CompletionRequest, open_completion
-from app.services.limits import window_start
-from app.services.turn import Turn
-from app.services.upstream_slots import TurnRefused
-from app.store import limits, usage
-from app.store.rate_windows import RedisRateWindows
+from app.keys import limits_repository as limits
+from app.keys.rate_windows import RedisRateWindows
+from app.keys.service import Principal
+from app.turn.completion import CompletionRequest, open_completion
+from app.turn.gate import window_start
+from app.turn.service import Turn
+from app.turn.slots import TurnRefused
+from app.usage import repository as usage
 from app.usage.figures import UsageFigures
 from tests.e2e.helpers import messages, new_thread
 from tests.support.gateway import (

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import update
 
 from app.replay import Trace
-from app.store import traces
 from app.store.db import Database
 from app.store.models import Message
+from app.turn.rows import traces
 from tests.e2e.helpers import keyed_client, new_thread, wait_for_status
 from tests.support.gateway import (
     DemoLlm,

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from app import main as app_main
-from app.store import threads as thread_store
 from app.store.db import Database
+from app.threads import repository as thread_store
 from tests.e2e.helpers import (
     HEADER,
     keyed_client,

@@ -28,11 +28,11 @@ from app.demo_llm.scenarios import (
     prompt_tokens,
     split_context,
 )
-from app.services import usage_rollups
-from app.store import threads as thread_store
-from app.store import usage_reports
 from app.store.db import Database
 from app.store.models import LlmCall
+from app.threads import repository as thread_store
+from app.usage import reports_repository as usage_reports
+from app.usage import rollups as usage_rollups
 from tests.e2e.helpers import keyed_client, messages, new_thread, read_then_leave, wait_for_status
 from tests.support.gateway import (
     DemoLlm,

@@ -10,7 +10,7 @@ import pytest
 
 from app.clock import utcnow
 from app.main import build_runtime
-from app.services.runtime import Runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from tests.followups.helpers import FAST_ENV, HandClock
 from tests.support.gateway import DemoLlm, GatewayPool, InProcessGateway

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from app.clock import utcnow
+from app.followups import queue_repository as followup_queue
 from app.followups.triggers import TRIGGER_PROMPTS
-from app.store import followup_queue
 from app.store.models import Followup
 from tests.e2e.helpers import keyed_client, messages, new_thread
 from tests.followups.helpers import (

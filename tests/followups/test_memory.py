@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import text
 
 from app.clock import utcnow
-from app.store import memory
-from app.store import threads as thread_store
+from app.followups import memory_repository as memory
 from app.store.db import Database
+from app.threads import repository as thread_store
 from tests.store.factories import finish, legacy_prompt, new_thread, open_rows, turn
 
 FAR_FUTURE = utcnow() + dt.timedelta(days=1)

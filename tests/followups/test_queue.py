@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import select
 
 from app.clock import utcnow
-from app.store import followup_queue as queue
-from app.store import threads as threads_store
+from app.followups import queue_repository as queue
 from app.store.db import Database
 from app.store.models import Followup, Message, Thread
+from app.threads import repository as threads_store
 from tests.store.factories import finish, legacy_prompt, new_thread, open_rows, turn
 
 LEASE = dt.timedelta(seconds=30)

@@ -8,10 +8,10 @@ from contextlib import aclosing
 
 import pytest
 
-from app.services.runtime import Runtime
-from app.services.turn import open_turn
-from app.store import followups as followup_store
-from app.store import threads as thread_store
+from app.followups import repository as followup_store
+from app.runtime import Runtime
+from app.threads import repository as thread_store
+from app.turn.service import open_turn
 from app.turns.events import Delta
 
 

@@ -12,15 +12,15 @@ import pytest
 from sqlalchemy import select, update
 
 from app.clock import utcnow
+from app.followups import queue_repository as followup_queue
+from app.followups.queue_repository import Claim
+from app.followups.repository import schedule_followup
 from app.followups.worker import FollowupWorker
 from app.main import build_runtime
-from app.services.runtime import Runtime
+from app.runtime import Runtime
 from app.settings import Settings
-from app.store import followup_queue
-from app.store.followup_queue import Claim
-from app.store.followups import schedule_followup
 from app.store.models import Followup, Message, Thread
-from app.store.threads import set_autonomy
+from app.threads.repository import set_autonomy
 from tests.followups.helpers import HandClock
 from tests.store.factories import new_thread
 from tests.support.gateway import DemoLlm

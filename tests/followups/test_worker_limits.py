@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 import pytest
 
 from app.clock import utcnow
+from app.followups import queue_repository as followup_queue
+from app.followups.queue_repository import Claim
 from app.followups.worker import FollowupWorker
+from app.keys.service import Principal
 from app.main import build_runtime
-from app.services.api_keys import Principal
-from app.services.runtime import Runtime
+from app.runtime import Runtime
 from app.settings import Settings
-from app.store import followup_queue
-from app.store.followup_queue import Claim
 from tests.followups.test_worker import claimed, state
 from tests.store.factories import new_thread
 from tests.support.gateway import DemoLlm

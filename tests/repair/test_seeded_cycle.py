@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from app.services import repair_runs
+from app.repair import service as repair_runs
 from app.store.db import Database
 from app.stream.spec import HEADER
 from tests.repair.seed import CORRUPT_KINDS, Seeded, seed, snapshot

@@ -7,8 +7,8 @@ import datetime as dt
 import uuid
 from decimal import Decimal
 
-from app.store import usage
 from app.store.db import Database
+from app.usage import repository as usage
 from app.usage.figures import UsageFigures
 from tests.e2e.helpers import new_thread
 from tests.scripts.test_keys_cli import create_key, keys_cli, unique

@@ -1,11 +1,11 @@
-"""app.services.api_keys on both backends: a key's holder, or None for anything else."""
+"""app.keys.service on both backends: a key's holder, or None for anything else."""
 
 from __future__ import annotations
 
 from sqlalchemy import select
 
-from app.services.api_keys import Principal, authenticate_key
-from app.store import api_keys
+from app.keys import repository as api_keys
+from app.keys.service import Principal, authenticate_key
 from app.store.db import Database
 from app.store.models import ApiKey
 

@@ -17,11 +17,11 @@ import structlog
 
 from app.logging import configure_logging
 from app.main import build_runtime
-from app.services.runtime import Runtime
-from app.services.turn import open_turn
+from app.runtime import Runtime
 from app.settings import Settings
-from app.store import threads as thread_store
-from app.store import threads as threads_store
+from app.threads import repository as thread_store
+from app.threads import repository as threads_store
+from app.turn.service import open_turn
 from tests.services.wire import WireEvent, on_the_wire
 from tests.support.scripted_upstream import (
     finish_chunk,

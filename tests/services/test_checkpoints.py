@@ -3,9 +3,9 @@ and nothing for a stream that did not change or has ended."""
 
 from __future__ import annotations
 
-from app.services.checkpoints import Checkpointer
 from app.store.db import Database
 from app.store.models import Message
+from app.turn.checkpoints import Checkpointer
 from tests.store.factories import new_thread, open_rows
 
 

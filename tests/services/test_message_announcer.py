@@ -6,11 +6,11 @@ import asyncio
 
 from app.events.bus import make_message_bus
 from app.records import FinishedMessage
-from app.services.message_announcer import MessageAnnouncer
-from app.services.observers import TurnView
-from app.services.turn_store import TurnStore
 from app.store.db import Database
-from app.store.turn_rows import turn_rows
+from app.turn.announcer import MessageAnnouncer
+from app.turn.observers import TurnView
+from app.turn.persist import TurnStore
+from app.turn.rows import turn_rows
 from tests.store.factories import call, new_thread, open_rows
 from tests.support.outcomes import complete_outcome
 from tests.support.statements import recorded_statements

@@ -9,8 +9,8 @@ import uuid
 
 from app.metrics import GatewayMetrics
 from app.records import FinishedMessage
-from app.services.metrics_observer import MetricsObserver
-from app.services.observers import ContextDraft, TurnView
+from app.turn.metrics_observer import MetricsObserver
+from app.turn.observers import ContextDraft, TurnView
 from app.turns.events import TurnFailure
 from app.turns.finish import TurnOutcome
 from tests.test_metrics import sample

@@ -9,9 +9,9 @@ import asyncio
 import pytest
 
 from app.metrics import GatewayMetrics
-from app.services.opening_places import OpeningPlaces
-from app.services.turn_lease import TurnLease
-from app.services.upstream_slots import GatewayBusy, UpstreamSlots
+from app.turn.lease import TurnLease
+from app.turn.opening_places import OpeningPlaces
+from app.turn.slots import GatewayBusy, UpstreamSlots
 
 
 def waiting(metrics: GatewayMetrics) -> float:

@@ -1,4 +1,4 @@
-"""First deltas first (app.services.precedence): while the loop is saturated, streaming turns
+"""First deltas first (app.turn.precedence): while the loop is saturated, streaming turns
 wait before their next chunk for the opening ones, never longer than the bound, and nothing
 of their text is lost; on a loop with room to spare nothing waits."""
 
@@ -11,15 +11,15 @@ from contextlib import aclosing
 
 import pytest
 
+from app.keys.service import Principal
 from app.main import build_runtime
-from app.services.api_keys import Principal
-from app.services.completions import CompletionRequest, open_completion
-from app.services.precedence import Precedence
-from app.services.runtime import Runtime
-from app.services.turn import open_turn
+from app.runtime import Runtime
 from app.settings import Settings
-from app.store import threads as thread_store
-from app.store import threads as threads_store
+from app.threads import repository as thread_store
+from app.threads import repository as threads_store
+from app.turn.completion import CompletionRequest, open_completion
+from app.turn.precedence import Precedence
+from app.turn.service import open_turn
 from app.turns.events import Delta, Ended
 from tests.support.gateway import DemoLlm
 

@@ -1,4 +1,4 @@
-"""app.services.readiness: ready, not migrated, unreachable, on real databases; never raises."""
+"""app.process.readiness: ready, not migrated, unreachable, on real databases; never raises."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.services.readiness import not_ready_reason
+from app.process.readiness import not_ready_reason
 from app.store.db import Database
 from tests.support.databases import drop_database, make_fresh_database_url
 

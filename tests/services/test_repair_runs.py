@@ -1,4 +1,4 @@
-"""app.services.repair_runs on both backends: scans, apply with backups, exact rollback,
+"""app.repair.service on both backends: scans, apply with backups, exact rollback,
 filters."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select, text, update
 
 from app.repair import ScanFilter
-from app.services import repair_runs
+from app.repair import service as repair_runs
 from app.store.db import Database
 from app.store.models import Message, MessageRepair
 from app.store.visibility import is_hidden

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.services.revocation import RevocationWatcher
-from app.store import api_keys
+from app.keys import repository as api_keys
+from app.keys.revocation import RevocationWatcher
 from app.store.db import Database
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.services.rowless_streams import RowlessStreams
+from app.turn.rowless_streams import RowlessStreams
 
 
 def test_each_hold_counts_until_released_once() -> None:

@@ -1,4 +1,4 @@
-"""app.services.thread_events on both backends, with the in-process bus: a client is told only
+"""app.threads.events on both backends, with the in-process bus: a client is told only
 about its own thread's settled, visible messages, in the API's message shape."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from contextlib import aclosing
 
 from app.events.bus import LocalMessageBus
 from app.events.notices import MessageNotice
-from app.services.thread_events import thread_events, thread_is_users, visible_messages
 from app.store.db import Database
+from app.threads.events import thread_events, thread_is_users, visible_messages
 from tests.store.factories import legacy_prompt, new_thread, open_rows, turn
 
 

@@ -1,4 +1,4 @@
-"""app.services.threads and the thread-event reads on both backends: what a page loads
+"""app.threads.service and the thread-event reads on both backends: what a page loads
 while turns are writing."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 from app.events.notices import MessageNotice
-from app.services.thread_events import thread_is_users, visible_messages
-from app.services.threads import list_threads, thread_messages
-from app.store import threads as thread_store
 from app.store.db import Database
+from app.threads import repository as thread_store
+from app.threads.events import thread_is_users, visible_messages
+from app.threads.service import list_threads, thread_messages
 from tests.store.factories import new_thread, turn
 
 

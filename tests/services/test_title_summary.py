@@ -15,20 +15,20 @@ from sqlalchemy import select
 
 from app.context import ContextItem
 from app.main import build_runtime
-from app.services.observers import ContextDraft, TurnHandler, TurnView
-from app.services.runtime import Runtime
-from app.services.summary import (
+from app.runtime import Runtime
+from app.settings import Settings
+from app.store.models import LlmCall, Message, UserTokenUsage
+from app.threads import repository as thread_store
+from app.threads import repository as threads_store
+from app.turn.observers import ContextDraft, TurnHandler, TurnView
+from app.turn.service import Turn, open_turn
+from app.turn.stages.summary import (
     clean_summary,
     covered_until,
     dropped_items,
     summary_request,
 )
-from app.services.title import TITLE_MAX_CHARS, clean_title
-from app.services.turn import Turn, open_turn
-from app.settings import Settings
-from app.store import threads as thread_store
-from app.store import threads as threads_store
-from app.store.models import LlmCall, Message, UserTokenUsage
+from app.turn.stages.title import TITLE_MAX_CHARS, clean_title
 from app.turns.events import Started
 from tests.services.wire import WireEvent, on_the_wire
 from tests.support.gateway import DemoLlm

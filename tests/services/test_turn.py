@@ -19,21 +19,22 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.main import build_runtime
 from app.records import FinishedMessage
-from app.services import turn_store, usage_rollups
-from app.services.observers import ContextDraft, TurnHandler, TurnView
-from app.services.runtime import Runtime
-from app.services.turn import open_turn
-from app.services.turn_opening import ThreadNotFound
+from app.runtime import Runtime
 from app.settings import Settings
-from app.store import threads as thread_store
-from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.errors import ThreadBusy
 from app.store.models import LlmCall, Thread, UserTokenUsage
 from app.store.notify import Notification
-from app.store.turn_rows import FinishedRow
+from app.threads import repository as thread_store
+from app.threads import repository as threads_store
+from app.turn import persist as turn_store
+from app.turn.observers import ContextDraft, TurnHandler, TurnView
+from app.turn.opening import ThreadNotFound
+from app.turn.rows import FinishedRow
+from app.turn.service import open_turn
 from app.turns.events import Delta
 from app.turns.finish import TurnOutcome
+from app.usage import rollups as usage_rollups
 from tests.services.wire import WireEvent, on_the_wire
 from tests.support.databases import set_connections_allowed
 from tests.support.gateway import DemoLlm

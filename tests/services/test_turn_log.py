@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from app.services.turn_log import LogTrimmed, TurnLog
+from app.turn.event_log import LogTrimmed, TurnLog
 from app.turns.events import Delta
 
 

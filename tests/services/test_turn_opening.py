@@ -1,4 +1,4 @@
-"""A turn's opening as the turn shell asks for it (app.services.turn_opening), on both
+"""A turn's opening as the turn shell asks for it (app.turn.opening), on both
 backends: the rows and history it stores, the retry behind a finish, and nothing stored when
 a limit refuses."""
 
@@ -14,13 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.main import build_runtime
 from app.records import FinishedMessage
-from app.services.runtime import Runtime
-from app.services.turn_opening import open_rows, opening_request
+from app.runtime import Runtime
 from app.settings import Settings
-from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Thread
-from app.store.turn_rows import DayBudget, FinishedRow, Opened, Refused
+from app.threads import repository as threads_store
+from app.turn.opening import open_rows, opening_request
+from app.turn.rows import DayBudget, FinishedRow, Opened, Refused
 from tests.store.factories import new_thread, turn
 from tests.support.locks import until_a_lock_is_awaited
 from tests.support.statements import statements_in_transaction
@@ -136,7 +136,7 @@ async def test_a_refusal_at_the_cap_stores_nothing(runtime: Runtime) -> None:
 async def test_a_spent_budget_is_refused_with_what_was_spent_and_stores_nothing(
         runtime: Runtime) -> None:
     """The admission is given both figures, the day's usage and the other streams, and says
-    which refusal the user reads (app.services.limits: the budget first)."""
+    which refusal the user reads (app.turn.gate: the budget first)."""
     db = runtime.db
     thread = await new_thread(db, "svc")
     await turn(db, thread, "one", "reply one")

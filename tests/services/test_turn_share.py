@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from app.services.turn_log import TurnLog
-from app.services.turn_share import SharedTurns
+from app.turn.event_log import TurnLog
+from app.turn.share import SharedTurns
 from app.turns.events import Delta, Ended, Started, TurnEvent
 from tests.support.redis_keys import REDIS_URL
 

@@ -10,12 +10,12 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.records import FinishedMessage
-from app.services.observers import TurnHandler
-from app.services.turn_store import TurnStore
-from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Message, Thread
-from app.store.turn_rows import FinishedRow, turn_rows
+from app.threads import repository as threads_store
+from app.turn.observers import TurnHandler
+from app.turn.persist import TurnStore
+from app.turn.rows import FinishedRow, turn_rows
 from app.turns.finish import TurnOutcome
 from tests.store.factories import call, new_thread, open_rows
 from tests.support.outcomes import complete_outcome

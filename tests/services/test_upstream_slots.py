@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from app.services.upstream_slots import GatewayBusy, UpstreamSlots
+from app.turn.slots import GatewayBusy, UpstreamSlots
 
 
 async def test_no_free_slot_and_no_wait_is_gateway_busy() -> None:

@@ -1,4 +1,4 @@
-"""app.services.usage_rollups: the daily rollup equals the raw llm_calls sums; backfill
+"""app.usage.rollups: the daily rollup equals the raw llm_calls sums; backfill
 recomputes it idempotently and repairs it; verify finds every drift. Both backends, real
 databases, the real finish path."""
 
@@ -10,13 +10,13 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import delete, select, update
 
-from app.services import usage_rollups
-from app.store import threads as threads_store
-from app.store import usage_reports
 from app.store.db import Database
 from app.store.models import LlmCall, UserTokenUsage
-from app.store.usage_reports import FinishedCall
+from app.threads import repository as threads_store
+from app.usage import reports_repository as usage_reports
+from app.usage import rollups as usage_rollups
 from app.usage.figures import USAGE_FIELDS, UsageFigures
+from app.usage.reports_repository import FinishedCall
 from tests.usage_accounting.workload import (
     DAY1,
     DAY2,

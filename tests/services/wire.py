@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from app.api.sse import encode
+from app.turn.native_events import encode
 from app.turns.events import TurnEvent
 
 

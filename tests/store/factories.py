@@ -8,12 +8,12 @@ import uuid
 from sqlalchemy import select
 
 from app.clock import utcnow
+from app.followups.repository import schedule_followup
 from app.records import CallRecord, FinishedMessage
-from app.store import threads as threads_store
 from app.store.db import Database
-from app.store.followups import schedule_followup
 from app.store.models import Message, Thread
-from app.store.turn_rows import DayBudget, Opened, OpeningRequest, turn_rows
+from app.threads import repository as threads_store
+from app.turn.rows import DayBudget, Opened, OpeningRequest, turn_rows
 
 
 def call(

@@ -6,7 +6,7 @@ import hashlib
 
 from sqlalchemy import select, text
 
-from app.store import api_keys
+from app.keys import repository as api_keys
 from app.store.db import Database
 from app.store.models import ApiKey
 

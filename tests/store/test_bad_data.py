@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from app.store import ContentTooLong
 from app.store.db import Database
 from app.store.models import Message, Thread
-from app.store.turn_rows import MAX_CONTENT_CHARS, Opened, OpeningRequest, turn_rows
+from app.turn.rows import MAX_CONTENT_CHARS, Opened, OpeningRequest, turn_rows
 from tests.store.factories import finish, new_thread, open_rows, turn
 
 UNICODE_SAMPLES = [
@@ -65,7 +65,7 @@ async def test_nul_removed_from_content_and_every_metadata_string(db: Database) 
                            "nested": {"list": ["a", {"deep": ""}]},
                            "sanitized": {"nul_removed": 6}}
     async with db.transaction() as s:
-        from app.store.threads import get_thread
+        from app.threads.repository import get_thread
         reread_thread = await get_thread(s, "alice", thread.id)
     assert reread_thread is not None and reread_thread.title == "title"
 

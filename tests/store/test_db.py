@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.pool import NullPool
 
-from app.store import limits as limits_store
-from app.store import threads as threads_store
+from app.keys import limits_repository as limits_store
 from app.store.db import Database
 from app.store.models import RateLimitWindow, Thread
+from app.threads import repository as threads_store
 from tests.store.factories import new_thread
 from tests.support.statements import statements_in_transaction
 

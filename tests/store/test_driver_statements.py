@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.models import Thread, table_of
-from app.store.threads import set_autonomy
+from app.threads.repository import set_autonomy
 from tests.store.factories import new_thread
 from tests.support.statements import driver_compiles
 

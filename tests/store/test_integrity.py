@@ -8,8 +8,8 @@ from sqlalchemy import func, select, text
 
 from app.store import IntegrityCheckFailed
 from app.store.db import Database
-from app.store.integrity import check_synthetic_roundtrip
 from app.store.models import Message, Thread
+from app.turn.rows.integrity import check_synthetic_roundtrip
 from tests.support.databases import metadata_key_dropping_trigger
 
 

@@ -1,5 +1,5 @@
-"""app/store/limits.py on both backends: the window counter never loses a concurrent request
-nor lets two pass its limit together, the per-user lock serialises an insert-then-count
+"""app/keys/limits_repository.py on both backends: the window counter never loses a concurrent
+request nor lets two pass its limit together, the per-user lock serialises an insert-then-count
 across connections, streaming rows and a day's usage are counted per user."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import select
 
-from app.store import limits, usage
+from app.keys import limits_repository as limits
 from app.store.db import Database
 from app.store.models import RateLimitWindow
-from app.store.turn_rows import Opened, OpeningRequest, turn_rows
+from app.turn.rows import Opened, OpeningRequest, turn_rows
+from app.usage import repository as usage
 from app.usage.figures import UsageFigures
 from tests.store.factories import new_thread, open_rows
 from tests.support.statements import statements_in_transaction

@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import select, update
 
 from app.clock import utcnow
-from app.store import messages as messages_store
-from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import Message
 from app.store.visibility import is_hidden
+from app.threads import repository as threads_store
+from app.turn.rows import messages as messages_store
 from tests.store.factories import finish, legacy_prompt, new_thread, open_rows, turn
 
 

@@ -11,7 +11,6 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from app.store.db import Database
-from app.store.memory import is_search_schema_object
 from app.store.migrations import (
     downgrade_to_base,
     include_object_for,
@@ -19,6 +18,7 @@ from app.store.migrations import (
     upgrade_to_head,
 )
 from app.store.models import Base
+from app.store.search_schema import is_search_schema_object
 from tests.support.databases import drop_database, make_fresh_database_url
 
 TABLES = {"threads", "messages", "llm_calls", "user_token_usage", "api_keys", "followups",

@@ -11,14 +11,14 @@ from typing import Any
 
 import asyncpg
 import pytest
+from app.turn.rows.statements import OPEN_THREAD
 from sqlalchemy import text
 
 from app.clock import utcnow
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.models import Thread
-from app.store.turn_rows import Opened, OpeningRequest, turn_rows
-from app.store.turn_rows.statements import OPEN_THREAD
+from app.turn.rows import Opened, OpeningRequest, turn_rows
 from tests.store.factories import new_thread
 
 THREADS_OF_THE_USER = 300

@@ -6,12 +6,12 @@ from __future__ import annotations
 import datetime as dt
 
 from app.clock import utcnow
+from app.process import repository as processes
 from app.records import FinishedMessage
-from app.store import messages as messages_store
-from app.store import processes
 from app.store.db import Database
 from app.store.models import GatewayProcess, Message
-from app.store.turn_rows import turn_rows
+from app.turn.rows import messages as messages_store
+from app.turn.rows import turn_rows
 from tests.store.factories import new_thread, open_rows
 
 DEAD_AFTER = dt.timedelta(seconds=10)

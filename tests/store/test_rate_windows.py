@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
+from app.keys.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
 from app.store.db import Database
-from app.store.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWindows
 from tests.support.gateway import free_port
 from tests.support.redis_keys import REDIS_URL
 

@@ -1,4 +1,4 @@
-"""app.store.repairs, the repair queries, on both backends: the candidate condition and its
+"""app.repair.repository, the repair queries, on both backends: the candidate condition and its
 keyset batches, the counts, backed-up rewrites, the backups of a run, restoring, run listing.
 The runs that combine them are tested in tests/services/test_repair_runs.py."""
 
@@ -9,9 +9,9 @@ import uuid
 from sqlalchemy import select, update
 
 from app.repair import ScanFilter, plan_repair
+from app.repair import repository as repairs
+from app.repair import service as repair_runs
 from app.repair.plan import RepairPlan
-from app.services import repair_runs
-from app.store import repairs
 from app.store.db import Database
 from app.store.models import Message, MessageRepair
 from tests.repair.rows import UNCLOSED, add_message, add_thread, load

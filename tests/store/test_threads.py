@@ -8,11 +8,11 @@ import uuid
 from sqlalchemy import func, select, update
 
 from app.clock import utcnow
-from app.store import threads as threads_store
+from app.followups.repository import schedule_followup
 from app.store.db import Database
-from app.store.followups import schedule_followup
 from app.store.models import Followup, LlmCall, Message
-from app.store.turn_rows import OpeningRequest, turn_rows
+from app.threads import repository as threads_store
+from app.turn.rows import OpeningRequest, turn_rows
 from tests.store.factories import finish, new_thread, open_rows, turn
 
 

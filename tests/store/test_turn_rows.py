@@ -14,16 +14,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
+from app.followups.repository import list_followups, schedule_followup
 from app.records import FinishedMessage
 from app.store import ContentTooLong, ThreadBusy
-from app.store import messages as messages_store
-from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
-from app.store.followups import list_followups, schedule_followup
 from app.store.models import LlmCall, Message, Thread, UserTokenUsage
 from app.store.notify import Notification, open_listener
-from app.store.turn_rows import (
+from app.threads import repository as threads_store
+from app.turn.rows import (
     DayBudget,
     FinishedRow,
     Opened,
@@ -31,6 +30,7 @@ from app.store.turn_rows import (
     Refused,
     turn_rows,
 )
+from app.turn.rows import messages as messages_store
 from tests.store.factories import (
     call,
     finish,

@@ -11,13 +11,13 @@ import pytest
 from sqlalchemy import select
 
 from app.records import FinishedMessage
-from app.store import threads as threads_store
-from app.store import usage as usage_store
 from app.store.db import Database
 from app.store.models import LlmCall, UserTokenUsage
-from app.store.turn_rows import postgres as postgres_rows
-from app.store.turn_rows import sqlite as sqlite_rows
-from app.store.turn_rows import turn_rows
+from app.threads import repository as threads_store
+from app.turn.rows import postgres as postgres_rows
+from app.turn.rows import sqlite as sqlite_rows
+from app.turn.rows import turn_rows
+from app.usage import repository as usage_store
 from tests.store.factories import call, new_thread, open_rows, turn
 
 

@@ -1,4 +1,4 @@
-"""app.store.usage_reports, the usage queries, on both backends: the daily rollup rows, the raw
+"""app.usage.reports_repository, the usage queries, on both backends: the daily rollup rows, the raw
 llm_calls rows they add up to, rewriting one day under the rollup lock, the days there are, and
 messages without token data."""
 
@@ -10,10 +10,10 @@ from decimal import Decimal
 
 import pytest
 
-from app.store import usage_reports
 from app.store.db import Database
-from app.store.usage import add_to_rollup
+from app.usage import reports_repository as usage_reports
 from app.usage.figures import UsageFigures
+from app.usage.repository import add_to_rollup
 from tests.usage_accounting.workload import (
     DAY1,
     DAY2,

@@ -14,8 +14,8 @@ from app.sanitize import clean_and_strip_markers
 from app.turns.choices import ChoiceChunk, ChoiceDelta, ChoicePiece, ChoiceSet
 from app.turns.events import TurnFailure
 from app.turns.inputs import ProviderUsage
+from app.turns.pricing import ModelPrice, PriceTable
 from app.turns.usage import CallContext
-from app.usage.pricing import ModelPrice, PriceTable
 from tests.stream.hostile import any_output
 from tests.stream.streaming import random_pieces
 from tests.stream.test_conformance import CASES

@@ -18,9 +18,9 @@ from app.turns.finish import (
     summary_fields,
 )
 from app.turns.inputs import ProviderUsage, UpstreamChunk
+from app.turns.pricing import PriceTable
 from app.turns.recorder import TurnRecorder
 from app.turns.usage import CallContext, main_call_record
-from app.usage.pricing import PriceTable
 
 START = dt.datetime(2026, 11, 24, 9, 0, tzinfo=dt.UTC)
 MESSAGE = uuid.uuid4()

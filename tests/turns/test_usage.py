@@ -7,11 +7,11 @@ from __future__ import annotations
 import datetime as dt
 
 from app.turns.answer import AnswerStream
+from app.turns.estimate import estimate_prompt_tokens
 from app.turns.events import TurnFailure
 from app.turns.inputs import Completion, ProviderUsage, UpstreamChunk
+from app.turns.pricing import ModelPrice, PriceTable
 from app.turns.usage import CallContext, main_call_record, side_call_record
-from app.usage.estimate import estimate_prompt_tokens
-from app.usage.pricing import ModelPrice, PriceTable
 
 AT = dt.datetime(2026, 11, 24, 9, 0, tzinfo=dt.UTC)
 PROMPT = [{"role": "user", "content": "hello there"}]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.usage.estimate import estimate_prompt_tokens, estimate_text_tokens
+from app.turns.estimate import estimate_prompt_tokens, estimate_text_tokens
 
 
 def test_four_bytes_a_token_rounded_up() -> None:

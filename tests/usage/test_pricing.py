@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.usage.pricing import DEFAULT_PRICES, ModelPrice, PriceTable, load_price_table
+from app.turns.pricing import DEFAULT_PRICES, ModelPrice, PriceTable, load_price_table
 
 
 def test_cost_per_million_tokens() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.services import usage_rollups
 from app.store.db import Database
+from app.usage import rollups as usage_rollups
 from tests.e2e.helpers import keyed_client, messages, new_thread
 from tests.support.gateway import LiveGateway, post_turn
 from tests.usage_accounting.workload import DAY1, DAY2, DAY3, mixed_workload

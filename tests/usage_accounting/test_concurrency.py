@@ -7,10 +7,11 @@ import asyncio
 import datetime as dt
 
 from app.records import FinishedMessage
-from app.services import usage_reports, usage_rollups
-from app.store import threads as threads_store
 from app.store.db import Database
-from app.store.turn_rows import turn_rows
+from app.threads import repository as threads_store
+from app.turn.rows import turn_rows
+from app.usage import reports as usage_reports
+from app.usage import rollups as usage_rollups
 from tests.store.factories import open_rows
 from tests.usage_accounting.workload import call
 

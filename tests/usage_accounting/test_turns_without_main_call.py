@@ -12,9 +12,9 @@ import datetime as dt
 import pytest
 
 from app.records import CallRecord
-from app.store import threads as threads_store
 from app.store.db import Database
-from app.store.turn_rows import turn_rows
+from app.threads import repository as threads_store
+from app.turn.rows import turn_rows
 from tests.usage_accounting.workload import (
     DAY1,
     at,

@@ -7,14 +7,14 @@ import datetime as dt
 
 import pytest
 
-from app.services.usage_reports import (
+from app.store.db import Database
+from app.usage.reports import (
     InvalidUsageQuery,
     UsageQuery,
     date_range,
     usage_for,
     usage_of_user,
 )
-from app.store.db import Database
 from tests.usage_accounting.workload import DAY2, DAY3, mixed_workload
 
 TODAY = dt.date(2026, 11, 22)

@@ -8,10 +8,10 @@ import datetime as dt
 import pytest
 from sqlalchemy import text
 
-from app.store import usage_reports
 from app.store.db import Database
 from app.store.migrations import _run_command, upgrade_to_head
-from app.store.usage_reports import MessageUsage
+from app.usage import reports_repository as usage_reports
+from app.usage.reports_repository import MessageUsage
 from tests.store.factories import open_rows
 from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
 from tests.usage_accounting.workload import (

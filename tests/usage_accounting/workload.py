@@ -1,4 +1,4 @@
-"""A mixed usage workload written through the real finish path (app.store.turn_rows), on
+"""A mixed usage workload written through the real finish path (app.turn.rows), on
 chosen UTC days: the store's clock is pinned per turn, nothing else is faked."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 from sqlalchemy import func, select
 
 from app.records import CallRecord, FinishedMessage
-from app.services import usage_rollups
-from app.store import threads as threads_store
 from app.store.db import Database
 from app.store.models import LlmCall, Thread, UserTokenUsage
-from app.store.turn_rows import Opened, OpeningRequest, turn_rows
-from app.store.turn_rows import postgres as postgres_rows
-from app.store.turn_rows import sqlite as sqlite_rows
-from app.store.turn_rows import statements as turn_statements
+from app.threads import repository as threads_store
+from app.turn.rows import Opened, OpeningRequest, turn_rows
+from app.turn.rows import postgres as postgres_rows
+from app.turn.rows import sqlite as sqlite_rows
+from app.turn.rows import statements as turn_statements
+from app.usage import rollups as usage_rollups
 
 DAY1 = dt.date(2026, 11, 20)
 DAY2 = dt.date(2026, 11, 21)

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from app.store import threads as thread_store
 from app.store.db import Database
 from app.store.models import Message
+from app.threads import repository as thread_store
 
 #: The marks of every browser test module: its tests run on the module's event loop, where
 #: the module's one Chromium lives (tests/web/conftest.py).

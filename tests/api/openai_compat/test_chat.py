@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.services import usage_rollups
 from app.stream import strip_markers
+from app.usage import rollups as usage_rollups
 from tests.api.openai_compat.model_server import ModelServer, answer_body, chunk, raw_body
 from tests.e2e.helpers import messages as thread_messages
 from tests.e2e.helpers import new_thread

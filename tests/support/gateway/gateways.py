@@ -32,12 +32,12 @@ from prometheus_client.samples import Sample
 from starlette.applications import Starlette
 
 from app.followups.worker import FollowupWorker
+from app.keys import repository as api_keys
+from app.keys.service import Principal
 from app.main import create_app
-from app.services.api_keys import Principal
-from app.services.runtime import Runtime
-from app.services.turn import Turn
-from app.store import api_keys
+from app.runtime import Runtime
 from app.store.db import Database
+from app.turn.service import Turn
 from tests.support.databases import drop_database, make_fresh_database_url
 from tests.support.gateway.processes import (
     ProcessHandle,

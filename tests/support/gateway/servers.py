@@ -5,7 +5,7 @@ process instead of as uvicorn subprocesses, which cost seconds each to import an
 One event loop, in a daemon thread, hosts every in-process server of the session (`ServerLoop`).
 Not the test's loop: pytest-asyncio gives each test a loop of its own, while a module-wide
 gateway (its database pool, httpx client, follow-up worker and message bus) must outlive one
-test. And one loop, not one per server: `app.services.shield` keeps a process-wide set of
+test. And one loop, not one per server: `app.kit.shield` keeps a process-wide set of
 shielded tasks that a gateway's shutdown drains, which only works when all of them belong to the
 loop doing the draining (as they do in a gateway process).
 

@@ -1,0 +1,114 @@
+"""What the turn limits read and count: a user's streaming answers, their turn requests per
+minute window, their usage of a UTC day. The rules deciding on these numbers are the limits
+service's (app/turn/gate.py); nothing here refuses anything."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from typing import Any
+
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Executable,
+    Select,
+    String,
+    bindparam,
+    delete,
+    func,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.db import Runner, dialect_of
+from app.store.models import Message, RateLimitWindow, table_of
+
+#: First key of the two-key advisory locks taken here, so they never meet another
+#: feature's advisory locks (whose keys are other numbers).
+USER_LOCK_NAMESPACE = 0x43474C4D  # "CGLM"
+
+
+async def lock_user_and_count_streaming(s: AsyncSession, user_id: str) -> int:
+    """The user's streaming answers (as count_streaming), counted under a lock of the user's
+    held until the transaction ends, across processes: openings that insert their rows first
+    and then call this are serialised over this call and their commit only, and each counts
+    the rows the ones before it committed. PostgreSQL: one statement, a function taking a
+    transaction-level advisory lock on a hash of the user id (a collision only serialises two
+    users more than needed) and counting after it (migration 0007). SQLite: BEGIN IMMEDIATE
+    already serialises the whole transaction."""
+    if s.get_bind().dialect.name == "postgresql":
+        return int(await s.scalar(_LOCK_AND_COUNT, {"user_id": user_id}) or 0)
+    return await count_streaming(s, user_id)
+
+
+#: Built once, a Core query: it runs before every turn.
+_LOCK_AND_COUNT = select(func.chatgate_lock_user_streams(
+    USER_LOCK_NAMESPACE, bindparam("user_id", type_=String())))
+
+
+def other_streams_counted(user_id: ColumnElement[str], except_id: ColumnElement[Any]) -> CTE:
+    """lock_user_and_count_streaming as a CTE (`counted`, its column `others`), for a
+    statement that also inserts the user's new streaming answer (`except_id`), left out of
+    the count: the user's OTHER streaming answers, whichever part of the statement runs
+    first (migration 0009). MATERIALIZED: it runs once, however often it is read.
+    PostgreSQL only."""
+    count = func.chatgate_lock_user_streams(USER_LOCK_NAMESPACE, user_id, except_id)
+    return select(count.label("others")).cte("counted").prefix_with("MATERIALIZED")
+
+
+async def count_streaming(s: AsyncSession, user_id: str) -> int:
+    """The user's assistant messages still `streaming` (in every thread and process)."""
+    return int(await s.scalar(COUNT_STREAMING, {"user_id": user_id}) or 0)
+
+
+def _count_streaming() -> Select[int]:
+    m = table_of(Message).c
+    return select(func.count()).select_from(table_of(Message)).where(
+        m.user_id == bindparam("user_id", type_=m.user_id.type),
+        m.status == "streaming", m.role == "assistant")
+
+
+#: Built once, a Core query: it runs before every turn (its parameter `user_id`).
+COUNT_STREAMING = _count_streaming()
+
+
+async def take_request(s: Runner, user_id: str, window_start: dt.datetime, limit: int
+                       ) -> bool:
+    """Count one request in the user's window if it has room under `limit` (True), else
+    count nothing (False): one atomic upsert whose update runs only below the limit, so
+    concurrent requests neither lose a count nor pass the limit together. The user's older
+    windows are deleted on the way, so the table holds at most a row per user: on
+    PostgreSQL by the same statement (a data-modifying CTE), which then needs no
+    transaction (Database.one_statement); on SQLite by a statement before it."""
+    params = {"user_id": user_id, "window_start": window_start, "request_count": 1,
+              "limit": limit, "of_user": user_id, "before": window_start}
+    dialect = dialect_of(s)
+    if dialect != "postgresql":
+        await s.execute(_DELETE_OLDER_WINDOWS, params)
+    return (await s.execute(_take_upsert(dialect), params)).first() is not None
+
+
+_WINDOWS = table_of(RateLimitWindow)
+#: Built once, as every statement a turn request runs. Its parameters are not named as the
+#: table's columns: as a CTE of the upsert, SQLAlchemy would take them for the values.
+_DELETE_OLDER_WINDOWS = delete(_WINDOWS).where(
+    _WINDOWS.c.user_id == bindparam("of_user", type_=_WINDOWS.c.user_id.type),
+    _WINDOWS.c.window_start < bindparam("before", type_=_WINDOWS.c.window_start.type))
+
+
+@functools.cache
+def _take_upsert(dialect: str) -> Executable:
+    """The counting upsert, built once per dialect (as the usage rollup's); on PostgreSQL
+    with the older windows' DELETE as a CTE (it touches other rows than the upsert's, so
+    the one snapshot they share changes nothing)."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    upsert = insert(_WINDOWS).on_conflict_do_update(
+        index_elements=["user_id", "window_start"],
+        set_={"request_count": _WINDOWS.c.request_count + 1},
+        where=_WINDOWS.c.request_count < bindparam("limit", type_=_WINDOWS.c.request_count.type),
+    ).returning(_WINDOWS.c.request_count)
+    if dialect == "postgresql":
+        upsert = upsert.add_cte(_DELETE_OLDER_WINDOWS.cte("older"))
+    return upsert

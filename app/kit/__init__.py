@@ -1,0 +1,1 @@
+"""What every domain's shell shares: shielded cleanup and periodic rounds."""

@@ -1,0 +1,1 @@
+"""The gateway process: its heartbeat, the sweep of dead processes' streams, readiness."""

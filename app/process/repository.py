@@ -1,0 +1,60 @@
+"""Gateway processes and their heartbeats; the streams of a dead process.
+
+A process registers at start, beats every few seconds, and deletes its row on a clean stop.
+A process is dead when its heartbeat is older than `dead_after`, or when its row is gone;
+its `streaming` rows are then swept by whichever live process looks first. Times come from
+the gateway's clock (hosts must keep it synchronised, NTP), not the database's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.models import GatewayProcess, Message
+from app.turn.rows.messages import mark_interrupted
+
+PROCESS_DIED = "process_died"
+
+
+async def register_process(
+    s: AsyncSession, process_id: str, *, hostname: str, pid: int, now: dt.datetime
+) -> None:
+    """The process's row, heartbeat now."""
+    s.add(GatewayProcess(id=process_id, hostname=hostname, pid=pid, started_at=now,
+                         heartbeat_at=now))
+    await s.flush()
+
+
+async def beat(s: AsyncSession, process_id: str, *, hostname: str, pid: int,
+               now: dt.datetime) -> None:
+    """Refresh the heartbeat; re-register when another process swept this one's row (it
+    looked dead through a database outage longer than dead_after)."""
+    result = await s.execute(
+        update(GatewayProcess).where(GatewayProcess.id == process_id).values(heartbeat_at=now))
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        await register_process(s, process_id, hostname=hostname, pid=pid, now=now)
+
+
+async def unregister_process(s: AsyncSession, process_id: str) -> None:
+    await s.execute(delete(GatewayProcess).where(GatewayProcess.id == process_id))
+
+
+async def sweep_dead_processes(s: AsyncSession, *, now: dt.datetime,
+                               dead_after: dt.timedelta) -> int:
+    """`streaming` rows of a process that is dead (heartbeat older than dead_after, or no
+    row at all) become `interrupted` with reason `process_died`; their content stays what
+    the last checkpoint wrote. The dead processes' rows are deleted. Returns the rows swept."""
+    cutoff = now - dead_after
+    live = select(GatewayProcess.id).where(GatewayProcess.heartbeat_at >= cutoff)
+    orphans = await s.execute(
+        select(Message)
+        .where(Message.status == "streaming", Message.stream_process.is_not(None),
+               Message.stream_process.not_in(live))
+        .with_for_update(skip_locked=True)
+    )
+    count = await mark_interrupted(s, orphans.scalars(), reason=PROCESS_DIED, now=now)
+    await s.execute(delete(GatewayProcess).where(GatewayProcess.heartbeat_at < cutoff))
+    return count

@@ -1,0 +1,39 @@
+"""The gateway's HTTP routes."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute, Route
+
+from app.api import metrics
+from app.followups import endpoints as autonomy
+from app.process import endpoints as health
+from app.threads import endpoints as threads
+from app.threads import events_endpoints as events
+from app.turn import endpoints as turns
+from app.turn import resume_endpoints as resume
+from app.turn.openai import chat as openai_chat
+from app.usage.endpoints import usage_routes
+
+
+def api_routes() -> list[BaseRoute]:
+    return [
+        Route("/healthz", health.healthz, methods=["GET"]),
+        Route("/readyz", health.readyz, methods=["GET"]),
+        Route("/metrics", metrics.metrics, methods=["GET"]),
+        Route("/api/threads", threads.create_thread, methods=["POST"]),
+        Route("/api/threads", threads.list_threads, methods=["GET"]),
+        Route("/api/threads/{thread_id}/messages", threads.thread_messages, methods=["GET"]),
+        Route("/api/threads/{thread_id}/messages", turns.post_message, methods=["POST"]),
+        Route("/api/threads/{thread_id}/messages/{message_id}/stream", resume.resume_stream,
+              methods=["GET"]),
+        Route("/api/threads/{thread_id}/messages/{message_id}/stop", resume.stop_turn,
+              methods=["POST"]),
+        Route("/api/threads/{thread_id}", threads.delete_thread, methods=["DELETE"]),
+        Route("/api/threads/{thread_id}", autonomy.patch_thread, methods=["PATCH"]),
+        Route("/api/threads/{thread_id}/events", events.thread_events_stream, methods=["GET"]),
+        *usage_routes(),
+        Route("/v1/chat/completions", openai_chat.chat_completions, methods=["POST"]),
+        Route("/v1/models", openai_chat.list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", openai_chat.get_model, methods=["GET"]),
+        Route("/v1/{rest:path}", openai_chat.unknown_route),
+    ]

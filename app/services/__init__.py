@@ -1,1 +1,0 @@
-"""Services compose store calls and the upstream client; handlers stay thin."""

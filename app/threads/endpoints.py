@@ -1,0 +1,46 @@
+"""Thread routes: create, list, history, delete. Parse, authorise, call a service."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from app.api import bodies
+from app.api.auth import authenticate
+from app.api.errors import not_found
+from app.api.state import runtime
+from app.threads import service as threads
+
+
+async def create_thread(request: Request) -> JSONResponse:
+    principal = await authenticate(request)
+    body = await bodies.json_object(request, optional=True)
+    title = bodies.optional_title(body)
+    created = await threads.create_thread(runtime(request).db, principal.user_id, title)
+    return JSONResponse(created, status_code=201)
+
+
+async def list_threads(request: Request) -> JSONResponse:
+    principal = await authenticate(request)
+    rows = await threads.list_threads(runtime(request).db, principal.user_id)
+    return JSONResponse({"threads": rows})
+
+
+async def thread_messages(request: Request) -> JSONResponse:
+    principal = await authenticate(request)
+    thread_id = bodies.thread_id(request)
+    rows = await threads.thread_messages(
+        runtime(request).db, principal.user_id, thread_id,
+        include_synthetic=bodies.flag(request, "include_synthetic"),
+    )
+    if rows is None:
+        raise not_found()
+    return JSONResponse({"messages": rows})
+
+
+async def delete_thread(request: Request) -> Response:
+    principal = await authenticate(request)
+    thread_id = bodies.thread_id(request)
+    if not await threads.delete_thread(runtime(request).db, principal.user_id, thread_id):
+        raise not_found()
+    return Response(status_code=204)

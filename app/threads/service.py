@@ -1,0 +1,80 @@
+"""Thread and history use cases, as JSON-ready dicts (the API shape lives here, once).
+
+What only reads runs in a read (Database.read): a page listing its threads or loading one
+never waits behind the turns' writes on SQLite."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from app.clock import iso_utc
+from app.logging import get_logger
+from app.store.db import Database
+from app.store.models import Message
+from app.store.visibility import is_hidden
+from app.threads import repository as thread_store
+
+log = get_logger("services.threads")
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    return {
+        "id": str(message.id),
+        "role": message.role,
+        "content": message.content,
+        "status": message.status,
+        "metadata": message.meta,
+        "created_at": iso_utc(message.created_at),
+    }
+
+
+async def create_thread(db: Database, user_id: str, title: str | None) -> dict[str, Any]:
+    async with db.transaction() as session:
+        thread = await thread_store.create_thread(session, user_id, title)
+    return {"id": str(thread.id), "title": thread.title, "created_at": iso_utc(thread.created_at)}
+
+
+async def list_threads(db: Database, user_id: str) -> list[dict[str, Any]]:
+    async with db.read() as session:
+        summaries = await thread_store.list_threads(session, user_id)
+    return [
+        {"id": str(t.id), "title": t.title, "message_count": t.message_count,
+         "preview": t.preview, "updated_at": iso_utc(t.updated_at)}
+        for t in summaries
+    ]
+
+
+async def thread_messages(
+    db: Database, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool
+) -> list[dict[str, Any]] | None:
+    """The thread's messages as the user sees them, or None if it is not the user's."""
+    async with db.read() as session:
+        if await thread_store.get_thread(session, user_id, thread_id) is None:
+            return None
+        rows = await thread_store.visible_history(
+            session, user_id, thread_id, include_synthetic=True
+        )
+    return [message_json(m) for m in _visible_rows(rows, include_synthetic=include_synthetic)]
+
+
+def _visible_rows(rows: list[Message], *, include_synthetic: bool) -> list[Message]:
+    """The rows the user sees; each hidden (synthetic or legacy follow-up) row is logged at
+    DEBUG with its trigger, and one INFO line gives the counts."""
+    visible: list[Message] = []
+    filtered = 0
+    for message in rows:
+        if is_hidden(message) and not include_synthetic:
+            filtered += 1
+            log.debug("history_message_filtered", filtered_message_id=str(message.id),
+                      trigger_type=message.trigger_type or message.meta.get("trigger_type"))
+            continue
+        visible.append(message)
+    log.info("history_visibility", total=len(rows), filtered=filtered, visible=len(visible),
+             include_synthetic=include_synthetic)
+    return visible
+
+
+async def delete_thread(db: Database, user_id: str, thread_id: uuid.UUID) -> bool:
+    async with db.transaction() as session:
+        return await thread_store.delete_thread(session, user_id, thread_id)

@@ -1,0 +1,347 @@
+"""One OpenAI-style chat completion: the turn shell for a client that brings its own history.
+
+    call = await open_completion(gate, principal, request, thread_id)   # refusals, 404s
+    async for delta in call.deltas(): ...                                # ChoiceDelta
+    await call.finish()                                                  # always; idempotent
+    call.closing                                                         # usage, metadata
+
+The text comes from the turn core (app.turns.choices: one AnswerStream, so one MarkerFilter,
+per choice); the prompt from app.context.client_history (the native MSG_CONTEXT builder).
+The limits are the native turn's (TurnGate.admit: rate limit, upstream slot, stream cap,
+budget). The upstream request is sent before `open_completion` returns, so a refused or
+unreachable model server is an HTTP status, not a broken stream.
+
+With a thread, the exchange is stored like a native turn (the last user message, a
+`streaming` assistant row, the observers' hooks, TurnStore's finish); without one, only the
+call is recorded: one llm_calls row with no message, and the rollup of the key's user."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from app.clock import utcnow
+from app.context.client_history import (
+    ClientItem,
+    content_text,
+    flat_prompt,
+    last_user_index,
+    upstream_messages,
+)
+from app.keys.service import Principal
+from app.kit.shield import run_shielded
+from app.logging import get_logger
+from app.records import FinishedMessage
+from app.sanitize import SanitizeReport, clean_json
+from app.stream import JsonObject
+from app.turn.deps import TurnDeps
+from app.turn.gate import TurnGate, UserGuard
+from app.turn.lease import TurnLease
+from app.turn.metrics_observer import turn_metrics
+from app.turn.observers import (
+    ContextDraft,
+    TurnHandler,
+    TurnView,
+    after_finish_all,
+    report_warnings,
+)
+from app.turn.opening import open_rows, opening_request
+from app.turn.persist import TurnStore
+from app.turns.choices import ChoiceDelta, ChoiceSet
+from app.turns.events import TurnFailure
+from app.turns.finish import TurnOutcome, finished_message, outcome_of
+from app.turns.usage import CallContext
+from app.upstream import UpstreamError
+from app.upstream.choices import ChoiceStream, open_choice_stream
+
+log = get_logger("services.completions")
+
+#: Attempts at recording a thread-less call's usage (the finish transaction's retries are
+#: TurnStore's; a call without a message has only this one row set to write).
+USAGE_ATTEMPTS, USAGE_RETRY_PAUSE_S = 3, 0.2
+
+
+class ModelNotFound(Exception):
+    """The request names a model the gateway does not offer."""
+
+
+class CompletionFailed(Exception):
+    """The model server refused or could not be reached before any answer came."""
+
+    def __init__(self, failure: TurnFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """A checked request: the model, the client's messages, how many choices, and every
+    other field to pass upstream as it came (tools, temperature, unknown ones)."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    n: int = 1
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Closing:
+    """What closes the reply once the call is over and recorded."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    usage_source: str = "partial"
+    metadata: list[JsonObject | None] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    failure: TurnFailure | None = None
+    thread_id: uuid.UUID | None = None
+    message_id: uuid.UUID | None = None
+    stored: bool = False
+
+
+def offered_models(deps: TurnDeps) -> list[str]:
+    return deps.settings.offered_models
+
+
+async def open_completion(
+    gate: TurnGate, principal: Principal, request: CompletionRequest,
+    thread_id: uuid.UUID | None,
+) -> CompletionCall:
+    """Raises ModelNotFound, TurnRefused, ThreadNotFound, ThreadBusy, ContentTooLong, or
+    CompletionFailed (the call is recorded all the same)."""
+    deps = gate.deps
+    if request.model not in offered_models(deps):
+        raise ModelNotFound(request.model)
+    async def opener() -> CompletionCall:
+        lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
+                                     deps.openings)
+        guard = (gate.rowless_guard(principal, lease) if thread_id is None
+                 else gate.user_guard(principal, inserted=1))
+        try:
+            view = await _open(deps, principal.user_id, request, thread_id, guard)
+        except BaseException:
+            lease.give_back()
+            raise
+        handlers = ([turn_metrics(gate.metrics)] if view is None else
+                    [h for o in deps.observers if (h := o.open(view))])
+        return CompletionCall(deps, request, principal.user_id, lease, view, handlers)
+
+    call = await gate.admit(principal, opener)
+    await call.start()
+    return call
+
+
+async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
+                thread_id: uuid.UUID | None, guard: UserGuard) -> TurnView | None:
+    """Without a thread, the limits in a transaction of their own; with one, the turn's rows
+    through the turn's one opening, which checks the same limits."""
+    if thread_id is None:
+        async with deps.db.transaction(quick=True) as session:
+            await guard(session)
+        return None
+    last = last_user_index(request.messages)
+    # a tool round continues an exchange whose question is stored: the answer's row alone
+    tool_round = last != len(request.messages) - 1
+    text = content_text(request.messages[last]["content"]) if last is not None else ""
+    opened = await open_rows(deps, opening_request(
+        deps, user_id, thread_id, None if tool_round else text, history_limit=0,
+        admit=guard), admit=guard)
+    thread, user, assistant = opened.thread, opened.user, opened.assistant
+    history = tuple(ClientItem(str(m.get("role")), content_text(m.get("content")),
+                               assistant.created_at) for m in request.messages[:last or 0])
+    return TurnView(
+        user_id=user_id, thread_id=thread.id, message_id=assistant.id,
+        user_message_id=user.id if user else assistant.id, user_text=text,
+        user_message_at=user.created_at if user else assistant.created_at,
+        synthetic=False, hidden=user is None, thread_title=thread.title,
+        thread_summary=thread.summary, history=history, thread_autonomy=thread.autonomy)
+
+
+class CompletionCall:
+    """One call between open and finish."""
+
+    def __init__(self, deps: TurnDeps, request: CompletionRequest, user_id: str,
+                 lease: TurnLease, view: TurnView | None,
+                 handlers: list[TurnHandler]) -> None:
+        self.deps, self.request, self.user_id, self.view = deps, request, user_id, view
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(utcnow().timestamp())
+        # raw chunks only for a stored stream's trace (the tracer observes thread turns)
+        self.choices = ChoiceSet(request.n, keep_raw=view is not None
+                                 and deps.settings.trace_streams != "off")
+        self.draft = ContextDraft(summary=view.thread_summary if view else None)
+        self.closing = Closing(thread_id=view.thread_id if view else None,
+                               message_id=view.message_id if view else None)
+        self.log_ids = {"user_id": user_id, "completion_id": self.id,
+                        **({"thread_id": str(view.thread_id),
+                            "message_id": str(view.message_id)} if view else {})}
+        self._lease = lease
+        self._handlers = handlers
+        self._prompt: list[dict[str, Any]] = []
+        self._stream: ChoiceStream | None = None
+        self._started = utcnow()
+        self._finishing = False
+
+    async def start(self) -> None:
+        """The observers' stages, then the upstream request. Raises CompletionFailed after
+        finishing the call when the model server fails before answering."""
+        structlog.contextvars.bind_contextvars(**self.log_ids)
+        try:
+            if self.view is not None:
+                self._lease.checkpoint(self.view.message_id, lambda: self.choices.first.content)
+            for handler in self._handlers:
+                await handler.before_main(self.draft)
+            settings = self.deps.settings
+            with self.draft.recorder.stage("context"):
+                self._prompt = upstream_messages(
+                    self.request.messages, system_prompt=settings.system_prompt,
+                    budget_chars=settings.context_budget_chars, summary=self.draft.summary,
+                    memories=self.draft.memories)
+            self._started = utcnow()
+            self._stream = await open_choice_stream(
+                self.deps.upstream, self._prompt, {**self.request.params,
+                                                   "model": self.request.model})
+            self._lease.upstream_answered()
+        except UpstreamError as exc:
+            failure = TurnFailure(exc.code, exc.message, exc.http_status)
+            self.choices.fail(failure, flush=False)
+            await run_shielded(self.finish())
+            raise CompletionFailed(failure) from exc
+        except BaseException:
+            self.choices.fail(TurnFailure("internal_error", "the gateway failed"), flush=False)
+            await run_shielded(self.finish())
+            raise
+
+    async def deltas(self) -> AsyncGenerator[ChoiceDelta, None]:
+        """Every choice's deltas in order, then the finishes (or, on a failure, the text the
+        filters held; `closing.failure` says why). Closing this iterator interrupts the
+        call; it is recorded either way."""
+        assert self._stream is not None, "start() first"
+        structlog.contextvars.bind_contextvars(**self.log_ids)
+        try:
+            async with aclosing(self._stream.choice_chunks()) as chunks:
+                async for chunk in chunks:
+                    if chunk.text:
+                        self.draft.recorder.mark_first_token()
+                    deltas = self.choices.feed(chunk)
+                    self._report_warnings()
+                    for delta in deltas:
+                        yield delta
+                    if deltas:
+                        self._lease.delta_sent()
+                    if (held := self._lease.hold()) is not None:
+                        await held
+            deltas = self.choices.end()
+            self._report_warnings()
+            for delta in deltas:
+                yield delta
+        except UpstreamError as exc:
+            for delta in self._fail(TurnFailure(exc.code, exc.message, exc.http_status)):
+                yield delta
+        except Exception as exc:
+            log.exception("completion_error", error=type(exc).__name__)
+            self._fail(TurnFailure("internal_error", "the gateway failed; see the server log"))
+        finally:
+            await run_shielded(self.finish())
+
+    async def run_to_end(self) -> list[ChoiceDelta]:
+        """Every delta of the call, for a whole (non-streamed) reply; finished either way."""
+        try:
+            return [delta async for delta in self.deltas()]
+        finally:
+            await run_shielded(self.finish())
+
+    def _fail(self, failure: TurnFailure) -> list[ChoiceDelta]:
+        log.warning("completion_failed", code=failure.code, error=failure.message)
+        deltas = self.choices.fail(failure, flush=True)
+        self._report_warnings()
+        return deltas
+
+    def _report_warnings(self) -> None:
+        report_warnings(self.choices.take_warnings(), self._handlers)
+
+    async def finish(self) -> None:
+        """Close the upstream, record the call (and store the message, with a thread),
+        exactly once."""
+        if self._finishing:
+            return
+        self._finishing = True
+        with structlog.contextvars.bound_contextvars(**self.log_ids):
+            await self._lease.close_and_give_back(self._stream)
+            recorder = self.draft.recorder
+            if self._prompt:
+                ctx = CallContext(self.request.model, {**self.request.params,
+                                                       "model": self.request.model},
+                                  self.deps.prices)
+                recorder.add_call(self.choices.call_record(
+                    ctx, prompt=flat_prompt(self._prompt), started_at=self._started,
+                    first_token_at=recorder.first_token_at, finished_at=utcnow()))
+            self._close_figures()
+            await self._store()
+            log.info("completion_finished", status=self.choices.status,
+                     stored=self.closing.stored, choices=len(self.choices.choices),
+                     tokens=self.closing.prompt_tokens + self.closing.completion_tokens,
+                     warnings=self.closing.warnings,
+                     error=self.closing.failure.code if self.closing.failure else None)
+
+    def _close_figures(self) -> None:
+        main = self.draft.recorder.main_call()
+        closing = self.closing
+        if main is not None:
+            closing.prompt_tokens, closing.completion_tokens = (main.prompt_tokens,
+                                                                main.completion_tokens)
+            closing.cost_usd, closing.usage_source = main.cost_usd, main.usage_source
+        ordered = [self.choices.choices[i] for i in sorted(self.choices.choices)]
+        # Cleaned as the store cleans response_metadata: what the client gets is what is kept.
+        closing.metadata = [clean_json(dict(md), SanitizeReport()) if md else None
+                            for md in (choice.answer.metadata for choice in ordered)]
+        closing.warnings = [name for choice in ordered for name in choice.answer.warning_names]
+        closing.failure = self.choices.first.failure
+
+    async def _record_usage(self) -> bool:
+        calls = self.draft.recorder.calls
+        for attempt in range(1, USAGE_ATTEMPTS + 1):
+            try:
+                await self.deps.rows.bill(self.user_id, calls)
+                return True
+            except Exception as exc:
+                log.exception("completion_usage_failed", error=type(exc).__name__,
+                              attempt=attempt)
+                if attempt < USAGE_ATTEMPTS:
+                    await asyncio.sleep(USAGE_RETRY_PAUSE_S * attempt)
+        log.error("completion_usage_lost", calls=len(calls))
+        return False
+
+    async def _store(self) -> None:
+        """With a thread, the finishing transaction of a turn; without, the usage alone."""
+        recorder, answer = self.draft.recorder, self.choices.first
+        message_id = self.view.message_id if self.view else uuid.uuid4()
+        finished = finished_message(message_id, answer, recorder, model=self.request.model)
+        if tool_calls := self.choices.choices[0].tool_calls:
+            finished.metadata["tool_calls"] = tool_calls  # an answer may be only a tool call
+        outcome = outcome_of(answer, recorder, model=self.request.model)
+        if self.view is None:
+            self.closing.stored = await self._record_usage()
+            await self._settle(finished, outcome, stored=self.closing.stored)
+            return
+        store = TurnStore(self.deps.db, self.deps.rows, self.user_id, self._handlers)
+        result = await store.store_then(
+            finished, outcome,
+            lambda result: self._settle(finished, outcome, stored=result == "stored"))
+        self.closing.stored = result == "stored"
+
+    async def _settle(self, finished: FinishedMessage, outcome: TurnOutcome, *,
+                      stored: bool) -> None:
+        await after_finish_all(self._handlers, finished, outcome, stored=stored)
+
+def pass_through(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields sent upstream as they came: all but those the gateway sets itself."""
+    return {k: v for k, v in body.items()
+            if k not in {"messages", "model", "stream", "stream_options"}}

@@ -1,0 +1,43 @@
+"""What every turn needs of the process, built once by the application lifespan and handed
+to each turn shell (the native turn, the OpenAI-style call, the follow-up worker's turn)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.settings import Settings
+from app.store.db import Database
+from app.turn.checkpoints import Checkpointer
+from app.turn.observers import TurnObserver
+from app.turn.opening_places import OpeningPlaces
+from app.turn.precedence import Precedence
+from app.turn.rows import TurnRows, turn_rows
+from app.turn.slots import UpstreamSlots
+from app.turns.pricing import PriceTable
+from app.upstream import UpstreamClient
+
+
+@dataclass
+class TurnDeps:
+    """The database, the model server, prices, settings, observers and this process's parts."""
+
+    db: Database
+    upstream: UpstreamClient
+    prices: PriceTable
+    settings: Settings
+    observers: list[TurnObserver] = field(default_factory=list)
+    #: None: no bound of this process's own (tests of the shell alone).
+    slots: UpstreamSlots | None = None
+    #: This process's id on the rows it streams (swept when its heartbeat stops).
+    process_id: str | None = None
+    #: Writes the partial text of running turns on its own schedule.
+    checkpoints: Checkpointer | None = None
+    #: Opening turns go first while the process is saturated (None: never).
+    precedence: Precedence | None = None
+    #: How many turns may be opening at once (None: no bound of this process's own).
+    openings: OpeningPlaces | None = None
+    #: Every write of a turn's rows, on `db`.
+    rows: TurnRows = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rows = turn_rows(self.db)

@@ -1,0 +1,44 @@
+"""POST /api/threads/{id}/messages: validate, open the turn through the limits (404, 409, 413,
+429, 503 before any stream starts and before any upstream call), then run it and stream
+it as SSE."""
+
+from __future__ import annotations
+
+import functools
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.api import bodies
+from app.api.auth import authenticate
+from app.api.errors import ApiError, not_found
+from app.api.state import runtime
+from app.store.errors import ContentTooLong, ThreadBusy
+from app.turn.log_stream import LogStreamResponse
+from app.turn.opening import ThreadNotFound
+from app.turn.slots import TurnRefused
+
+
+async def post_message(request: Request) -> Response:
+    principal = await authenticate(request)
+    thread_id = bodies.thread_id(request)
+    rt = runtime(request)
+    body = await bodies.json_object(request)
+    content = bodies.message_content(body, rt.settings.max_content_chars)
+    try:
+        turn = await rt.gate.open(principal, thread_id, content)
+    except TurnRefused as exc:
+        raise ApiError(exc.status, exc.code, exc.message,
+                       {"Retry-After": str(exc.retry_after_s)}) from exc
+    except ThreadNotFound as exc:
+        raise not_found() from exc
+    except ThreadBusy as exc:
+        raise ApiError(409, "thread_busy", "this thread is already streaming an answer") from exc
+    except ContentTooLong as exc:
+        raise ApiError(413, "content_too_long", str(exc)) from exc
+    # The turn runs in a task of its own (it outlives this connection for the resume
+    # grace); this response is its first reader.
+    return LogStreamResponse(
+        rt.runs.start(turn), ping_s=rt.settings.keepalive_s,
+        send_timeout_s=rt.settings.sse_send_timeout_s, log_ids=turn.log_ids,
+        revocation=functools.partial(rt.revocations.stream, principal.key_id))

@@ -1,0 +1,223 @@
+"""Turn limits: one user must not starve everyone else of the gateway.
+
+A turn request passes, in this order, before anything is stored or sent upstream:
+
+1. the rate limit: `rate_limit_per_minute` turn requests per user in a fixed minute window,
+   counted in the database (one atomic upsert) or in Redis, shared by every process; a
+   refused request is not counted -> 429 `rate_limited`;
+2. an upstream slot of this process (app.turn.slots) -> 503 `gateway_busy`;
+3. in the turn's opening (app.turn.rows), which stores its rows only under both: the
+   key's daily budget (tokens, cost) against the user's rollup of the UTC day -> 429
+   `budget_exceeded`; then, serialised per user (a PostgreSQL advisory lock held to the
+   commit; SQLite's BEGIN IMMEDIATE), the user's other `streaming` answers, every process and
+   thread together, against `max_streams_per_user` -> 429 `too_many_streams` (with the calls
+   without a thread this process runs: app.turn.rowless_streams). A call that stores no
+   message checks the same in a transaction of its own. A refusal stores nothing.
+
+Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
+a few per process at most, and a user's cap or budget must not lose them; their streaming
+rows still count against the user's cap for the user's own requests. They do take an upstream
+slot, and retry later like a busy thread when none is free.
+
+Every refusal is one log line (user id, code) and one `chatgate_refusals_total{reason}`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import NoReturn, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.clock import Clock, utcnow
+from app.keys import limits_repository as limit_store
+from app.keys.rate_windows import RateWindows
+from app.keys.service import Principal
+from app.logging import get_logger
+from app.metrics import GatewayMetrics
+from app.store.errors import DatabaseBusy
+from app.turn.deps import TurnDeps
+from app.turn.lease import TurnLease
+from app.turn.rowless_streams import RowlessStreams
+from app.turn.rows import DayBudget, Refused
+from app.turn.service import Turn, open_turn
+from app.turn.slots import GatewayBusy, TurnRefused
+from app.usage import repository as usage_store
+
+log = get_logger("services.limits")
+
+T = TypeVar("T")
+
+RATE_WINDOW = dt.timedelta(minutes=1)
+#: When to try again at the stream cap: no one knows when a stream ends; answers take seconds.
+TOO_MANY_STREAMS_RETRY_S = 5.0
+
+
+def too_many_streams(limit: int) -> TurnRefused:
+    return TurnRefused(
+        429, "too_many_streams",
+        f"you already have {limit} answers streaming; wait until one of them has finished",
+        TOO_MANY_STREAMS_RETRY_S)
+
+
+def rate_limited(limit: int, retry_after_s: float) -> TurnRefused:
+    return TurnRefused(
+        429, "rate_limited",
+        f"more than {limit} messages in one minute; wait a moment before sending the next",
+        retry_after_s)
+
+
+def budget_exceeded(retry_after_s: float) -> TurnRefused:
+    return TurnRefused(
+        429, "budget_exceeded",
+        "this key has used up its daily budget; it is renewed at midnight UTC", retry_after_s)
+
+
+def window_start(now: dt.datetime) -> dt.datetime:
+    """The start of the fixed rate-limit window (the UTC minute) holding `now`."""
+    return now.astimezone(dt.UTC).replace(second=0, microsecond=0)
+
+
+def seconds_to_next_day(now: dt.datetime) -> float:
+    """Seconds from `now` to the next midnight UTC, when a daily budget is renewed."""
+    utc = now.astimezone(dt.UTC)
+    midnight = dt.datetime.combine(utc.date() + dt.timedelta(days=1), dt.time(), dt.UTC)
+    return (midnight - utc).total_seconds()
+
+
+def has_budget(principal: Principal) -> bool:
+    """The key has a daily budget of tokens or cost."""
+    return (principal.daily_token_budget is not None
+            or principal.daily_cost_budget_usd is not None)
+
+
+class TurnGate:
+    """Opens a user's turn through the limits (the one service the turn handler calls)."""
+
+    def __init__(self, deps: TurnDeps, metrics: GatewayMetrics, windows: RateWindows, *,
+                 clock: Clock = utcnow) -> None:
+        self.deps = deps
+        self.metrics = metrics
+        self.windows = windows
+        self.clock = clock
+        self.max_streams = deps.settings.max_streams_per_user
+        self.per_minute = deps.settings.rate_limit_per_minute
+        self.rowless = RowlessStreams()
+
+    async def open(self, principal: Principal, thread_id: uuid.UUID, content: str) -> Turn:
+        """The opened turn; raises TurnRefused (counted and logged here), or open_turn's
+        ThreadNotFound, ThreadBusy, ContentTooLong."""
+        guard = self.user_guard(principal, inserted=1)
+
+        async def opener() -> Turn:
+            return await open_turn(self.deps, principal.user_id, thread_id, content,
+                                   admit=guard)
+
+        return await self.admit(principal, opener)
+
+    async def admit(self, principal: Principal, opener: Callable[[], Awaitable[T]]) -> T:
+        """`opener` once the rate limit let the request in; a TurnRefused it raises (a busy
+        gateway, a guard's refusal) is counted and logged like the rate limit's."""
+        try:
+            try:
+                await self._count_request(principal.user_id)
+                return await opener()
+            except DatabaseBusy as busy:  # all connections in use: an overload, not an outage
+                raise GatewayBusy(self.deps.settings.database_retry_after_s) from busy
+        except TurnRefused as refused:
+            self.metrics.refusals.labels(reason=refused.code).inc()
+            log.warning("turn_refused", code=refused.code, user_id=principal.user_id,
+                        retry_after_s=refused.retry_after_s)
+            raise
+
+    async def _count_request(self, user_id: str) -> None:
+        if self.per_minute <= 0:
+            return
+        now = self.clock()
+        start = window_start(now)
+        if not await self.windows.take(user_id, start, self.per_minute):
+            raise rate_limited(self.per_minute, (start + RATE_WINDOW - now).total_seconds())
+
+    def user_guard(self, principal: Principal, inserted: int) -> UserGuard:
+        """The daily budget and the stream cap of a call of the user's that stores
+        `inserted` streaming rows (1 for a turn, 0 for a call storing none)."""
+        return UserGuard(self, principal, inserted)
+
+    async def check_budget(self, session: AsyncSession, principal: Principal) -> None:
+        """Raises budget_exceeded when the key has used up a daily budget (a UserGuard's
+        first check)."""
+        if not has_budget(principal):
+            return
+        now = self.clock()
+        tokens, cost = await usage_store.usage_of_day(
+            session, principal.user_id, now.astimezone(dt.UTC).date())
+        budget = DayBudget(now.astimezone(dt.UTC).date(), principal.daily_token_budget,
+                           principal.daily_cost_budget_usd)
+        if budget.reached(tokens, cost):
+            raise budget_exceeded(seconds_to_next_day(now))
+
+    async def check_streams(self, session: AsyncSession, user_id: str, inserted: int
+                            ) -> None:
+        """Raises too_many_streams at the cap: the user's other streams counted here under
+        the user's lock (`inserted` of them the caller's own)."""
+        if self.max_streams <= 0:
+            return
+        other_streams = (await limit_store.lock_user_and_count_streaming(session, user_id)
+                         - inserted)
+        self.check_count(user_id, other_streams)
+
+    def check_count(self, user_id: str, other_streams: int) -> None:
+        """Raises too_many_streams when the user's other streams, with the calls without a
+        thread this process runs for the user, reach the cap."""
+        if other_streams + self.rowless.count(user_id) >= self.max_streams:
+            raise too_many_streams(self.max_streams)
+
+    def rowless_guard(self, principal: Principal, lease: TurnLease) -> UserGuard:
+        """user_guard for a call that stores no message: once it passes, the call counts among
+        the user's streams until its lease is given back. The hold is taken inside the
+        transaction, so the user's next guard, serialised behind this one, sees it."""
+
+        def hold() -> None:
+            lease.stream_hold = self.rowless.hold(principal.user_id)
+
+        return UserGuard(self, principal, inserted=0, then=hold)
+
+
+class UserGuard:
+    """The user's limits for one call of theirs. A turn's opening checks them as figures
+    (stream_cap, budget), with its rows, and refuse() raises what it found; a call that
+    stores no message checks them in a transaction of its own (__call__)."""
+
+    def __init__(self, gate: TurnGate, principal: Principal, inserted: int,
+                 then: Callable[[], None] | None = None) -> None:
+        self.gate, self.principal, self.inserted, self.then = gate, principal, inserted, then
+
+    def stream_cap(self) -> int | None:
+        """The other streams a turn may find: the cap, less the calls without a thread this
+        process runs for the user (None: no cap)."""
+        if self.gate.max_streams <= 0:
+            return None
+        return self.gate.max_streams - self.gate.rowless.count(self.principal.user_id)
+
+    def budget(self) -> DayBudget | None:
+        """The key's budget of the UTC day now, if it has one."""
+        if not has_budget(self.principal):
+            return None
+        return DayBudget(self.gate.clock().astimezone(dt.UTC).date(),
+                         self.principal.daily_token_budget,
+                         self.principal.daily_cost_budget_usd)
+
+    def refuse(self, refused: Refused) -> NoReturn:
+        """The refusal for what an opening found: the budget first, then the cap."""
+        if refused.over_budget(self.budget()):
+            raise budget_exceeded(seconds_to_next_day(self.gate.clock()))
+        if refused.other_streams is not None:
+            self.gate.check_count(self.principal.user_id, refused.other_streams)
+        raise too_many_streams(self.gate.max_streams)
+
+    async def __call__(self, session: AsyncSession) -> None:
+        await self.gate.check_budget(session, self.principal)
+        await self.gate.check_streams(session, self.principal.user_id, self.inserted)
+        if self.then is not None:
+            self.then()

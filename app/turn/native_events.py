@@ -1,0 +1,30 @@
+"""A turn's events in the native SSE dialect (docs/api.md): the bytes app.turn.log_stream
+writes, each event one frame of app.api.sse's shape."""
+
+from __future__ import annotations
+
+from app.api.sse import frame, json_bytes
+from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
+
+
+def encode(event: TurnEvent) -> bytes:
+    """A turn event in the native dialect (docs/api.md): deltas carry `id:` = their count."""
+    match event:
+        case Delta(text, seq):
+            return b"id: %d\nevent: delta\ndata: %b\n\n" % (seq, json_bytes({"text": text}))
+        case Started(thread_id, user_message_id, message_id):
+            return frame("message_start", {
+                "thread_id": str(thread_id), "user_message_id": str(user_message_id),
+                "assistant_message_id": str(message_id)})
+        case Metadata(values):
+            return frame("metadata", values)
+        case Usage():
+            return frame("usage", {
+                "prompt_tokens": event.prompt_tokens,
+                "completion_tokens": event.completion_tokens,
+                "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
+                "usage_source": event.usage_source})
+        case Ended(message_id, status):
+            return frame("message_end", {"message_id": str(message_id), "status": status})
+        case Failed(code, message):
+            return frame("error", {"code": code, "message": message})

@@ -1,0 +1,112 @@
+"""`POST /v1/chat/completions`, `GET /v1/models`: parse, call the completion service,
+render in OpenAI's format."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from app.api import bodies
+from app.api.auth import authenticate
+from app.api.event_stream import FrameResponse, RevocationGuard
+from app.api.sse import json_bytes
+from app.api.state import runtime
+from app.clock import utcnow
+from app.kit.shield import run_shielded
+from app.turn.completion import CompletionCall, offered_models, open_completion
+from app.turn.openai.errors import OpenAIError, failure_error, openai_errors
+from app.turn.openai.render import ChunkWriter, model, models_list, whole_reply
+from app.turn.openai.request import parse_body, thread_id
+from app.turns.choices import ChoiceDelta
+
+DONE = b"data: [DONE]\n\n"
+#: `created` of the listed models: when this process started offering them.
+MODELS_CREATED = int(utcnow().timestamp())
+
+
+@openai_errors
+async def chat_completions(request: Request) -> Response:
+    principal = await authenticate(request)
+    rt = runtime(request)
+    parsed = parse_body(await bodies.json_object(request))
+    call = await open_completion(rt.gate, principal, parsed.completion, thread_id(request))
+    if parsed.stream:
+        return CompletionStreamResponse(
+            call, include_usage=parsed.include_usage, ping_s=rt.settings.keepalive_s,
+            send_timeout_s=rt.settings.sse_send_timeout_s,
+            revocation=functools.partial(rt.revocations.stream, principal.key_id))
+    deltas = await call.run_to_end()
+    if call.closing.failure is not None:
+        raise failure_error(call.closing.failure)
+    return JSONResponse(whole_reply(call, deltas))
+
+
+@openai_errors
+async def list_models(request: Request) -> Response:
+    await authenticate(request)
+    rt = runtime(request)
+    return JSONResponse(models_list(offered_models(rt.turn_deps), MODELS_CREATED))
+
+
+@openai_errors
+async def get_model(request: Request) -> Response:
+    await authenticate(request)
+    rt = runtime(request)
+    name = str(request.path_params["model"])
+    if name not in offered_models(rt.turn_deps):
+        raise OpenAIError(404, f"The model '{name}' does not exist", "model_not_found",
+                          "model")
+    return JSONResponse(model(name, MODELS_CREATED))
+
+
+@openai_errors
+async def unknown_route(request: Request) -> Response:
+    raise OpenAIError(404, f"Unknown request URL: {request.method} {request.url.path}",
+                      "unknown_url")
+
+
+def _data(chunk: Any) -> bytes:
+    """One `data:` frame of OpenAI's stream (no `event:` line: the SDKs read `data` alone)."""
+    return b"data: " + json_bytes(chunk) + b"\n\n"
+
+
+async def _frames(call: CompletionCall, writer: ChunkWriter) -> AsyncGenerator[bytes, None]:
+    for chunk in writer.opening():
+        yield _data(chunk)
+    finishes: list[ChoiceDelta] = []
+    async with aclosing(call.deltas()) as deltas:
+        async for delta in deltas:
+            if delta.finish_reason:
+                finishes.append(delta)
+            else:
+                yield _data(writer.delta(delta))
+    if call.closing.failure is not None:  # the SDKs raise on an `error` event
+        yield _data(failure_error(call.closing.failure).body())
+        return
+    for chunk in writer.closing(finishes):
+        yield _data(chunk)
+    yield DONE
+
+
+class CompletionStreamResponse(FrameResponse):
+    """The call as an event stream that always finishes it, even if the client left before
+    the first byte (when the frames never started, closing them runs nothing)."""
+
+    def __init__(self, call: CompletionCall, *, include_usage: bool, ping_s: float,
+                 send_timeout_s: float, revocation: RevocationGuard | None = None) -> None:
+        writer = ChunkWriter(call, include_usage=include_usage)
+        super().__init__(_frames(call, writer), ping_s=ping_s, send_timeout_s=send_timeout_s,
+                         log_ids=call.log_ids, revocation=revocation)
+        self._call = call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await run_shielded(self._call.finish())

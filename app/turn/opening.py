@@ -1,0 +1,67 @@
+"""A turn's opening: its thread locked and moved to the top, the history the model is shown,
+and its rows stored, with every check that may refuse the turn made first, in the turn
+repository's one opening (app.turn.rows): the stream cap and the daily budget as
+figures it checks, a follow-up's guard as reads in its transaction."""
+
+from __future__ import annotations
+
+import uuid
+from typing import NoReturn, Protocol
+
+from app.logging import get_logger
+from app.turn.deps import TurnDeps
+from app.turn.rows import DayBudget, Opened, OpeningRequest, Refused, ThreadGuard
+
+log = get_logger("services.turn_opening")
+
+#: Messages read for the context; the character budget then keeps the newest that fit.
+CONTEXT_HISTORY_LIMIT = 200
+
+
+class TurnAdmission(Protocol):
+    """The user's limits an opening checks before it stores anything (app.turn.gate'
+    UserGuard)."""
+
+    def stream_cap(self) -> int | None:
+        """The turn passes while the user's other streaming answers are fewer (None: no
+        cap)."""
+
+    def budget(self) -> DayBudget | None:
+        """The key's daily budget, if it has one."""
+
+    def refuse(self, refused: Refused) -> NoReturn:
+        """Raises the refusal for what the opening found."""
+
+
+class ThreadNotFound(Exception):
+    """No such thread for this user (a foreign thread is the same as a missing one)."""
+
+
+def opening_request(
+    deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str | None, *,
+    history_limit: int = CONTEXT_HISTORY_LIMIT, synthetic: bool = False,
+    trigger_type: str | None = None, trigger_reason: str | None = None,
+    admit: TurnAdmission | None = None,
+) -> OpeningRequest:
+    """The opening of a turn of this process's, with the user's limits."""
+    return OpeningRequest(
+        user_id, thread_id, content, history_limit=history_limit, synthetic=synthetic,
+        trigger_type=trigger_type, trigger_reason=trigger_reason,
+        max_chars=deps.settings.max_content_chars, process_id=deps.process_id,
+        stream_cap=admit.stream_cap() if admit is not None else None,
+        budget=admit.budget() if admit is not None else None)
+
+
+async def open_rows(deps: TurnDeps, request: OpeningRequest, *,
+                    guard: ThreadGuard | None = None, admit: TurnAdmission | None = None
+                    ) -> Opened:
+    """The opened thread and the turn's rows. Raises ThreadNotFound, ThreadBusy,
+    ContentTooLong, what `guard` raises, or `admit`'s refusal, having stored nothing."""
+    opened = await deps.rows.open(request, guard)
+    if opened is None:
+        raise ThreadNotFound(str(request.thread_id))
+    if isinstance(opened, Refused):
+        if admit is None:
+            raise RuntimeError("an opening without limits was refused")
+        admit.refuse(opened)
+    return opened

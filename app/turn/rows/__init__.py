@@ -1,0 +1,29 @@
+"""The turn's repository: every write of a turn's rows (its opening, its finish, the bill of
+calls without a message), one implementation per database behind one interface (TurnRows).
+`turn_rows(db)` is the only place that asks which database runs."""
+
+from __future__ import annotations
+
+from app.store.db import Database
+from app.turn.rows.contract import FinishedRow, FinishHook, ThreadGuard, TurnRows
+from app.turn.rows.postgres import PostgresTurnRows
+from app.turn.rows.shapes import (
+    MAX_CONTENT_CHARS,
+    DayBudget,
+    Opened,
+    OpeningRequest,
+    Refused,
+    turn_times,
+)
+from app.turn.rows.sqlite import SqliteTurnRows
+
+
+def turn_rows(db: Database) -> TurnRows:
+    """The turn's repository on `db`."""
+    if db.backend == "sqlite":
+        return SqliteTurnRows(db)
+    return PostgresTurnRows(db)
+
+
+__all__ = ["MAX_CONTENT_CHARS", "DayBudget", "FinishHook", "FinishedRow", "Opened",
+           "OpeningRequest", "Refused", "ThreadGuard", "TurnRows", "turn_rows", "turn_times"]

@@ -1,0 +1,69 @@
+"""The turn's repository as its callers see it: one opening, one finish and one bill, each
+with exactly one implementation per database (app.turn.rows.postgres,
+app.turn.rows.sqlite). A caller never asks which database runs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.records import CallRecord, FinishedMessage
+from app.store.models import Message
+from app.store.notify import Notification
+from app.turn.rows.shapes import Opened, OpeningRequest, Refused
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedRow:
+    """A finished message as stored, and its thread's autonomy settings as the finish read
+    them, under the thread's lock: as they are now, not as they were when the turn opened."""
+
+    message: Message
+    thread_autonomy: dict[str, Any]
+
+
+#: A check of the opening's, in its transaction once the user's thread is locked and before
+#: anything is stored: it raises to store nothing (the follow-up worker checks there,
+#: atomically, that the user has not replied meanwhile).
+ThreadGuard = Callable[[AsyncSession, uuid.UUID], Awaitable[None]]
+#: Writes of the finish's, in its transaction once the message's are in (the observers').
+FinishHook = Callable[[AsyncSession, FinishedRow], Awaitable[None]]
+
+
+class RolledBack(Exception):
+    """Raised inside an opening's transaction to store nothing and answer `refused`."""
+
+    def __init__(self, refused: Refused) -> None:
+        super().__init__("refused")
+        self.refused = refused
+
+
+class TurnRows(Protocol):
+    """Every write of a turn's rows."""
+
+    async def open(self, request: OpeningRequest, guard: ThreadGuard | None = None
+                   ) -> Opened | Refused | None:
+        """The turn's rows, or why none were stored: Refused (the cap, the budget), None (a
+        missing or foreign thread). Raises ContentTooLong, ThreadBusy (the thread already
+        streams) or what `guard` raises, having stored nothing."""
+
+    async def open_in(self, session: AsyncSession, request: OpeningRequest
+                      ) -> Opened | Refused | None:
+        """The same opening as statements of the caller's transaction."""
+
+    async def finish(self, finished: FinishedMessage,
+                     notifications: Sequence[Notification] = (),
+                     hook: FinishHook | None = None) -> FinishedRow:
+        """The answer stored as finished, its calls and the day's rollup, with the
+        `notifications` sent (PostgreSQL's NOTIFY; SQLite has none) and `hook`'s writes in
+        the same transaction. Raises MessageNotFound (its thread was deleted) or
+        MessageAlreadyFinished (its usage must not be counted twice), storing nothing."""
+
+    async def bill(self, user_id: str, calls: Sequence[CallRecord]) -> None:
+        """Calls that belong to no message (an OpenAI-style call without a thread, a turn
+        whose thread was deleted while it streamed): their llm_calls rows and the user's
+        rollup, as a finish records them. The calls were made and paid for."""

@@ -1,0 +1,110 @@
+"""Messages: the two histories (what the user sees, what the model sees), the partial text of
+running answers and the sweep of abandoned ones. A turn's own writes are the turn
+repository's (app.turn.rows)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import (
+    Select,
+    and_,
+    bindparam,
+    not_,
+    select,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.clock import utcnow
+from app.store.models import Message, Thread, table_of
+
+#: The tables, for the Core statements of the histories.
+_MESSAGES, _THREADS = table_of(Message), table_of(Thread)
+
+
+def context_select(limit: int, *columns: Any) -> Select[Any]:
+    """The newest `limit` messages the model may see, newest first: rows still streaming,
+    failed assistant rows and empty rows left out. For the thread of the `context_of`
+    parameter."""
+    m = _MESSAGES.c  # table columns: with plain columns selected, a Core statement
+    failed_assistant = and_(m.role == "assistant", m.status == "failed")
+    return (
+        select(*columns)
+        .where(m.thread_id == bindparam("context_of", type_=m.thread_id.type),
+               m.status != "streaming", not_(failed_assistant), m.content != "")
+        .order_by(m.created_at.desc(), m.id.desc())
+        .limit(limit)
+    )
+
+
+async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) -> list[Message]:
+    """What the model sees: the newest `limit` messages, oldest first, synthetic prompts
+    included; rows still streaming, failed assistant rows and empty rows left out."""
+    result = await s.execute(context_select(limit, Message), {"context_of": thread_id})
+    return list(reversed(result.scalars().all()))
+
+
+async def context_rows(s: AsyncSession, thread_id: uuid.UUID, *, limit: int
+                       ) -> list[tuple[str, str, dt.datetime]]:
+    """context_history as (role, content, created_at), oldest first: a turn needs no more,
+    and plain rows of a Core query cost a fraction of ORM objects (a long thread has
+    hundreds)."""
+    result = await s.execute(context_rows_select(limit), {"context_of": thread_id})
+    return [(role, content, at) for role, content, at in reversed(result.all())]
+
+
+@functools.cache
+def context_rows_select(limit: int) -> Select[Any]:
+    """Built once per limit: every turn reads its context with it."""
+    m = _MESSAGES.c
+    return context_select(limit, m.role, m.content, m.created_at)
+
+
+async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -> int:
+    """Rows left `streaming` longer than older_than (a dead process) become `interrupted`.
+    completed_at stays NULL: the turn never finished, and a live-but-slow process may still
+    finish it. Returns how many rows changed."""
+    cutoff = utcnow() - older_than
+    stale = await s.execute(
+        select(Message)
+        .where(Message.status == "streaming", Message.created_at < cutoff)
+        .with_for_update(skip_locked=True)
+    )
+    return await mark_interrupted(s, stale.scalars(), reason="stale_streaming", now=utcnow())
+
+
+async def checkpoint_contents(
+    s: AsyncSession, contents: Mapping[uuid.UUID, str], *, now: dt.datetime
+) -> None:
+    """The partial text of streams still running, one executemany for all of them. Only
+    rows still `streaming` are written: a finished (or swept) row is never overwritten by a
+    checkpoint that lost the race. (No count: asyncpg's executemany reports none.)"""
+    if not contents:
+        return
+    table = table_of(Message)
+    statement = (
+        update(table)
+        .where(table.c.id == bindparam("mid"), table.c.status == "streaming")
+        .values(content=bindparam("text"), updated_at=now)
+    )
+    await s.execute(statement, [{"mid": mid, "text": text} for mid, text in contents.items()])
+
+
+async def mark_interrupted(
+    s: AsyncSession, messages: Iterable[Message], *, reason: str, now: dt.datetime
+) -> int:
+    """Turns rows whose stream ended without a finish into `interrupted`, saying why in
+    metadata (`interrupted_reason`); returns how many."""
+    count = 0
+    for message in messages:
+        message.status = "interrupted"
+        message.meta = {**message.meta, "interrupted_reason": reason}
+        message.updated_at = now
+        count += 1
+    await s.flush()
+    return count

@@ -1,0 +1,195 @@
+"""SQLite: a turn's opening, its finish and a bill without a message, each a write
+transaction of the sqlite3 connection's own statements (Database.sqlite_writes).
+
+SQLite's write lock is the thread's lock (BEGIN IMMEDIATE serialises every writer), so the
+opening's statements may run one after the other: the thread's UPDATE (its move to the
+top), the history the model is shown, the turn's rows, the cancel of the thread's
+follow-ups, the count of the user's other streams and the day's usage. A refusal raises
+inside the transaction, which then stores nothing. The statements are compiled once and run
+with no await between them from BEGIN to COMMIT, so the write lock is held for their CPU
+time only; without SQLAlchemy's session and execution context, a turn's writes cost half
+the CPU. When a guard or a hook must read or write in the same transaction, the same
+statements run on the connection of that transaction's session."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Sequence
+
+from sqlalchemy import bindparam, insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.clock import utcnow
+from app.keys.limits_repository import COUNT_STREAMING
+from app.records import CallRecord, FinishedMessage
+from app.store.db import Database
+from app.store.driver_statements import DriverStatement
+from app.store.models import Message, Thread, detached, unattached
+from app.store.notify import Notification
+from app.store.sqlite_writes import SqliteWrites
+from app.turn.rows.contract import FinishedRow, FinishHook, RolledBack, ThreadGuard
+from app.turn.rows.messages import context_rows_select
+from app.turn.rows.shapes import Opened, OpeningRequest, Refused, turn_times
+from app.turn.rows.statements import (
+    FINISH_MESSAGE,
+    INSERT_CALL,
+    LOCK_OWNED_THREAD,
+    MESSAGE_EXISTS,
+    MESSAGES,
+    OPEN_THREAD,
+    SPENT_ON_DAY,
+    TOUCH_THREAD_OF_MESSAGE,
+    assistant_values,
+    busy_on_conflict,
+    call_rows,
+    cancel_pending_statement,
+    check_length,
+    finish_params,
+    inserted_params,
+    inserted_values,
+    not_finished,
+    user_values,
+)
+from app.usage.repository import SQLITE_ROLLUP_UPSERT, turn_rollup_values, utc_day
+
+_OPEN_THREAD = DriverStatement(OPEN_THREAD)
+_LOCK_OWNED_THREAD = DriverStatement(LOCK_OWNED_THREAD)
+_INSERT_MESSAGE = DriverStatement(insert(MESSAGES).values(inserted_params("")))
+_CANCEL_FOLLOWUPS = DriverStatement(cancel_pending_statement(True))
+#: The user's OTHER streaming answers: the new one left out, as PostgreSQL's count does.
+_COUNT_OTHER_STREAMS = DriverStatement(COUNT_STREAMING.where(
+    MESSAGES.c.id != bindparam("except_id", type_=MESSAGES.c.id.type)))
+_SPENT_ON_DAY = DriverStatement(SPENT_ON_DAY)
+_TOUCH_THREAD = DriverStatement(TOUCH_THREAD_OF_MESSAGE)
+_FINISH_MESSAGE = DriverStatement(FINISH_MESSAGE)
+_MESSAGE_EXISTS = DriverStatement(MESSAGE_EXISTS)
+_INSERT_CALL = DriverStatement(INSERT_CALL)
+_ADD_TO_ROLLUP = DriverStatement(SQLITE_ROLLUP_UPSERT)
+
+
+@functools.cache
+def _history(limit: int) -> DriverStatement:
+    return DriverStatement(context_rows_select(limit))
+
+
+class SqliteTurnRows:
+    """The turn's repository on SQLite (app.turn.rows.TurnRows)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def open(self, request: OpeningRequest, guard: ThreadGuard | None = None
+                   ) -> Opened | Refused | None:
+        check_length(request.content or "", request.max_chars)
+        try:
+            if guard is None:
+                async with self.db.sqlite_writes() as writes:
+                    return _open(writes, request)
+            async with self.db.transaction(quick=True) as session:
+                if not await _LOCK_OWNED_THREAD.rows(
+                        session, {"thread_id": request.thread_id, "owner": request.user_id}):
+                    return None
+                await guard(session, request.thread_id)
+                return _open(await self.db.writes_in(session), request)
+        except RolledBack as rolled_back:
+            return rolled_back.refused
+
+    async def open_in(self, session: AsyncSession, request: OpeningRequest
+                      ) -> Opened | Refused | None:
+        try:
+            return _open(await self.db.writes_in(session), request)
+        except RolledBack as rolled_back:
+            return rolled_back.refused
+
+    async def finish(self, finished: FinishedMessage,
+                     notifications: Sequence[Notification] = (),
+                     hook: FinishHook | None = None) -> FinishedRow:
+        if notifications:
+            raise ValueError("NOTIFY is PostgreSQL's")
+        if hook is None:
+            async with self.db.sqlite_writes() as writes:
+                return _finish(writes, finished)
+        async with self.db.transaction(quick=True) as session:
+            row = _finish(await self.db.writes_in(session), finished)
+            await hook(session, row)
+            return row
+
+    async def bill(self, user_id: str, calls: Sequence[CallRecord]) -> None:
+        if not calls:
+            return
+        async with self.db.sqlite_writes() as writes:
+            _record(writes, calls, user_id, utcnow(), message=None)
+
+
+def _open(writes: SqliteWrites, request: OpeningRequest) -> Opened | None:
+    """The opening's statements. None for a missing or foreign thread; raises RolledBack
+    for a refusal, ContentTooLong or ThreadBusy."""
+    found = writes.rows(_OPEN_THREAD, {"thread_id": request.thread_id,
+                                       "owner": request.user_id, "now": utcnow()})
+    if not found:
+        return None
+    [row] = found
+    history = ([(r["role"], r["content"], r["created_at"]) for r in reversed(writes.rows(
+        _history(request.history_limit), {"context_of": request.thread_id}))]
+        if request.history_limit else [])
+    user_at, assistant_at = turn_times(utcnow(), row["newest_message_at"],
+                                       with_user=request.content is not None)
+    user = None
+    if request.content is not None and user_at is not None:
+        user = user_values(request.thread_id, request.user_id, request.content,
+                           synthetic=request.synthetic, trigger_type=request.trigger_type,
+                           trigger_reason=request.trigger_reason,
+                           max_chars=request.max_chars, now=user_at)
+    assistant = assistant_values(request.thread_id, request.user_id, assistant_at,
+                                 request.process_id)
+    with busy_on_conflict(request.thread_id):
+        writes.run_many(_INSERT_MESSAGE, [inserted_values(values)
+                                          for values in (user, assistant) if values])
+    if request.cancels_followups:
+        writes.run(_CANCEL_FOLLOWUPS, {"of_thread": request.thread_id, "now": utcnow()})
+    _check(writes, request, assistant["id"])
+    return Opened(unattached(Thread, row), detached(Message, user) if user else None,
+                  detached(Message, assistant), history)
+
+
+def _check(writes: SqliteWrites, request: OpeningRequest, assistant_id: object) -> None:
+    """The budget and the cap, read once the rows are in; RolledBack when one refuses."""
+    spent = others = None
+    if (budget := request.budget) is not None:
+        figures = writes.rows(_SPENT_ON_DAY, {"owner": request.user_id,
+                                              "budget_day": budget.day})[0]
+        spent = (int(figures["tokens"]), float(figures["cost"]))
+    if request.stream_cap is not None:
+        others = int(writes.scalar(_COUNT_OTHER_STREAMS, {"user_id": request.user_id,
+                                                          "except_id": assistant_id}))
+    refused = Refused(spent, others)
+    if refused.over_budget(budget) or (others is not None and request.stream_cap is not None
+                                       and others >= request.stream_cap):
+        raise RolledBack(refused)
+
+
+def _finish(writes: SqliteWrites, finished: FinishedMessage) -> FinishedRow:
+    """The answer stored as finished, its calls and the day's rollup. Raises MessageNotFound
+    or MessageAlreadyFinished; the transaction then stores nothing."""
+    params = finish_params(finished)
+    touched = writes.rows(_TOUCH_THREAD, params)
+    stored = writes.rows(_FINISH_MESSAGE, params)
+    if not stored:
+        found = writes.scalar(_MESSAGE_EXISTS, params) is not None
+        raise not_finished(finished.message_id, found=found)
+    message = unattached(Message, stored[0])
+    _record(writes, finished.llm_calls, message.user_id, params["now"], message=message)
+    return FinishedRow(message, (touched[0]["autonomy"] if touched else None) or {})
+
+
+def _record(writes: SqliteWrites, calls: Sequence[CallRecord], user_id: str,
+            now: dt.datetime, *, message: Message | None) -> None:
+    """One llm_calls row per call and the day's rollup, one upsert per model."""
+    if calls:
+        writes.run_many(_INSERT_CALL, call_rows(
+            calls, user_id, now, message_id=message.id if message else None,
+            thread_id=message.thread_id if message else None))
+    for values in turn_rollup_values(utc_day(now), calls):
+        writes.run(_ADD_TO_ROLLUP, {"user_id": user_id, **values})
+

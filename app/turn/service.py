@@ -1,0 +1,205 @@
+"""One chat turn: the I/O around the pure turn core (app/turns), read top to bottom.
+
+    turn = await open_turn(deps, user_id, thread_id, content)   # ThreadNotFound, ThreadBusy
+    async for event in turn.events(): ...                        # app.turns.events.TurnEvent
+
+open: the turn repository's opening reads the history and stores the user message and the
+`streaming` assistant message (app/turn/opening.py); no session is open while the
+answer streams. stream: the observers' stages, then each upstream chunk
+through the core's AnswerStream. finish: however the stream ended, ONE transaction stores
+what was sent with an honest status, exactly once (app/turn/persist.py).
+docs/architecture.md draws the cancellation flow."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+
+import structlog
+
+from app.clock import utcnow
+from app.kit.shield import run_shielded
+from app.logging import get_logger
+from app.records import FinalStatus, FinishedMessage
+from app.turn.deps import TurnDeps
+from app.turn.lease import TurnLease
+from app.turn.observers import (
+    ContextDraft,
+    TurnHandler,
+    TurnView,
+    after_finish_all,
+    report_warnings,
+)
+from app.turn.opening import (
+    CONTEXT_HISTORY_LIMIT,
+    TurnAdmission,
+    open_rows,
+    opening_request,
+)
+from app.turn.persist import TurnStore
+from app.turn.rows import ThreadGuard
+from app.turns.answer import AnswerStream
+from app.turns.events import Delta, Started, TurnEvent, TurnFailure
+from app.turns.finish import (
+    StoreResult,
+    TurnOutcome,
+    close_turn,
+    closing_events,
+    not_stored,
+    summary_fields,
+)
+from app.turns.usage import CallContext
+from app.upstream import UpstreamError, UpstreamStream
+
+log = get_logger("services.turn")
+
+async def open_turn(
+    deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
+    synthetic: bool = False, trigger_type: str | None = None,
+    trigger_reason: str | None = None, guard: ThreadGuard | None = None,
+    admit: TurnAdmission | None = None,
+) -> Turn:
+    """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
+    stored), or what `guard` or `admit` raise to store nothing (app.turn.opening).
+    The slot is taken before the opening, so no transaction (on SQLite: the write lock) is
+    held while waiting for one."""
+    lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
+                                 deps.openings)
+    request = opening_request(deps, user_id, thread_id, content, synthetic=synthetic,
+                              trigger_type=trigger_type, trigger_reason=trigger_reason,
+                              admit=admit)
+    try:
+        opened = await open_rows(deps, request, guard=guard, admit=admit)
+    except BaseException:
+        lease.give_back()
+        raise
+    assert opened.user is not None, "a turn with content stores its user message"
+    history = opened.history
+    view = TurnView.of(opened.thread, opened.user, opened.assistant, history,
+                       history_complete=len(history) < CONTEXT_HISTORY_LIMIT)
+    return Turn(deps, view, lease)
+
+
+class Turn:
+    """One turn between open and finish; its answer's state is the core's AnswerStream."""
+
+    def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None) -> None:
+        self.deps, self.view, self.message_id = deps, view, view.message_id
+        self._lease = lease or TurnLease(None, None)
+        self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off")
+        self.draft = ContextDraft(summary=view.thread_summary)
+        self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
+                        "message_id": str(view.message_id)}
+        self._handlers: list[TurnHandler] = []
+        self._prompt: list[dict[str, str]] = []
+        self._stream: UpstreamStream | None = None
+        self._call_started = utcnow()
+        #: finish() has started: the turn is ending, whatever else happens now.
+        self.finishing = False
+        self._closing: list[TurnEvent] = []
+        self.store_result: StoreResult | None = None
+
+    @property
+    def status(self) -> FinalStatus:
+        return self.answer.status
+
+    @property
+    def stored(self) -> bool:
+        """The finished message was committed (False before finish() or when it failed)."""
+        return self.store_result == "stored"
+
+    @property
+    def closing_events(self) -> list[TurnEvent]:
+        """The events that close the stream once finish() has run. Empty only when a finish
+        started elsewhere is still running: not stored yet."""
+        return self._closing or [not_stored("failed")]
+
+    async def events(self) -> AsyncGenerator[TurnEvent, None]:
+        """The turn's events in order. Closing or cancelling this iterator interrupts the
+        turn; it is stored either way."""
+        structlog.contextvars.bind_contextvars(**self.log_ids)
+        self._lease.checkpoint(self.message_id, lambda: self.answer.content)
+        try:
+            yield Started(self.view.thread_id, self.view.user_message_id, self.message_id)
+            self._handlers = [h for o in self.deps.observers if (h := o.open(self.view))]
+            for handler in self._handlers:
+                await handler.before_main(self.draft)
+            async with aclosing(self._main_call()) as deltas:
+                async for delta in deltas:
+                    yield delta
+        except UpstreamError as exc:
+            failure = TurnFailure(exc.code, exc.message, exc.http_status)
+            if last := self._fail(failure, flush=self._stream is not None):
+                yield last
+        except Exception as exc:
+            log.exception("turn_error", error=type(exc).__name__)
+            self._fail(TurnFailure("internal_error", "the gateway failed; see the server log"),
+                       flush=False)
+        finally:
+            await run_shielded(self.finish())
+        for event in self.closing_events:
+            yield event
+
+    async def _main_call(self) -> AsyncGenerator[Delta, None]:
+        recorder, settings = self.draft.recorder, self.deps.settings
+        with recorder.stage("context"):
+            self._prompt = self.draft.prompt(self.view, settings.system_prompt,
+                                             budget_chars=settings.context_budget_chars)
+        with recorder.stage("llm_calls"):
+            self._call_started = utcnow()
+            self._stream = await self.deps.upstream.open_stream(self._prompt)
+            self._lease.upstream_answered()
+            async with aclosing(self._stream.chunks()) as chunks:
+                async for chunk in chunks:
+                    if chunk.text:
+                        recorder.mark_first_token()
+                    delta = self.answer.feed(chunk)
+                    self._report_warnings()
+                    if delta:
+                        yield delta
+                        self._lease.delta_sent()
+                    if (held := self._lease.hold()) is not None:
+                        await held
+            last = self.answer.end()
+            self._report_warnings()
+            if last:
+                yield last
+
+    def _fail(self, failure: TurnFailure, *, flush: bool) -> Delta | None:
+        log.warning("turn_failed", code=failure.code, error=failure.message)
+        last = self.answer.fail(failure, flush=flush)
+        self._report_warnings()
+        return last
+
+    def _report_warnings(self) -> None:
+        report_warnings(self.answer.take_warnings(), self._handlers)
+
+    async def finish(self) -> None:
+        """Close the upstream, store the message with its status and usage, exactly once.
+        The ids are bound here too: the SSE response may finish a turn whose events() never
+        ran (the client left first)."""
+        if self.finishing:
+            return
+        self.finishing = True
+        with structlog.contextvars.bound_contextvars(**self.log_ids):
+            await self._lease.close_and_give_back(self._stream)
+            upstream = self.deps.upstream
+            ctx = CallContext(upstream.model, upstream.request_params(), self.deps.prices)
+            finished, outcome = close_turn(
+                self.message_id, self.answer, self.draft.recorder, ctx,
+                prompt=self._prompt, started_at=self._call_started)
+            store = TurnStore(self.deps.db, self.deps.rows, self.view.user_id, self._handlers)
+            self.store_result = await store.store_then(
+                finished, outcome, lambda result: self._settle(result, finished, outcome))
+            self._closing = closing_events(finished, self.answer, self.store_result)
+
+    async def _settle(self, result: StoreResult, finished: FinishedMessage,
+                      outcome: TurnOutcome) -> None:
+        """The message's fate is known: the hooks after the store, then the turn's one
+        summary line (`stored=false`: the row is left for the stale-streaming sweep, or gone
+        with its thread)."""
+        self.store_result = result
+        await after_finish_all(self._handlers, finished, outcome, stored=self.stored)
+        log.info("turn_finished", stored=self.stored, **summary_fields(
+            finished, outcome, duration_ms=self.draft.recorder.elapsed_ms()))

@@ -1,0 +1,174 @@
+"""What crosses gateway processes about a running turn, through Redis (`CHATGATE_REDIS_URL`),
+so that a client resumes, or stops, a turn on whichever process its request reaches:
+
+- the turn's log, mirrored into a Redis Stream `<prefix>:turn:<message id>:log` by the owning
+  process (one pipelined XADD batch per wakeup, not one round trip per delta), entry id
+  `<position>-1`, capped at `max_events` entries (approximate MAXLEN), expiring `keep_s`
+  after its last write;
+- the readers of other processes, each refreshing `<prefix>:turn:<message id>:readers`
+  (a short-lived key) while it follows, so the owner does not end the turn for lack of a
+  reader while one is reading elsewhere;
+- stop requests, published on `<prefix>:turn-stops`; every process listens and the owner
+  stops its turn.
+
+A Redis failure costs only the cross-process part: the owner keeps streaming to its own
+readers, and logs `turn_share_failed`."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from app.logging import get_logger
+from app.turn.event_log import LogTrimmed, TurnLog
+from app.turns.event_codec import event_from_json, event_to_json, is_last
+from app.turns.events import TurnEvent
+
+log = get_logger("services.turn_share")
+
+REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
+#: A follower waits this long per XREAD (and refreshes its presence as often).
+FOLLOW_BLOCK_MS = 1000
+#: A follower's presence outlives its last refresh by this much.
+PRESENCE_TTL_MS = 3000
+#: After this many silent XREADs, a follower asks whether the answer is still streaming.
+SILENT_ROUNDS_PER_CHECK = 5
+
+
+def position_id(position: int) -> str:
+    """The stream entry id of a log position (ids must be above 0-0)."""
+    return f"{position}-1"
+
+
+def id_position(entry_id: bytes | str) -> int:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.split("-", 1)[0])
+
+
+class SharedTurns:
+    """The Redis side of turn logs, presence and stop requests for one process."""
+
+    def __init__(self, url: str, *, prefix: str, keep_s: float, max_events: int,
+                 follow_block_ms: int = FOLLOW_BLOCK_MS) -> None:
+        self.client: aioredis.Redis = aioredis.Redis.from_url(
+            url, socket_timeout=follow_block_ms / 1000 + 4.0, socket_connect_timeout=1.0)
+        self.prefix, self.keep_s, self.max_events = prefix, keep_s, max_events
+        self.follow_block_ms = follow_block_ms
+
+    def log_key(self, message_id: uuid.UUID) -> str:
+        return f"{self.prefix}:turn:{message_id}:log"
+
+    def readers_key(self, message_id: uuid.UUID) -> str:
+        return f"{self.prefix}:turn:{message_id}:readers"
+
+    @property
+    def stop_channel(self) -> str:
+        return f"{self.prefix}:turn-stops"
+
+    async def mirror(self, message_id: uuid.UUID, turn_log: TurnLog) -> None:
+        """Copy the log into its Redis Stream as it grows, until it is closed."""
+        key, position = self.log_key(message_id), 0
+        try:
+            while True:
+                await turn_log.wait(position)
+                try:
+                    events = turn_log.read(position)
+                except LogTrimmed:
+                    position = turn_log.first
+                    continue
+                if not events:
+                    return  # closed, and everything is written
+                await self._write(key, position, events)
+                position += len(events)
+        except REDIS_ERRORS as exc:
+            log.warning("turn_share_failed", what="mirror", message_id=str(message_id),
+                        error=type(exc).__name__)
+
+    async def _write(self, key: str, position: int, events: list[TurnEvent]) -> None:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for offset, event in enumerate(events):
+                pipe.xadd(key, {"e": orjson.dumps(event_to_json(event))},
+                          id=position_id(position + offset), maxlen=self.max_events,
+                          approximate=True)
+            pipe.expire(key, max(1, round(self.keep_s)))
+            await pipe.execute()
+
+    async def span(self, message_id: uuid.UUID) -> tuple[int, int] | None:
+        """The first and last positions the shared log holds, or None without one."""
+        key = self.log_key(message_id)
+        first: Any = await self.client.xrange(key, count=1)
+        last: Any = await self.client.xrevrange(key, count=1)
+        if not first or not last:
+            return None
+        return id_position(first[0][0]), id_position(last[0][0])
+
+    async def follow(self, message_id: uuid.UUID, start: int,
+                     streaming: Callable[[], Awaitable[bool]]) -> AsyncIterator[TurnEvent]:
+        """The events from `start` on, live, up to the closing one. Returns early (without
+        a closing event) when the log is gone or the answer is no longer streaming while
+        the log stays silent: its owner died, and the stored row is what is left."""
+        key, silent = self.log_key(message_id), 0
+        cursor: bytes | str = position_id(start - 1) if start > 0 else "0-0"
+        while True:
+            await self.client.set(self.readers_key(message_id), 1, px=PRESENCE_TTL_MS)
+            reply: Any = await self.client.xread({key: cursor}, count=500,
+                                                 block=self.follow_block_ms)
+            if not reply:
+                silent += 1
+                if silent % SILENT_ROUNDS_PER_CHECK == 0 and (
+                        not await self.client.exists(key) or not await streaming()):
+                    return
+                continue
+            silent = 0
+            for entry_id, fields in reply[0][1]:
+                cursor = entry_id
+                event = event_from_json(orjson.loads(fields[b"e"]))
+                yield event
+                if is_last(event):
+                    return
+
+    async def read_elsewhere(self, message_id: uuid.UUID) -> bool:
+        """A process other than the owner has a reader of this turn right now."""
+        try:
+            return bool(await self.client.exists(self.readers_key(message_id)))
+        except REDIS_ERRORS as exc:
+            log.warning("turn_share_failed", what="presence", message_id=str(message_id),
+                        error=type(exc).__name__)
+            return False
+
+    async def request_stop(self, message_id: uuid.UUID) -> None:
+        await self.client.publish(self.stop_channel, str(message_id))
+
+    async def listen_for_stops(self, on_stop: Callable[[uuid.UUID], object]) -> None:
+        """Call `on_stop` for each stop request of any process, until cancelled; a lost
+        connection is retried every second."""
+        while True:
+            try:
+                async with self.client.pubsub() as pubsub:
+                    await pubsub.subscribe(self.stop_channel)
+                    while True:
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=1.0)
+                        if message is not None and message["type"] == "message":
+                            _stop_one(on_stop, message["data"])
+            except REDIS_ERRORS as exc:
+                log.warning("turn_share_failed", what="stops", error=type(exc).__name__)
+                await asyncio.sleep(1.0)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _stop_one(on_stop: Callable[[uuid.UUID], object], data: bytes | str) -> None:
+    try:
+        message_id = uuid.UUID(data.decode() if isinstance(data, bytes) else data)
+    except ValueError:
+        log.warning("turn_stop_ignored", reason="not_a_message_id")
+        return
+    on_stop(message_id)

@@ -1,0 +1,95 @@
+"""Stream traces (`trace_streams`): keep the raw upstream chunks of a stream and the
+filter's events in `stream_traces`, so scripts/replay_stream.py can replay a bad stream.
+
+No per-chunk work here: while tracing is on, the turn's AnswerStream keeps its raw chunks
+and the filter its warning records; the tracer reads both once, inside the finishing
+transaction, and only for the streams the mode asks for:
+
+    all     every stream
+    errors  streams with a filter warning or a status other than `complete`
+    off     none (the tracer is not registered)
+
+A trace must never cost the message: it is written in a SAVEPOINT, and a failure is logged
+(`turn_observer_failed`) and rolled back to it while the message is stored as usual."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.logging import get_logger
+from app.records import FinishedMessage
+from app.replay import warning_event
+from app.turn.observers import TurnHandler, TurnView
+from app.turn.rows import FinishedRow, traces
+from app.turns.finish import TurnOutcome
+
+log = get_logger("services.tracing")
+
+TraceMode = Literal["errors", "all"]
+
+
+def wants_trace(mode: TraceMode, outcome: TurnOutcome, finished: FinishedMessage) -> bool:
+    if mode == "all":
+        return True
+    return finished.status != "complete" or bool(outcome.warnings)
+
+
+def finish_event(outcome: TurnOutcome, finished: FinishedMessage) -> dict[str, Any]:
+    """How the stream ended, and the content the gateway stored for it."""
+    return {
+        "type": "finish", "status": finished.status, "filter_closed": outcome.filter_closed,
+        "finish_reason": outcome.finish_reason,
+        "error": outcome.failure.code if outcome.failure else None,
+        "chunks": outcome.text_chunks, "content": finished.content,
+    }
+
+
+class StreamTracer:
+    """Writes the trace of the streams `mode` selects."""
+
+    def __init__(self, mode: TraceMode) -> None:
+        self.mode: TraceMode = mode
+
+    def open(self, view: TurnView) -> TurnHandler:
+        return _TraceHandler(self.mode, view)
+
+
+class _TraceHandler(TurnHandler):
+    def __init__(self, mode: TraceMode, view: TurnView) -> None:
+        self.mode: TraceMode = mode
+        self.view = view
+        self.traced = False
+
+    def may_write_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome) -> bool:
+        return outcome.raw_chunks is not None and wants_trace(self.mode, outcome, finished)
+
+    def writes_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome,
+                         row: FinishedRow) -> bool:
+        return self.may_write_in_finish(finished, outcome)
+
+    async def in_finish_transaction(
+        self, session: AsyncSession, finished: FinishedMessage, outcome: TurnOutcome,
+        row: FinishedRow,
+    ) -> None:
+        self.traced = False
+        if outcome.raw_chunks is None or not wants_trace(self.mode, outcome, finished):
+            return
+        events = [warning_event(w) for w in outcome.warnings]
+        events.append(finish_event(outcome, finished))
+        await traces.save_trace(
+            session, message_id=self.view.message_id, thread_id=self.view.thread_id,
+            user_id=self.view.user_id, model=outcome.model, status=finished.status,
+            chunks=list(outcome.raw_chunks), events=events,
+        )
+        self.traced = True  # reached only when the trace is written
+
+    async def after_finish(
+        self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool
+    ) -> None:
+        """Logged once committed, so the line never names a trace that was rolled back."""
+        if stored and self.traced:
+            log.info("stream_traced", mode=self.mode, status=finished.status,
+                     chunks=outcome.text_chunks,
+                     warnings=[w.kind for w in outcome.warnings])

@@ -1,0 +1,118 @@
+"""The usage rollup: user_token_usage rows keyed by (user, period_type, period_start, model),
+incremented with one atomic INSERT ... ON CONFLICT DO UPDATE SET x = x + excluded.x per model,
+so concurrent writers never lose an increment (no read-modify-write in Python).
+
+How a turn is counted (which call carries the message, how costs add) is a pure rule in
+app.usage.figures, shared with the backfill; this module only writes what it says."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, Executable, bindparam, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.clock import utcnow
+from app.records import CallRecord
+from app.store.models import UserTokenUsage, table_of
+from app.usage.figures import UsageFigures, deltas_by_model
+
+PERIOD_DAY = "day"
+_InsertT = TypeVar("_InsertT", postgresql.Insert, sqlite.Insert)
+
+
+def utc_day(moment: dt.datetime) -> dt.date:
+    """The UTC calendar day of an aware datetime (the rollup period)."""
+    return moment.astimezone(dt.UTC).date()
+
+
+#: The rollup columns a delta adds to; every other column keys the row or is set.
+_SUMMED = ("total_tokens", "prompt_tokens", "completion_tokens", "message_count",
+           "llm_call_count", "unpriced_call_count")
+
+
+#: A rollup row's columns as an upsert writes them, the user first.
+_ROLLUP_COLUMNS = ("user_id", "period_type", "period_start", "model", *_SUMMED, "cost_usd",
+                   "updated_at")
+
+
+def _adding_on_conflict(row: _InsertT) -> _InsertT:
+    """The INSERT `row`, adding its figures to the (user, period, model) row when that row
+    exists already."""
+    t, new = table_of(UserTokenUsage).c, row.excluded
+    set_: dict[str, Any] = {name: t[name] + new[name] for name in _SUMMED}
+    # NULL + x is NULL: keep whichever side is known, the sum when both are.
+    set_["cost_usd"] = func.coalesce(t.cost_usd + new.cost_usd, t.cost_usd, new.cost_usd)
+    set_["updated_at"] = new.updated_at
+    return row.on_conflict_do_update(
+        index_elements=["user_id", "period_type", "period_start", "model"], set_=set_)
+
+
+@functools.cache
+def _rollup_upsert(dialect: str) -> Executable:
+    """The upsert, built once per dialect: building it (its `excluded` alias, its SET clause)
+    costs more CPU than running it, and only its parameters change from turn to turn."""
+    table = table_of(UserTokenUsage)
+    if dialect == "postgresql":
+        return _adding_on_conflict(postgresql.insert(table))
+    return _adding_on_conflict(sqlite.insert(table))
+
+
+#: SQLite's upsert with a parameter for each column, named as the column (the user's id and
+#: turn_rollup_values' keys): as the driver's SQL (app.turn.rows.sqlite).
+SQLITE_ROLLUP_UPSERT = _adding_on_conflict(sqlite.insert(table_of(UserTokenUsage)).values({
+    name: bindparam(name, type_=table_of(UserTokenUsage).c[name].type)
+    for name in _ROLLUP_COLUMNS}))
+
+
+def rollup_upsert_of(user_id: ColumnElement[str], prefix: str) -> postgresql.Insert:
+    """PostgreSQL's upsert as INSERT ... SELECT, for a data-modifying CTE: the user is
+    `user_id`, a column of the CTE it depends on (no row there, nothing added), and every
+    other value a parameter named `prefix` + its column, as turn_rollup_values gives them."""
+    table = table_of(UserTokenUsage)
+    values = [bindparam(prefix + name, type_=table.c[name].type) for name in _ROLLUP_COLUMNS[1:]]
+    return _adding_on_conflict(
+        postgresql.insert(table).from_select(_ROLLUP_COLUMNS, select(user_id, *values)))
+
+
+def _rollup_values(*, period_start: dt.date, model: str, delta: UsageFigures,
+                  period_type: str = PERIOD_DAY) -> dict[str, Any]:
+    """An upsert's values but the user's."""
+    return {
+        "period_type": period_type, "period_start": period_start, "model": model,
+        **{name: getattr(delta, name) for name in _SUMMED},
+        # the column takes floats (Numeric asdecimal=False); the exact sum converts once here
+        "cost_usd": None if delta.cost_usd is None else float(delta.cost_usd),
+        "updated_at": utcnow(),
+    }
+
+
+def turn_rollup_values(day: dt.date, calls: Sequence[CallRecord]) -> list[dict[str, Any]]:
+    """The values of each upsert one finished turn makes, one per model, sorted by model: the
+    upserts lock the user's rollup rows in that order, the same for every turn."""
+    return [_rollup_values(period_start=day, model=model, delta=delta)
+            for model, delta in sorted(deltas_by_model(calls).items())]
+
+
+async def add_to_rollup(
+    s: AsyncSession, *, user_id: str, period_start: dt.date, model: str, delta: UsageFigures,
+    period_type: str = PERIOD_DAY,
+) -> None:
+    """Atomically add delta to the (user, period, model) row, creating it if missing."""
+    await s.execute(_rollup_upsert(s.get_bind().dialect.name), {
+        "user_id": user_id, **_rollup_values(period_start=period_start, model=model,
+                                             delta=delta, period_type=period_type)})
+
+
+async def usage_of_day(s: AsyncSession, user_id: str, day: dt.date) -> tuple[int, float]:
+    """The user's tokens and known cost (USD) of one UTC day, every model, from the rollup."""
+    query = select(func.coalesce(func.sum(UserTokenUsage.total_tokens), 0),
+                   func.coalesce(func.sum(UserTokenUsage.cost_usd), 0)).where(
+        UserTokenUsage.user_id == user_id, UserTokenUsage.period_type == PERIOD_DAY,
+        UserTokenUsage.period_start == day)
+    tokens, cost = (await s.execute(query)).one()
+    return int(tokens or 0), float(cost or 0)
