@@ -17,9 +17,9 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.e2e.helpers import new_thread
+from tests.e2e.helpers import new_thread, wait_for_status
 from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
-from tests.support.gateway import DemoLlm, StartGateway, post_turn
+from tests.support.gateway import DemoLlm, StartGateway, iter_sse, post_turn
 from tests.support.tcp_proxy import TcpProxy, running_proxy
 
 pytestmark = pytest.mark.postgres
@@ -100,3 +100,39 @@ async def test_a_silent_partition_is_a_503_within_the_bound_then_recovers(
     assert back.status_code == 200 and [t["id"] for t in back.json()["threads"]] == [thread_id]
     assert turn.one("message_end")["status"] == "complete"
     assert ready_again.status_code == 200
+
+
+async def test_a_stream_caught_by_a_silent_partition_ends_with_storage_error(
+    slow_demo_llm: DemoLlm, start_gateway: StartGateway
+) -> None:
+    """The answer streams on (the model is not behind the partition); its finish cannot be
+    stored, so the stream ends with `storage_error` once the inline attempts ran out instead
+    of pinging forever, and once the network is back the background retry stores exactly
+    the text the client saw."""
+    with proxied_postgres() as (gateway_url, proxy):
+        gateway = start_gateway("postgresql", upstream=slow_demo_llm, env=ENV,
+                                database_url=gateway_url)
+        # Over HTTP: the in-memory transport hands over a response only once it is complete.
+        async with gateway.client(await gateway.api_key("streaming"), timeout=60,
+                                  over_http=True) as client:
+            thread_id = await new_thread(client)
+            seen: list[str] = []
+            last, code = "", None
+            started = time.monotonic()
+            async with asyncio.timeout(GIVE_UP_S * 3), client.stream(
+                    "POST", f"/api/threads/{thread_id}/messages",
+                    json={"content": "[long] please write a lot"}) as response:
+                async for event in iter_sse(response):
+                    last = event.event
+                    if event.event == "delta":
+                        if not seen:
+                            proxy.silence()
+                        seen.append(event.data["text"])
+                    elif event.event == "error":
+                        code = event.data["code"]
+            took = time.monotonic() - started
+            proxy.speak()
+            stored = await wait_for_status(client, thread_id, "complete", timeout_s=30)
+    print(f"a stream under a silent partition ended with {code} after {took:.1f} s")
+    assert last == "error" and code == "storage_error"
+    assert stored["content"] == "".join(seen) and len(seen) > 10
