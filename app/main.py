@@ -42,7 +42,7 @@ from app.process.service import ProcessRegistry
 from app.routes import api_routes
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
-from app.store.db import Database
+from app.store.db import Database, DatabaseTimeouts
 from app.store.errors import DatabaseUnavailable
 from app.turn.announcer import MessageAnnouncer
 from app.turn.checkpoints import Checkpointer
@@ -149,10 +149,18 @@ def _warn_unknown_model_price(model: str) -> None:
     log.warning("unknown_model_price", model=model)
 
 
+def database_timeouts(settings: Settings) -> DatabaseTimeouts:
+    """The operator's bounds on every wait for the database (the store reads no settings)."""
+    return DatabaseTimeouts(connect_s=settings.database_connect_timeout_s,
+                            statement_s=settings.database_statement_timeout_s,
+                            pool_s=settings.database_pool_timeout_s)
+
+
 def build_runtime(settings: Settings) -> Runtime:
     prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
     db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s,
-                  sqlite_merge_on_commit=False, postgres_pool_size=settings.database_pool_size)
+                  sqlite_merge_on_commit=False, postgres_pool_size=settings.database_pool_size,
+                  timeouts=database_timeouts(settings))
     config = upstream_config(settings)
     http = make_http_client(config)
     client = make_openai_client(config, http)

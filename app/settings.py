@@ -91,11 +91,20 @@ class Settings(BaseSettings):
     revocation_check_s: float = 2.0
     #: `Retry-After` of a 503 `database_unavailable` answer.
     database_retry_after_s: int = 5
-    #: SQLite only: how long a transaction waits for another writer before it fails.
-    sqlite_busy_timeout_s: float = 30.0
+    #: SQLite only: how long a transaction waits for another writer before it fails (the
+    #: only wait on a local file; a statement's bound on SQLite).
+    sqlite_busy_timeout_s: float = Field(default=30.0, gt=0)
     #: PostgreSQL only: connections this process keeps open. A statement that finds all in
-    #: use waits for one (30 s at most; then opening a turn answers 503 `gateway_busy`).
+    #: use waits for one (`database_pool_timeout_s` at most; then opening a turn answers 503
+    #: `gateway_busy`).
     database_pool_size: int = Field(default=20, ge=1)
+    #: Bounds on every wait for the database (app.store.db.DatabaseTimeouts), so that a
+    #: database that stops answering without closing its sockets (a network partition) is a
+    #: 503 `database_unavailable` after the bound, not a hang. PostgreSQL: a new connection
+    #: (handshake included), each statement's answer; both: a free pooled connection.
+    database_connect_timeout_s: float = Field(default=5.0, gt=0)
+    database_statement_timeout_s: float = Field(default=10.0, gt=0)
+    database_pool_timeout_s: float = Field(default=30.0, gt=0)
     #: uvicorn worker processes of scripts/serve and the Docker entry point (PostgreSQL only
     #: above 1: see app.serve.check_workers).
     workers: int = Field(default=1, ge=1, le=64)

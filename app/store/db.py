@@ -8,18 +8,30 @@ Taking over BEGIN from the sqlite3 module also makes SAVEPOINT (begin_nested) wo
 Within one process, SQLite transactions also queue on an asyncio.Lock: SQLite's busy handler
 waits by sleeping (up to 100 ms a try), so letting coroutines of one process fight over the file
 lock wastes time that a FIFO queue does not. Other processes still meet the busy timeout.
+
+Every wait on the database is bounded (DatabaseTimeouts), so that a database that stops
+answering without closing its sockets (a network partition, a hung server) costs a request
+the bound and a 503, not a hang: on PostgreSQL the connect (asyncpg's `timeout`), each
+statement (asyncpg's `command_timeout`) and the pool's checkout; the gateway's sockets carry
+TCP keepalive, so a peer that vanished is noticed even on a connection nobody is using. A
+statement that timed out leaves its connection waiting for an answer that may never come, so
+the connection is closed at once (not returned to the pool, nor closed politely, which would
+wait for the server again). On SQLite the only wait is for another
+writer's lock (the busy timeout) and the pool's checkout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, ExceptionContext, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
@@ -49,6 +61,24 @@ RESTART_LOG_FRAMES = 4_000
 RESTART_LOG_WAIT_MS = 100
 #: PostgreSQL connections a process keeps open (see create_engine_for).
 POSTGRES_POOL_SIZE = 20
+#: TCP keepalive of PostgreSQL sockets, both ends: the first probe after this many seconds of
+#: silence, then one every KEEPALIVE_INTERVAL_S, the peer dead after KEEPALIVE_COUNT unanswered.
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseTimeouts:
+    """How long the store waits for the database, in seconds (app.settings has the operator's
+    values; these defaults are for scripts and tests). None: no bound (migrations, whose
+    statements may rightly run for minutes, pass statement_s=None).
+
+    connect_s: a new PostgreSQL connection, handshake and authentication included.
+    statement_s: each PostgreSQL statement's answer (a transaction's BEGIN and COMMIT too).
+    pool_s: a free pooled connection (both databases); past it, DatabaseBusy."""
+
+    connect_s: float = 5.0
+    statement_s: float | None = 10.0
+    pool_s: float = 30.0
 
 #: What a store function that writes with one statement runs it on: a session in a
 #: transaction, or, in Database.one_statement's block on PostgreSQL, a bare connection.
@@ -111,7 +141,8 @@ def _install_sqlite_hooks(engine: AsyncEngine, *, foreign_keys: bool, busy_timeo
 def create_engine_for(
     url: str | URL, *, sqlite_foreign_keys: bool = True,
     sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS, sqlite_merge_on_commit: bool = True,
-    postgres_pool_size: int = POSTGRES_POOL_SIZE, **engine_kwargs: Any
+    postgres_pool_size: int = POSTGRES_POOL_SIZE,
+    timeouts: DatabaseTimeouts = DatabaseTimeouts(statement_s=None), **engine_kwargs: Any
 ) -> AsyncEngine:
     """An AsyncEngine with the per-backend settings the store relies on.
 
@@ -120,6 +151,7 @@ def create_engine_for(
     sqlite_merge_on_commit=False: no commit copies the write-ahead log into the database file
     (SQLite's automatic checkpoint); Database.merge_sqlite_log must, as the gateway's
     background task does.
+    `timeouts`: see DatabaseTimeouts; by default no statement bound (alembic's engine).
     """
     parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -133,6 +165,7 @@ def create_engine_for(
             # cache, and handed round the pool each write read again (from the log) the
             # pages the others had written, about 70 reads a turn.
             engine_kwargs.setdefault("pool_use_lifo", True)
+            engine_kwargs.setdefault("pool_timeout", timeouts.pool_s)
         engine_kwargs.setdefault("async_creator", one_trip_creator(parsed, sqlite_busy_timeout_ms))
         engine = create_async_engine(parsed, **engine_kwargs)
         _install_sqlite_hooks(engine, foreign_keys=sqlite_foreign_keys,
@@ -149,10 +182,75 @@ def create_engine_for(
         engine_kwargs.setdefault("pool_size", postgres_pool_size)
         engine_kwargs.setdefault("max_overflow", 0)
         engine_kwargs.setdefault("pool_recycle", 1800)
+        engine_kwargs.setdefault("pool_timeout", timeouts.pool_s)
+    engine_kwargs["connect_args"] = _postgres_connect_args(
+        timeouts, engine_kwargs.get("connect_args", {}))
     engine = create_async_engine(parsed, **engine_kwargs)
     if not engine_kwargs.get("pool_pre_ping"):
         _install_closed_check(engine)
+    _install_bounded_waits(engine)
     return engine
+
+
+def _postgres_connect_args(timeouts: DatabaseTimeouts, given: dict[str, Any]
+                           ) -> dict[str, Any]:
+    """asyncpg's connect arguments: the connect and statement bounds (what the caller gave
+    wins). No server_settings: PgBouncer refuses a connection whose startup packet carries a
+    parameter it does not know (tcp_keepalives_*, statement_timeout), so the server's end of
+    keepalive is the server's configuration (docs/production.md)."""
+    return {"timeout": timeouts.connect_s, "command_timeout": timeouts.statement_s, **given}
+
+
+def _keep_alive(sock: socket.socket) -> None:
+    """The gateway's end of TCP keepalive on a PostgreSQL socket (asyncpg has no option for
+    it): an idle pooled connection to a peer that vanished fails instead of waiting for the
+    first statement to time out."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL",
+                        KEEPALIVE_INTERVAL_S), ("TCP_KEEPCNT", KEEPALIVE_COUNT)):
+        option = getattr(socket, name, None)  # Linux's names; macOS has TCP_KEEPALIVE
+        if option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
+def _timed_out(exc: BaseException | None) -> bool:
+    """A bound of asyncpg's (connect, statement, cancellation) ran out: asyncio's
+    TimeoutError, raised as is through SQLAlchemy, which wraps only the driver's own errors."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, TimeoutError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _install_bounded_waits(engine: AsyncEngine) -> None:
+    """Keepalive on every new connection's socket, and a statement that timed out counted as
+    a lost connection. Otherwise SQLAlchemy would return the connection to the pool through
+    a ROLLBACK, which waits on the server again (asyncpg first waits for the timed-out
+    statement's cancellation), and then hand it to the next request. The server finishes a
+    statement cut off this way on its own (or at its statement_timeout, if one is set)."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        transport = getattr(dbapi_connection.driver_connection, "_transport", None)
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            _keep_alive(sock)
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> None:
+        if not _timed_out(context.original_exception):
+            return
+        context.is_disconnect = True
+        # This connection only: a slow statement on a healthy server says nothing of the
+        # pool's other connections (in a partition each fails at its next statement).
+        context.invalidate_pool_on_disconnect = False
+        if context.connection is not None and not context.connection.invalidated:
+            driver = context.connection.connection.driver_connection
+            if driver is not None:
+                driver.terminate()
 
 
 def _install_closed_check(engine: AsyncEngine) -> None:
@@ -160,7 +258,8 @@ def _install_closed_check(engine: AsyncEngine) -> None:
     replaced at checkout. asyncpg knows it without a round trip: the socket's end reached its
     protocol while the connection sat in the pool. SQLAlchemy's pre-ping asked the server
     instead, a round trip at every checkout, twice a turn. (A connection cut without a word,
-    no FIN or RST, fails its first statement instead; the turn's finish retries.)"""
+    no FIN or RST, fails its first statement at the statement timeout, or sooner when TCP
+    keepalive has given up on it; the turn's finish retries.)"""
 
     @event.listens_for(engine.sync_engine, "checkout")
     def _on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
@@ -176,14 +275,16 @@ class Database:
 
     def __init__(self, url: str | URL, *, sqlite_busy_timeout_s: float | None = None,
                  sqlite_merge_on_commit: bool = True,
-                 postgres_pool_size: int = POSTGRES_POOL_SIZE, **engine_kwargs: Any) -> None:
+                 postgres_pool_size: int = POSTGRES_POOL_SIZE,
+                 timeouts: DatabaseTimeouts = DatabaseTimeouts(),
+                 **engine_kwargs: Any) -> None:
         self.url: URL = async_url(url)
         self._busy_timeout_ms = (SQLITE_BUSY_TIMEOUT_MS if sqlite_busy_timeout_s is None
                                  else round(sqlite_busy_timeout_s * 1000))
         self.engine: AsyncEngine = create_engine_for(
             self.url, sqlite_busy_timeout_ms=self._busy_timeout_ms,
             sqlite_merge_on_commit=sqlite_merge_on_commit,
-            postgres_pool_size=postgres_pool_size, **engine_kwargs)
+            postgres_pool_size=postgres_pool_size, timeouts=timeouts, **engine_kwargs)
         self.sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
             self.engine, expire_on_commit=False
         )

@@ -19,6 +19,9 @@ _ASYNCPG_UNAVAILABLE: tuple[type[BaseException], ...] = (
     asyncpg.TooManyConnectionsError,
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
+    # 57014: the server cancelled the statement (a statement_timeout or lock wait the
+    # operator set on the role, or the cancel asyncpg sends when its command_timeout ran out)
+    asyncpg.QueryCanceledError,
 )
 #: SQLAlchemy's wrappers that, whatever the backend, mean the connection is unusable:
 #: OperationalError covers SQLite's "database is locked", "unable to open database file" and
@@ -27,7 +30,9 @@ _SA_UNAVAILABLE: tuple[type[BaseException], ...] = (
     sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.DisconnectionError,
     sa_exc.TimeoutError,
 )
-#: Refused, reset, unreachable (OSError, ConnectionError) and connect timeouts.
+#: Refused, reset, unreachable (OSError, ConnectionError), and every bound of the store's
+#: running out (app.store.db.DatabaseTimeouts): asyncpg's connect and statement timeouts and
+#: asyncio's are all TimeoutError, which SQLAlchemy passes on unwrapped.
 _OS_UNAVAILABLE: tuple[type[BaseException], ...] = (OSError, TimeoutError)
 
 

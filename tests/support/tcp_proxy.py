@@ -1,6 +1,9 @@
 """A TCP proxy a test owns, to cut a PostgreSQL server off from a gateway without touching
 the server: `cut()` closes every proxied connection and the listening socket (new
-connections are refused), `restore()` listens again on the same port.
+connections are refused), `restore()` listens again on the same port. `silence()` is a
+partition instead: every socket stays open and new ones are accepted, but nothing is
+forwarded either way, no FIN and no RST; `speak()` forwards again what was held, as TCP
+delivers what it retransmitted once a partition heals.
 
 It runs its own event loop in a thread: the gateway subprocess must reach the database while
 the test blocks (start_gateway waits synchronously)."""
@@ -24,6 +27,8 @@ class TcpProxy:
                                         daemon=True)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         self._thread.start()
 
     def _call(self, coro: object) -> None:
@@ -32,11 +37,18 @@ class TcpProxy:
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, asyncio.CancelledError):
             while data := await reader.read(65536):
+                await self._flowing.wait()
                 writer.write(data)
                 await writer.drain()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._flowing.wait()  # not even the end of a connection while silent
         writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        await self._flowing.wait()  # accepted, and held while silent
+        if writer.is_closing():
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
@@ -59,6 +71,19 @@ class TcpProxy:
         for writer in list(self._writers):
             writer.transport.abort()  # RST, like a server that went away
         self._writers.clear()
+        self._flowing.set()  # what was held ends with its connection
+
+    async def _set_flowing(self, flowing: bool) -> None:
+        if flowing:
+            self._flowing.set()
+        else:
+            self._flowing.clear()
+
+    def silence(self) -> None:
+        self._call(self._set_flowing(False))
+
+    def speak(self) -> None:
+        self._call(self._set_flowing(True))
 
     def restore(self) -> None:
         self._call(self._listen())
