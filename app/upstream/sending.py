@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import orjson
 
+from app.sanitize import replace_surrogates
 from app.upstream.errors import (
     LOGGED_DETAIL_CHARS,
     UpstreamError,
@@ -73,7 +74,7 @@ class StreamSender:
 
     async def send(self, body: Mapping[str, Any]) -> httpx.Response:
         """Raises UpstreamError once the retries are spent (or for an answer not retried)."""
-        content = orjson.dumps(body)
+        content = _encoded(body)
         headers = {**self._headers, "Content-Length": str(len(content))}
         for attempt in range(self._max_retries + 1):
             retries_left = attempt < self._max_retries
@@ -94,6 +95,16 @@ class StreamSender:
                 continue
             raise await _status_error(response)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _encoded(body: Mapping[str, Any]) -> bytes:
+    """The body as JSON. The request parsers replace lone surrogates already; one that got
+    past them (no UTF-8 text can hold it, and orjson refuses it) goes as U+FFFD, as the
+    store would write it, instead of failing the turn."""
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(replace_surrogates(dict(body)))
 
 
 async def _once(content: bytes) -> AsyncIterator[bytes]:
