@@ -80,7 +80,8 @@ async def json_object(request: Request, *, optional: bool = False) -> dict[str, 
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "the request body must be a JSON object")
     if _MAY_HOLD_SURROGATE.search(raw):
-        data = replace_surrogates(data)
+        cleaned: dict[str, Any] = replace_surrogates(data)
+        return cleaned
     return data
 
 

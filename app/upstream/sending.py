@@ -117,7 +117,9 @@ async def _once(content: bytes) -> AsyncIterator[bytes]:
 
 async def _status_error(response: httpx.Response) -> UpstreamError:
     """The model server answered with an error status: the start of its body goes to the
-    log (more than is logged: the markers removed from it may shorten it)."""
+    log (more than is logged: the markers removed from it may shorten it); the wait it
+    asked for goes with the error, for a client its status is passed on to."""
     return upstream_failure("upstream_error", http_status=response.status_code,
                             reason=f"HTTP {response.status_code}",
-                            detail=await body_head(response, LOGGED_DETAIL_CHARS * 4))
+                            detail=await body_head(response, LOGGED_DETAIL_CHARS * 4),
+                            retry_after_s=_retry_after_s(response.headers))
