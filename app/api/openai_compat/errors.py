@@ -55,6 +55,12 @@ class OpenAIError(Exception):
         return JSONResponse(self.body(), self.status, headers=headers or None)
 
 
+def key_revoked() -> OpenAIError:
+    """A call cut because its key was revoked while it ran: its 401, or the last event of
+    its stream (which the SDKs raise as an APIError)."""
+    return OpenAIError(401, "the API key was revoked", "key_revoked")
+
+
 def invalid(message: str, param: str | None = None) -> OpenAIError:
     return OpenAIError(400, message, "invalid_request_error", param)
 
