@@ -54,6 +54,20 @@ def clean_text(value: str, report: SanitizeReport | None = None) -> str:
     return value
 
 
+def replace_surrogates(value: Any) -> Any:
+    """A parsed JSON value with every lone surrogate (keys too) replaced by U+FFFD and
+    nothing else changed. JSON may spell one (`"\\ud800"`) and Python's parser accepts it,
+    but no UTF-8 text can hold it: a request body is made writable at the door, as the store
+    would write it, instead of failing wherever it is first encoded."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(REPLACEMENT_CHAR, value)
+    if isinstance(value, dict):
+        return {replace_surrogates(k): replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_surrogates(v) for v in value]
+    return value
+
+
 def clean_json(value: Any, report: SanitizeReport) -> Any:
     """clean_text applied to every string (keys too) of a JSON value; NaN/inf become null."""
     if isinstance(value, str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -10,8 +11,13 @@ from starlette.requests import ClientDisconnect, Request
 
 from app.api.errors import ApiError, not_found
 from app.api.state import runtime
+from app.sanitize import replace_surrogates
 
 MAX_TITLE_CHARS = 200
+#: Where a body may spell a lone surrogate: a `\\uD800`-`\\uDFFF` escape, or the bytes
+#: ED A0-BF (json.loads decodes bytes with `surrogatepass`). A body without them is not
+#: walked.
+_MAY_HOLD_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 def max_body_bytes(max_content_chars: int) -> int:
@@ -57,7 +63,9 @@ def _require_json_media_type(request: Request) -> None:
 
 async def json_object(request: Request, *, optional: bool = False) -> dict[str, Any]:
     """The body as a JSON object: 415 when not declared JSON, 400 when it is not JSON or not
-    an object, 413 when huge. An `optional` body may be absent, and then needs no type."""
+    an object, 413 when huge. An `optional` body may be absent, and then needs no type.
+    Every lone surrogate in it is U+FFFD (app.sanitize.replace_surrogates), on every route
+    of both APIs."""
     if not optional:
         _require_json_media_type(request)
     raw = await _read_capped(request)
@@ -71,16 +79,28 @@ async def json_object(request: Request, *, optional: bool = False) -> dict[str, 
         raise ApiError(400, "invalid_json", "the request body is not valid JSON") from exc
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "the request body must be a JSON object")
+    if _MAY_HOLD_SURROGATE.search(raw):
+        cleaned: dict[str, Any] = replace_surrogates(data)
+        return cleaned
     return data
 
 
+#: A NUL cannot be stored as typed (PostgreSQL text holds none): a text with one is refused,
+#: never stored shortened.
+NUL = "\x00"
+NUL_REFUSED = "{field} must not contain NUL (U+0000) characters"
+
+
 def message_content(body: dict[str, Any], max_chars: int) -> str:
-    """`content`: a non-empty string (422) of at most `max_chars` characters (413)."""
+    """`content`: a non-empty string without NUL (422) of at most `max_chars` characters
+    (413)."""
     content = body.get("content")
     if not isinstance(content, str):
         raise ApiError(422, "invalid_content", "'content' must be a string")
     if not content.strip():
         raise ApiError(422, "invalid_content", "'content' must not be empty")
+    if NUL in content:
+        raise ApiError(422, "invalid_content", NUL_REFUSED.format(field="'content'"))
     if len(content) > max_chars:
         raise ApiError(
             413, "content_too_long",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractContextManager, aclosing
+from dataclasses import dataclass
 from typing import Protocol
 
 from starlette.responses import Response
@@ -37,6 +38,20 @@ RevocationGuard = Callable[[Callable[[], None]], AbstractContextManager[None]]
 PING_FRAME = b": ping\n\n"
 KEY_REVOKED_FRAME = (b'event: error\ndata: {"code":"key_revoked",'
                      b'"message":"the API key was revoked"}\n\n')
+
+
+@dataclass(frozen=True)
+class RevokedEnding:
+    """How a stream whose key was revoked ends, in its API's own terms: the last `frame`
+    once bytes were sent, else the `refusal` it would have got a moment before."""
+
+    frame: bytes
+    refusal: Callable[[], Response]
+
+
+#: The native API's: an `error` event `key_revoked`, or a 401 `unauthorized`.
+NATIVE_REVOKED = RevokedEnding(
+    KEY_REVOKED_FRAME, lambda: error_response(401, "unauthorized", "invalid or revoked API key"))
 HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
            (b"cache-control", b"no-store"), (b"connection", b"keep-alive"),
            (b"x-accel-buffering", b"no")]
@@ -63,16 +78,17 @@ class FrameResponse(Response):
     """Streams `frames` (complete SSE frames as bytes, from an async generator or a
     FrameSource). A client too slow to take one write within `send_timeout_s` is the
     client's problem: logged at INFO with `log_ids`, not raised to the 500 path. With
-    `revocation`, the stream ends with an `error` event `key_revoked` once its key is
-    revoked, as if its client had left. `on_revoked`, called the moment the revocation is
-    seen, may end the source at once and say so (True): the frames it still makes are then
-    written before `key_revoked`, so that a stopped turn's client has what the turn
-    stores."""
+    `revocation`, the stream ends as if its client had left once its key is revoked, then
+    says so in its API's terms (`revoked_ending`; by default the native `error` event
+    `key_revoked`). `on_revoked`, called the moment the revocation is seen, may end the
+    source at once and say so (True): the frames it still makes are then written before
+    that last frame, so that a stopped turn's client has what the turn stores."""
 
     def __init__(self, frames: AsyncGenerator[bytes, None] | FrameSource, *, ping_s: float,
                  send_timeout_s: float, log_ids: Mapping[str, str] | None = None,
                  revocation: RevocationGuard | None = None,
-                 on_revoked: Callable[[], bool] | None = None) -> None:
+                 on_revoked: Callable[[], bool] | None = None,
+                 revoked_ending: RevokedEnding = NATIVE_REVOKED) -> None:
         self.status_code, self.background, self.raw_headers = 200, None, list(HEADERS)
         # A generator is told apart by its ABC, a cached check: an isinstance of a runtime
         # Protocol looks up each of its members, 12 us a call.
@@ -85,6 +101,7 @@ class FrameResponse(Response):
         self._ping_s, self._send_timeout_s = ping_s, send_timeout_s
         self._log_ids = dict(log_ids or {})
         self._revocation, self._on_revoked = revocation, on_revoked
+        self._revoked_ending = revoked_ending
         self._pending: list[bytes] = []
         self._waiter: asyncio.Future[None] | None = None
         self._produced = self._gone = self._revoked = self._started = False
@@ -199,17 +216,17 @@ class FrameResponse(Response):
         if self._gone:
             log.info("sse_key_revoked", path=scope.get("path"), **self._log_ids)
             return
-        await end_revoked(scope, receive, send, started=self._started, log_ids=self._log_ids)
+        await end_revoked(scope, receive, send, started=self._started, log_ids=self._log_ids,
+                          ending=self._revoked_ending)
 
 
 async def end_revoked(scope: Scope, receive: Receive, send: Send, *, started: bool,
-                      log_ids: Mapping[str, str]) -> None:
-    """End an event stream whose key was revoked: an `error` event `key_revoked` and the end
-    of the body, or, when no byte was sent yet, the 401 it would have got a moment before."""
+                      log_ids: Mapping[str, str],
+                      ending: RevokedEnding = NATIVE_REVOKED) -> None:
+    """End an event stream whose key was revoked: the ending's last frame and the end of the
+    body, or, when no byte was sent yet, the refusal it would have got a moment before."""
     log.info("sse_key_revoked", path=scope.get("path"), **log_ids)
     if started:
-        await send({"type": "http.response.body", "body": KEY_REVOKED_FRAME,
-                    "more_body": False})
+        await send({"type": "http.response.body", "body": ending.frame, "more_body": False})
     else:  # revoked between authentication and the first byte: as if refused then
-        await error_response(401, "unauthorized", "invalid or revoked API key")(
-            scope, receive, send)
+        await ending.refusal()(scope, receive, send)

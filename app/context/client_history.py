@@ -2,9 +2,9 @@
 native API sends a thread.
 
     [gateway system prompt]               the METADATA instruction, first
-    [client's system/developer messages]  as they came, in order
+    [client's system/developer messages]  in order, `<!--` escaped
     user: <!-- MSG_CONTEXT: {...} -->\\n<last user message, `<!--` escaped>
-    [what followed the last user message] assistant tool calls and `tool` results, untouched
+    [what followed the last user message] assistant tool calls and `tool` results, escaped
 
 Folded into MSG_CONTEXT's `history` (the same builder, escaping and character budget as a
 thread's history): every user and assistant message before the last user message, as
@@ -12,8 +12,15 @@ thread's history): every user and assistant message before the last user message
 gateways stored), an earlier assistant tool call is written `[tool call name(arguments)]`, an
 earlier `tool` result is kept with role `tool`, and a non-text content part is written
 `[image]`, `[audio]`, ... by its type. Messages after the last user message (a tool round in
-progress) pass as messages, only an assistant's text cleaned of markers: a tool result must
-follow the assistant message that asked for it."""
+progress) pass as messages, an assistant's text cleaned of markers: a tool result must follow
+the assistant message that asked for it.
+
+Every text the client sent is data, never a marker: in every message that passes as a message
+(instructions, the last user message, the tool round), each `<!--` of its text (a string or
+text parts), its `name` and its tool calls' names and arguments is written `&lt;!--`, as a
+native user's text is (`escape_user_text`). Tool output is untrusted content, and a client's
+system message may carry another party's text. Only the gateway's own MSG_CONTEXT opens with
+`<!--`."""
 
 from __future__ import annotations
 
@@ -75,20 +82,52 @@ def last_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
                  if messages[i].get("role") == "user"), None)
 
 
+def _escaped_content(content: Any) -> Any:
+    """A message's content with `<!--` escaped in its text: a string, or its text parts
+    (other parts, an image's URL, are not text the model reads as the conversation)."""
+    if isinstance(content, str):
+        return escape_user_text(content)
+    if isinstance(content, list):
+        return [{**part, "text": escape_user_text(part["text"])}
+                if part.get("type") == "text" and isinstance(part.get("text"), str)
+                else part for part in content]
+    return content
+
+
+def _escaped_call(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping):
+        return call
+    return {**call, "function": {k: escape_user_text(v) if isinstance(v, str) else v
+                                 for k, v in function.items()}}
+
+
+def escaped_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The message as the model may see it: `<!--` escaped in its content, its `name` and
+    its tool calls (module docstring); every other field as it came."""
+    escaped = dict(message)
+    if "content" in escaped:
+        escaped["content"] = _escaped_content(escaped["content"])
+    if isinstance(escaped.get("name"), str):
+        escaped["name"] = escape_user_text(escaped["name"])
+    if isinstance(escaped.get("tool_calls"), list):
+        escaped["tool_calls"] = [_escaped_call(call) for call in escaped["tool_calls"]]
+    return escaped
+
+
 def _with_context(message: Mapping[str, Any], marker: str) -> dict[str, Any]:
-    """The last user message with the marker ahead of its (escaped) text."""
-    content = message.get("content")
+    """The last user message, escaped, with the marker ahead of its text."""
+    escaped = escaped_message(message)
+    content = escaped.get("content")
     if isinstance(content, str) or content is None:
-        return {**message, "content": f"{marker}\n{escape_user_text(content or '')}"}
-    parts = [{**part, "text": escape_user_text(part.get("text", ""))}
-             if part.get("type") == "text" else dict(part) for part in content]
-    return {**message, "content": [{"type": "text", "text": marker + "\n"}, *parts]}
+        return {**escaped, "content": f"{marker}\n{content or ''}"}
+    return {**escaped, "content": [{"type": "text", "text": marker + "\n"}, *content]}
 
 
 def _passed(message: Mapping[str, Any]) -> dict[str, Any]:
     if message.get("role") == "assistant" and isinstance(message.get("content"), str):
-        return {**message, "content": _clean(message["content"])}
-    return dict(message)
+        message = {**message, "content": _clean(message["content"])}
+    return escaped_message(message)
 
 
 def upstream_messages(
@@ -100,7 +139,7 @@ def upstream_messages(
     last = last_user_index(messages)
     if last is None:
         raise ValueError("messages hold no user message")
-    instructions = [dict(m) for m in messages if m.get("role") in SYSTEM_ROLES]
+    instructions = [escaped_message(m) for m in messages if m.get("role") in SYSTEM_ROLES]
     earlier = [item for m in messages[:last] if (item := _folded(m)) is not None]
     marker = build_msg_context(earlier, budget_chars=budget_chars, summary=summary,
                                memories=memories)

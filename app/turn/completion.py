@@ -210,7 +210,7 @@ class CompletionCall:
                                                    "model": self.request.model})
             self._lease.upstream_answered()
         except UpstreamError as exc:
-            failure = TurnFailure(exc.code, exc.message, exc.http_status)
+            failure = TurnFailure(exc.code, exc.message, exc.http_status, exc.retry_after_s)
             self.choices.fail(failure, flush=False)
             await run_shielded(self.finish())
             raise CompletionFailed(failure) from exc

@@ -27,6 +27,9 @@ class TurnFailure:
     code: str
     message: str
     http_status: int | None = None
+    #: How long the model server asked to wait before a retry (its 429's Retry-After), to
+    #: pass on to a client that gets its status.
+    retry_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

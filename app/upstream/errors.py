@@ -44,7 +44,7 @@ class UpstreamError(Exception):
     off, or sent something that is no chat completion stream."""
 
     def __init__(self, code: UpstreamErrorCode, message: str | None = None,
-                 http_status: int | None = None) -> None:
+                 http_status: int | None = None, retry_after_s: float | None = None) -> None:
         if message is None:
             message = (f"The model server failed (HTTP {http_status})."
                        if code == "upstream_error" and http_status else MESSAGES[code])
@@ -54,16 +54,19 @@ class UpstreamError(Exception):
         #: The model server's HTTP status when it answered with one (429 and 5xx call for
         #: different fixes); None when it never answered.
         self.http_status = http_status
+        #: The wait its answer asked for (`retry-after-ms` or `retry-after`), if any.
+        self.retry_after_s = retry_after_s
 
 
 def upstream_failure(code: UpstreamErrorCode, *, http_status: int | None = None,
-                     reason: str, detail: str = "") -> UpstreamError:
+                     reason: str, detail: str = "",
+                     retry_after_s: float | None = None) -> UpstreamError:
     """The error a user sees, after one WARNING line for the operator: the code, the status,
     what went wrong (`reason`, the gateway's own words) and the server's words (`detail`),
     shortened and with markers removed (an echoed MSG_CONTEXT is the user's history)."""
     log.warning("upstream_failed", code=code, http_status=http_status, reason=reason,
                 detail=logged_detail(detail) if detail else None)
-    return UpstreamError(code, http_status=http_status)
+    return UpstreamError(code, http_status=http_status, retry_after_s=retry_after_s)
 
 
 async def body_head(response: httpx.Response, limit: int) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import orjson
 
+from app.sanitize import replace_surrogates
 from app.upstream.errors import (
     LOGGED_DETAIL_CHARS,
     UpstreamError,
@@ -73,7 +74,7 @@ class StreamSender:
 
     async def send(self, body: Mapping[str, Any]) -> httpx.Response:
         """Raises UpstreamError once the retries are spent (or for an answer not retried)."""
-        content = orjson.dumps(body)
+        content = _encoded(body)
         headers = {**self._headers, "Content-Length": str(len(content))}
         for attempt in range(self._max_retries + 1):
             retries_left = attempt < self._max_retries
@@ -96,6 +97,16 @@ class StreamSender:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
 
+def _encoded(body: Mapping[str, Any]) -> bytes:
+    """The body as JSON. The request parsers replace lone surrogates already; one that got
+    past them (no UTF-8 text can hold it, and orjson refuses it) goes as U+FFFD, as the
+    store would write it, instead of failing the turn."""
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(replace_surrogates(dict(body)))
+
+
 async def _once(content: bytes) -> AsyncIterator[bytes]:
     """The body, handed over once. The streamed response keeps its request for as long as
     the answer streams, and a request made from bytes keeps them: the whole history's JSON,
@@ -106,7 +117,9 @@ async def _once(content: bytes) -> AsyncIterator[bytes]:
 
 async def _status_error(response: httpx.Response) -> UpstreamError:
     """The model server answered with an error status: the start of its body goes to the
-    log (more than is logged: the markers removed from it may shorten it)."""
+    log (more than is logged: the markers removed from it may shorten it); the wait it
+    asked for goes with the error, for a client its status is passed on to."""
     return upstream_failure("upstream_error", http_status=response.status_code,
                             reason=f"HTTP {response.status_code}",
-                            detail=await body_head(response, LOGGED_DETAIL_CHARS * 4))
+                            detail=await body_head(response, LOGGED_DETAIL_CHARS * 4),
+                            retry_after_s=_retry_after_s(response.headers))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 
@@ -43,13 +43,15 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
 
 @asynccontextmanager
 async def scripted_upstream(body: bytes, *, status: str = "200 OK",
-                            content_type: str = "text/event-stream") -> AsyncIterator[str]:
-    """Serve `body` as the answer to every request (by default an event stream); yields the
-    base URL (…/v1)."""
+                            content_type: str = "text/event-stream",
+                            headers: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    """Serve `body` as the answer to every request (by default an event stream), with
+    `headers` besides the content type; yields the base URL (…/v1)."""
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n".encode()
+        writer.write(f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{extra}".encode()
                      + b"content-length: " + str(len(body)).encode() + b"\r\n"
                      b"connection: close\r\n\r\n" + body)
         await writer.drain()

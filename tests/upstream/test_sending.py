@@ -41,6 +41,14 @@ async def test_the_request_is_the_json_body_with_bearer_auth() -> None:
     assert json.loads(request.content) == {"model": "m", "stream": True, "messages": []}
 
 
+async def test_a_lone_surrogate_goes_as_u_fffd_not_as_a_failure() -> None:
+    """No UTF-8 body can hold one; the turn must not fail encoding it."""
+    send, seen = sender(lambda request: STREAM_OK)
+    await send.send({"messages": [{"role": "user", "content": "a\ud800b"}]})
+    [request] = seen
+    assert json.loads(request.content)["messages"][0]["content"] == "a\ufffdb"
+
+
 async def test_a_5xx_then_a_stream_is_retried_and_streams() -> None:
     answers = iter([httpx.Response(503, headers=QUICK_RETRY), STREAM_OK])
     send, seen = sender(lambda request: next(answers))

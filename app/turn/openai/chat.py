@@ -3,6 +3,7 @@ render in OpenAI's format."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -14,13 +15,18 @@ from starlette.types import Receive, Scope, Send
 
 from app.api import bodies
 from app.api.auth import authenticate
-from app.api.event_stream import FrameResponse, RevocationGuard
+from app.api.event_stream import FrameResponse, RevocationGuard, RevokedEnding
 from app.api.sse import json_bytes
 from app.api.state import runtime
 from app.clock import utcnow
 from app.kit.shield import run_shielded
 from app.turn.completion import CompletionCall, offered_models, open_completion
-from app.turn.openai.errors import OpenAIError, failure_error, openai_errors
+from app.turn.openai.errors import (
+    OpenAIError,
+    failure_error,
+    key_revoked,
+    openai_errors,
+)
 from app.turn.openai.render import ChunkWriter, model, models_list, whole_reply
 from app.turn.openai.request import parse_body, thread_id
 from app.turns.choices import ChoiceDelta
@@ -36,12 +42,12 @@ async def chat_completions(request: Request) -> Response:
     rt = runtime(request)
     parsed = parse_body(await bodies.json_object(request))
     call = await open_completion(rt.gate, principal, parsed.completion, thread_id(request))
+    revocation = functools.partial(rt.revocations.stream, principal.key_id)
     if parsed.stream:
         return CompletionStreamResponse(
             call, include_usage=parsed.include_usage, ping_s=rt.settings.keepalive_s,
-            send_timeout_s=rt.settings.sse_send_timeout_s,
-            revocation=functools.partial(rt.revocations.stream, principal.key_id))
-    deltas = await call.run_to_end()
+            send_timeout_s=rt.settings.sse_send_timeout_s, revocation=revocation)
+    deltas = await run_whole(call, revocation)
     if call.closing.failure is not None:
         raise failure_error(call.closing.failure)
     return JSONResponse(whole_reply(call, deltas))
@@ -76,6 +82,33 @@ def _data(chunk: Any) -> bytes:
     return b"data: " + json_bytes(chunk) + b"\n\n"
 
 
+#: A stream whose key is revoked ends as a failed one does, with OpenAI's `{"error": ...}`
+#: (the SDKs raise it; a native `key_revoked` event they would take for the answer's end).
+REVOKED = RevokedEnding(_data(key_revoked().body()), lambda: key_revoked().response())
+
+
+async def run_whole(call: CompletionCall, revocation: RevocationGuard) -> list[ChoiceDelta]:
+    """Every delta of a non-streamed call; a 401 `key_revoked` once its key is revoked while
+    it runs, as a stream ends then. Cut or not, the call is finished (and billed for what
+    the model produced) before this returns."""
+    running = asyncio.ensure_future(call.run_to_end())
+    revoked = False
+
+    def revoke() -> None:
+        nonlocal revoked
+        revoked = True
+        running.cancel()
+
+    with revocation(revoke):
+        try:
+            return await running
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if revoked and (current is None or not current.cancelling()):
+                raise key_revoked() from None
+            raise
+
+
 async def _frames(call: CompletionCall, writer: ChunkWriter) -> AsyncGenerator[bytes, None]:
     for chunk in writer.opening():
         yield _data(chunk)
@@ -102,7 +135,7 @@ class CompletionStreamResponse(FrameResponse):
                  send_timeout_s: float, revocation: RevocationGuard | None = None) -> None:
         writer = ChunkWriter(call, include_usage=include_usage)
         super().__init__(_frames(call, writer), ping_s=ping_s, send_timeout_s=send_timeout_s,
-                         log_ids=call.log_ids, revocation=revocation)
+                         log_ids=call.log_ids, revocation=revocation, revoked_ending=REVOKED)
         self._call = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

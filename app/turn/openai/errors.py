@@ -4,6 +4,7 @@ the status, and show the message."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
@@ -54,21 +55,37 @@ class OpenAIError(Exception):
         return JSONResponse(self.body(), self.status, headers=headers or None)
 
 
+def key_revoked() -> OpenAIError:
+    """A call cut because its key was revoked while it ran: its 401, or the last event of
+    its stream (which the SDKs raise as an APIError)."""
+    return OpenAIError(401, "the API key was revoked", "key_revoked")
+
+
 def invalid(message: str, param: str | None = None) -> OpenAIError:
     return OpenAIError(400, message, "invalid_request_error", param)
 
 
 def failure_error(failure: TurnFailure) -> OpenAIError:
     """A failed call's status: the model server's own when the client can act on it (its
-    429, a 400 for a tool schema it refused), 504 when it was too slow, else 502."""
+    429 with its Retry-After, a 400 for a tool schema it refused), 504 when it was too
+    slow, else 502."""
     if failure.code == "internal_error":
         return OpenAIError(500, failure.message, failure.code)
     if failure.code == "upstream_timeout":
         return OpenAIError(504, failure.message, failure.code)
     status = failure.http_status
     if status in _PASSED_UPSTREAM_STATUSES:
-        return OpenAIError(status, failure.message, failure.code)
+        return OpenAIError(status, failure.message, failure.code,
+                           headers=_retry_after(failure.retry_after_s))
     return OpenAIError(502, failure.message, failure.code)
+
+
+def _retry_after(seconds: float | None) -> dict[str, str]:
+    """The model server's Retry-After, passed on in whole seconds (at least 1): the SDKs
+    wait what it says before their own retry."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return {}
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
 def refusal(exc: Exception) -> OpenAIError | None:

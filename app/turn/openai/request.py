@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from app.api.bodies import NUL, NUL_REFUSED
 from app.turn.completion import CompletionRequest, pass_through
 from app.turn.openai.errors import THREAD_HEADER, invalid
 from app.turns.choices import MAX_CHOICES
@@ -62,6 +63,8 @@ def _messages(raw: Any) -> list[dict[str, Any]]:
                           f"{param}.role")
         _content(message.get("content"), f"{param}.content",
                  optional=message["role"] == "assistant")
+        if isinstance(name := message.get("name"), str) and NUL in name:
+            raise invalid(NUL_REFUSED.format(field=f"'{param}.name'"), f"{param}.name")
     if not any(message["role"] == "user" for message in raw):
         raise invalid("'messages' must hold at least one user message", "messages")
     return raw
@@ -69,8 +72,13 @@ def _messages(raw: Any) -> list[dict[str, Any]]:
 
 def _content(content: Any, param: str, *, optional: bool) -> None:
     """A string, or an array of content parts (objects with a `type`; `text` ones with a
-    string `text`); null only for an assistant (a tool call)."""
-    if (content is None and optional) or isinstance(content, str):
+    string `text`); null only for an assistant (a tool call). No text holds a NUL: as on the
+    native API, a text is stored as typed or refused."""
+    if content is None and optional:
+        return
+    if isinstance(content, str):
+        if NUL in content:
+            raise invalid(NUL_REFUSED.format(field=f"'{param}'"), param)
         return
     if not isinstance(content, list):
         raise invalid(f"'{param}' must be a string or an array of content parts", param)
@@ -79,6 +87,8 @@ def _content(content: Any, param: str, *, optional: bool) -> None:
             raise invalid(f"'{param}' parts must be objects with a 'type'", param)
         if part["type"] == "text" and not isinstance(part.get("text"), str):
             raise invalid(f"'{param}' text parts must have a string 'text'", param)
+        if part["type"] == "text" and NUL in part["text"]:
+            raise invalid(NUL_REFUSED.format(field=f"'{param}'"), param)
 
 
 def thread_id(request: Request) -> uuid.UUID | None:

@@ -28,19 +28,25 @@ async def test_the_rate_limit_is_a_429_the_sdk_understands(start_gateway: StartG
     assert int(second.value.response.headers["Retry-After"]) >= 1
 
 
-async def test_a_model_server_429_is_passed_on(start_gateway: StartGateway) -> None:
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_model_server_429_is_passed_on_with_its_retry_after(
+    start_gateway: StartGateway, stream: bool
+) -> None:
     refusal = b'{"error": {"message": "slow down", "type": "rate_limit"}}'
     async with scripted_upstream(refusal, status="429 Too Many Requests",
-                                 content_type="application/json") as url:
+                                 content_type="application/json",
+                                 headers={"Retry-After": "7"}) as url:
         gateway = start_gateway("sqlite", upstream=url)
         client = openai.AsyncOpenAI(base_url=gateway.url + "/v1", max_retries=0,
                                     api_key=await gateway.api_key("crowded"))
         async with client:
             with pytest.raises(openai.RateLimitError) as caught:
                 await client.chat.completions.create(model="demo-1", messages=ASK,
-                                                     stream=True)
+                                                     stream=stream)
     assert caught.value.body["code"] == "upstream_error"  # type: ignore[index]
     assert "slow down" not in caught.value.message  # the model server's words stay in the log
+    # the SDK waits what the model server asked before its own retry
+    assert caught.value.response.headers["Retry-After"] == "7"
 
 
 async def test_with_auth_off_any_key_will_do(start_gateway: StartGateway) -> None:

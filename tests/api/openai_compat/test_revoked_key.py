@@ -1,0 +1,102 @@
+"""A /v1 call in flight when its key is revoked, through the openai SDK: a stream ends with
+OpenAI's `{"error": ...}`, which the SDK raises (never a cut answer taken for a whole one); a
+whole reply is refused with a 401 instead of answered; either way the call is billed for
+what the model produced. The revocation check runs every 0.1 s here."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+
+from app.keys import repository as api_keys
+from app.store.db import Database
+from tests.e2e.helpers import new_thread, wait_for_status
+from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway
+
+LONG = [{"role": "user", "content": "[long] tell me everything"}]
+#: What a cut must take at most: the check runs every 0.1 s; the whole [long] answer at the
+#: slow demo model's 10 ms a delta takes some 9 s.
+CUT_WITHIN_S = 5.0
+
+
+async def _revoke(db: Database, plaintext: str) -> None:
+    async with db.transaction() as session:
+        key = await api_keys.authenticate(session, plaintext)
+        assert key is not None
+        assert await api_keys.revoke_key(session, key.id)
+
+
+async def revoke(gateway: InProcessGateway, plaintext: str) -> None:
+    await gateway.server.loop.arun(_revoke(gateway.runtime.db, plaintext))
+
+
+async def billed_calls(gateway: InProcessGateway, user: str) -> dict[str, int]:
+    """The user's usage totals, read with a second key of theirs (the first is revoked)."""
+    async with gateway.client(await gateway.api_key(user)) as client:
+        totals: dict[str, int] = (await client.get("/api/usage")).json()["totals"]
+    return totals
+
+
+def started(gateway: StartGateway, backend: str, upstream: DemoLlm) -> InProcessGateway:
+    return gateway(backend, upstream=upstream, env={"CHATGATE_REVOCATION_CHECK_S": "0.1",
+                                                    "CHATGATE_TITLE_CALLS": "false"})
+
+
+async def test_a_stream_whose_key_is_revoked_raises_in_the_sdk(
+    start_gateway: StartGateway, live_backend: str, slow_demo_llm: DemoLlm
+) -> None:
+    gateway = started(start_gateway, live_backend, slow_demo_llm)
+    key = await gateway.api_key("mallory")
+    seen, revoked = "", False
+    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key,
+                                  max_retries=0) as client:
+        stream = await client.chat.completions.create(model="demo-1", messages=LONG,
+                                                      stream=True)
+        with pytest.raises(openai.APIError) as caught:
+            async with asyncio.timeout(CUT_WITHIN_S):
+                async for chunk in stream:
+                    seen += (chunk.choices[0].delta.content or "") if chunk.choices else ""
+                    if seen and not revoked:
+                        await revoke(gateway, key)
+                        revoked = True
+    assert type(caught.value) is openai.APIError  # raised from the stream, not a status
+    assert caught.value.body == {"message": "the API key was revoked",
+                                 "type": "invalid_request_error", "param": None,
+                                 "code": "key_revoked"}
+    assert 0 < len(seen) < 2000  # far from the whole [long] answer
+    totals = await billed_calls(gateway, "mallory")
+    assert totals["llm_call_count"] == 1 and totals["completion_tokens"] > 0
+
+
+async def test_a_whole_reply_in_flight_when_its_key_is_revoked_is_refused_and_billed(
+    start_gateway: StartGateway, live_backend: str, slow_demo_llm: DemoLlm
+) -> None:
+    """In a thread: the answer is stored `interrupted`, as a stream cut by the revocation."""
+    gateway = started(start_gateway, live_backend, slow_demo_llm)
+    key = await gateway.api_key("eve")
+    async with gateway.client(await gateway.api_key("eve")) as native:
+        thread_id = await new_thread(native)
+    before = slow_demo_llm.stats()["streams_started"]
+    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0,
+                                  default_headers={"X-Chatgate-Thread-Id": thread_id}
+                                  ) as client:
+        call = asyncio.ensure_future(client.chat.completions.create(model="demo-1",
+                                                                    messages=LONG))
+        for _ in range(200):  # the model server is answering: the call is in flight
+            if slow_demo_llm.stats()["streams_started"] > before:
+                break
+            await asyncio.sleep(0.02)
+        await revoke(gateway, key)
+        with pytest.raises(openai.AuthenticationError) as caught:
+            await asyncio.wait_for(call, CUT_WITHIN_S)
+    assert caught.value.status_code == 401
+    assert caught.value.body["code"] == "key_revoked"  # type: ignore[index]
+    async with gateway.client(await gateway.api_key("eve")) as native:
+        row = await wait_for_status(native, thread_id, "interrupted")
+    assert len(row["content"]) < 2000  # far from the whole [long] answer
+    assert row["metadata"]["usage_source"] == "partial"
+    totals = await billed_calls(gateway, "eve")
+    assert totals["llm_call_count"] == 1
+    assert totals["completion_tokens"] > 0 or row["content"] == ""  # what it produced
