@@ -1,7 +1,7 @@
-"""A turn's events as a `text/event-stream`, read from the turn's log (app/services/
-turn_runs.py) or from a resume source (app/turn/resume.py): the opening request and
-every resume are the same kind of response, written by app.api.event_stream's FrameResponse
-(frames encoded once, coalesced per write). Rendering is app/turn/native_events.py's `encode`; a
+"""A turn's events as a `text/event-stream`, read from the turn's log (app/turn/runs.py)
+or from a resume source (app/turn/resume.py): the opening request and every resume are the
+same kind of response, written by app.api.event_stream's FrameResponse (frames encoded
+once, coalesced per write). Rendering is app/turn/native_events.py's `encode`; a
 `CatchUp` (the stored message, when the events are no longer kept) is one `catch_up` event.
 
 However the response ends, its reader is closed (shielded), which tells the turn it lost a
