@@ -6,7 +6,7 @@
 # made once per pinned version (a stamp file holds it) and reused across runs and worktrees.
 # A failed install is reported and does not stop the suite: the client's test then fails
 # under CI (CI=true or CHATGATE_REQUIRE_BROWSER=1) and skips loudly elsewhere.
-# (openai-node is installed by its own test, tests/api/openai_compat/test_node_client.py.)
+# (openai-node is installed by its own test, tests/turn/openai/test_node_client.py.)
 
 CHATGATE_LITELLM_VERSION="1.110.2"
 chatgate_litellm_venv="${XDG_CACHE_HOME:-$HOME/.cache}/chatgate-clients/litellm-venv"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.openai_compat.model_server import ModelServer
 from tests.support.gateway import GatewayPool, InProcessGateway
+from tests.turn.openai.model_server import ModelServer
 
 #: USD per million tokens of the scripted model: a call's cost is known, so it is checked.
 PRICES = {"scripted-1": {"prompt": 1.0, "completion": 2.0}}

@@ -1,6 +1,6 @@
 """LiteLLM's Python SDK against Chatgate's /v1 as an OpenAI-compatible base: for each case tag
 given, one streamed and one whole `litellm.completion`; writes one JSON line per case with
-what an app on LiteLLM would show. Run by tests/api/openai_compat/test_litellm_client.py with
+what an app on LiteLLM would show. Run by tests/turn/openai/test_litellm_client.py with
 the python of LiteLLM's own venv (scripts/test_clients.sh), so it imports nothing of ours."""
 
 from __future__ import annotations

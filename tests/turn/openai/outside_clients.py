@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from tests.api.openai_compat.cases import CASES
+from tests.turn.openai.cases import CASES
 
 
 def required() -> bool:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.openai_compat.cases import CASES, expected, prepare
-from tests.api.openai_compat.model_server import ModelServer
-from tests.api.openai_compat.outside_clients import case_lines, missing_client
 from tests.support.gateway import InProcessGateway
+from tests.turn.openai.cases import CASES, expected, prepare
+from tests.turn.openai.model_server import ModelServer
+from tests.turn.openai.outside_clients import case_lines, missing_client
 
 HERE = Path(__file__).parent
 #: The major version the script is written against.

@@ -12,11 +12,11 @@ import pytest
 
 from app.stream import strip_markers
 from app.usage import rollups as usage_rollups
-from tests.api.openai_compat.model_server import ModelServer, answer_body, chunk, raw_body
 from tests.e2e.helpers import messages as thread_messages
 from tests.e2e.helpers import new_thread
 from tests.support.gateway import InProcessGateway
 from tests.support.scripted_upstream import usage_chunk
+from tests.turn.openai.model_server import ModelServer, answer_body, chunk, raw_body
 
 MODEL = "scripted-1"
 THREAD = "X-Chatgate-Thread-Id"

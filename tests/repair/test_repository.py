@@ -1,6 +1,6 @@
 """app.repair.repository, the repair queries, on both backends: the candidate condition and its
 keyset batches, the counts, backed-up rewrites, the backups of a run, restoring, run listing.
-The runs that combine them are tested in tests/services/test_repair_runs.py."""
+The runs that combine them are tested in tests/repair/test_service.py."""
 
 from __future__ import annotations
 

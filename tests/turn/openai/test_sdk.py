@@ -11,10 +11,10 @@ from typing import Any
 import openai
 import pytest
 
-from tests.api.openai_compat.cases import CASES, ask, expected, prepare
-from tests.api.openai_compat.model_server import ModelServer, answer_body, chunk, raw_body
 from tests.support.gateway import InProcessGateway
 from tests.support.scripted_upstream import usage_chunk
+from tests.turn.openai.cases import CASES, ask, expected, prepare
+from tests.turn.openai.model_server import ModelServer, answer_body, chunk, raw_body
 
 MODEL = "scripted-1"
 

@@ -22,12 +22,12 @@ from app.settings import Settings
 from app.threads import repository as thread_store
 from app.threads import repository as threads_store
 from app.turn.service import open_turn
-from tests.services.wire import WireEvent, on_the_wire
 from tests.support.scripted_upstream import (
     finish_chunk,
     scripted_upstream,
     sse_body,
 )
+from tests.turn.wire import WireEvent, on_the_wire
 
 USER_TEXT = "SECRET-USER-TEXT what is the answer?"
 MODEL_TEXT = ["SECRET-MODEL-TEXT ", "Hello ", "wor"]

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tests.api.openai_compat.model_server import ModelServer, answer_body
 from tests.stream.streaming import random_pieces
+from tests.turn.openai.model_server import ModelServer, answer_body
 
 CONFORMANCE = Path(__file__).resolve().parents[2] / "stream" / "conformance" / "markers.jsonl"
 CASES: list[dict[str, Any]] = [

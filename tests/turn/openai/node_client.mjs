@@ -1,6 +1,6 @@
 // The openai-node SDK against Chatgate's /v1: for each case tag given, one streamed and one
 // whole completion; prints one JSON line per case with what a Node app would show.
-// Run by tests/api/openai_compat/test_node_client.py from a folder holding node_modules/openai.
+// Run by tests/turn/openai/test_node_client.py from a folder holding node_modules/openai.
 import OpenAI from "openai";
 
 const client = new OpenAI({

@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 
-from tests.api.openai_compat.model_server import ModelServer, answer_body
-from tests.api.openai_compat.test_chat import assert_openai_error, post
 from tests.e2e.helpers import messages as thread_messages
 from tests.e2e.helpers import new_thread
 from tests.support.gateway import InProcessGateway, post_turn
+from tests.turn.openai.model_server import ModelServer, answer_body
+from tests.turn.openai.test_chat import assert_openai_error, post
 
 MODEL = "scripted-1"
 THREAD = "X-Chatgate-Thread-Id"

@@ -35,10 +35,10 @@ from app.turn.service import open_turn
 from app.turns.events import Delta
 from app.turns.finish import TurnOutcome
 from app.usage import rollups as usage_rollups
-from tests.services.wire import WireEvent, on_the_wire
 from tests.support.databases import set_connections_allowed
 from tests.support.gateway import DemoLlm
 from tests.support.scripted_upstream import scripted_upstream, sse_body, usage_chunk
+from tests.turn.wire import WireEvent, on_the_wire
 
 
 @pytest.fixture

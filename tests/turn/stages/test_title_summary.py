@@ -30,8 +30,8 @@ from app.turn.stages.summary import (
 )
 from app.turn.stages.title import TITLE_MAX_CHARS, clean_title
 from app.turns.events import Started
-from tests.services.wire import WireEvent, on_the_wire
 from tests.support.gateway import DemoLlm
+from tests.turn.wire import WireEvent, on_the_wire
 from tests.usage_accounting.workload import backfill, verify
 
 T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)

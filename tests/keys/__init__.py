@@ -1,0 +1,1 @@
+"""Tests of app/keys: keys and limits."""

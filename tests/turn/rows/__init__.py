@@ -1,0 +1,1 @@
+"""Tests of app/turn/rows: the turn repository's contract on both databases."""
