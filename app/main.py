@@ -266,7 +266,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             await integrity.check_synthetic_roundtrip(rt.db)
             await start_crash_recovery(rt)
-            if rt.db.backend == "sqlite":
+            if rt.db.has_write_ahead_log:
                 rt.background.start("sqlite_log_merge",
                                     lambda: merge_sqlite_log_forever(rt.db, rt.metrics))
             rt.background.start("revocations", rt.revocations.run_forever)

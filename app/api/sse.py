@@ -1,4 +1,4 @@
-"""Server-sent events in the native dialect: JSON data per event, `id:` on deltas. A turn's
+"""Server-sent events in the native format: JSON data per event, `id:` on deltas. A turn's
 events are encoded to these frames by app.turn.native_events and written by
 app.turn.log_stream (app.api.event_stream's FrameResponse); the long-lived thread events
 stream keeps sse-starlette (StreamResponse)."""

@@ -135,5 +135,5 @@ class PostgresMessageBus(MessageBus):
 
 
 def make_message_bus(db: Database) -> MessageBus:
-    """The bus for the database's backend."""
-    return PostgresMessageBus(db) if db.backend == "postgresql" else LocalMessageBus()
+    """Across processes when the database carries notifications, else within this one."""
+    return PostgresMessageBus(db) if db.notifies else LocalMessageBus()

@@ -293,8 +293,20 @@ class Database:
 
     @property
     def backend(self) -> str:
-        """'sqlite' or 'postgresql'."""
+        """'sqlite' or 'postgresql': for logs and the repositories' own SQL only. A service
+        asks what it needs to know (notifies, has_write_ahead_log), never which one runs."""
         return self.url.get_backend_name()
+
+    @property
+    def notifies(self) -> bool:
+        """The database carries notifications between processes (PostgreSQL's NOTIFY)."""
+        return self.backend == "postgresql"
+
+    @property
+    def has_write_ahead_log(self) -> bool:
+        """The gateway merges the database's write-ahead log itself (SQLite's, with
+        sqlite_merge_on_commit=False): merge_sqlite_log must run in the background."""
+        return self._sqlite_writer is not None
 
     @asynccontextmanager
     async def transaction(self, *, quick: bool = False) -> AsyncIterator[AsyncSession]:

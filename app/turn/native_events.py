@@ -1,4 +1,4 @@
-"""A turn's events in the native SSE dialect (docs/api.md): the bytes app.turn.log_stream
+"""A turn's events in the native SSE format (docs/api.md): the bytes app.turn.log_stream
 writes, each event one frame of app.api.sse's shape."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent,
 
 
 def encode(event: TurnEvent) -> bytes:
-    """A turn event in the native dialect (docs/api.md): deltas carry `id:` = their count."""
+    """A turn event in the native format (docs/api.md): deltas carry `id:` = their count."""
     match event:
         case Delta(text, seq):
             return b"id: %d\nevent: delta\ndata: %b\n\n" % (seq, json_bytes({"text": text}))

@@ -1,6 +1,6 @@
 """Turn events as plain JSON objects and back, for a turn log kept outside the process (Redis
 Streams): a reader on another gateway process gets the very events the owner's core made,
-and renders them in its own dialect.
+and renders them in its own format.
 
     event_from_json(event_to_json(event)) == event
 """
