@@ -112,7 +112,10 @@ class PostgresTurnRows:
                       ) -> Opened | Refused | None:
         """The opening as a statement of the caller's transaction (the start-up check,
         which rolls it back)."""
-        return await self._open_locked(session, request, None)
+        try:
+            return await self._open_locked(session, request, None)
+        except RolledBack as rolled_back:
+            return rolled_back.refused
 
     async def _open_locked(self, session: AsyncSession, request: OpeningRequest,
                            guard: ThreadGuard | None) -> Opened | Refused | None:
