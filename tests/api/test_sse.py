@@ -21,7 +21,7 @@ async def endless() -> AsyncIterator[ServerSentEvent]:
         await asyncio.sleep(0)
 
 
-async def test_a_client_that_stops_reading_ends_the_stream_quietly() -> None:
+async def test_a_client_that_stops_reading_ends_the_thread_events_stream_quietly() -> None:
     sent: list[dict[str, Any]] = []
     stuck = asyncio.Event()
 

@@ -153,7 +153,7 @@ async def test_a_malformed_chunk_is_a_bad_response_after_the_text_so_far(bad: st
     assert error is not None and error.code == "upstream_bad_response"
 
 
-async def test_an_oversized_event_is_refused_before_it_fills_the_memory() -> None:
+async def test_an_oversized_event_fails_the_answer_after_the_text_before_it() -> None:
     chunks, error = await read(sse_body(["Hello"], tail="data: " + "x" * (2 << 20)))
     assert text(chunks) == "Hello"
     assert error is not None and error.code == "upstream_bad_response"
