@@ -1,1 +1,2 @@
-"""HTTP shell: routes, auth, JSON errors, SSE."""
+"""The HTTP kit every domain's endpoints share: auth, request bodies, JSON errors, SSE frames
+and the runtime's access (the route table is app/routes.py)."""

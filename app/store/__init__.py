@@ -1,4 +1,5 @@
-"""Persistence: all SQL of the gateway lives in this package (see docs/architecture.md)."""
+"""The database kit: the engine and its transactions, the schema, the drivers and the
+migrations that every domain's repository builds on (see docs/architecture.md)."""
 
 from app.store.db import Database
 from app.store.errors import (

@@ -1,1 +1,2 @@
-"""Token usage: estimates from text, prices per model, and the figures a turn adds up to. Pure."""
+"""Usage: the figures a turn adds up to (figures.py, pure), the daily rollup that keeps them
+(repository, rollups), and the reports over it (reports, endpoints)."""

@@ -1,6 +1,6 @@
-"""Messages: the two histories (what the user sees, what the model sees), the partial text of
-running answers and the sweep of abandoned ones. A turn's own writes are the turn
-repository's (app.turn.rows)."""
+"""A turn's messages besides its opening and finish: the history the model is shown, the
+partial text of running answers and the sweep of abandoned ones. (What the user sees is the
+threads' repository's, app.threads.repository.)"""
 
 from __future__ import annotations
 
