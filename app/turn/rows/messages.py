@@ -66,13 +66,17 @@ def context_rows_select(limit: int) -> Select[Any]:
 
 
 async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -> int:
-    """Rows left `streaming` longer than older_than (a dead process) become `interrupted`.
-    completed_at stays NULL: the turn never finished, and a live-but-slow process may still
-    finish it. Returns how many rows changed."""
+    """Rows no process claims (`stream_process` NULL: written before processes had ids)
+    left `streaming` longer than older_than become `interrupted`. A row a process claims is
+    never swept by age, however long it streams: it is the dead-process sweep's once its
+    process's heartbeat stops (app.process), and a live answer is bounded by `max_answer_s`
+    instead. completed_at stays NULL: a live-but-slow process may still finish it. Returns
+    how many rows changed."""
     cutoff = utcnow() - older_than
     stale = await s.execute(
         select(Message)
-        .where(Message.status == "streaming", Message.created_at < cutoff)
+        .where(Message.status == "streaming", Message.stream_process.is_(None),
+               Message.created_at < cutoff)
         .with_for_update(skip_locked=True)
     )
     return await mark_interrupted(s, stale.scalars(), reason="stale_streaming", now=utcnow())
