@@ -74,8 +74,9 @@ SHUTDOWN_DRAIN_S = 10.0
 
 async def sweep_stale_streaming(db: Database, older_than_s: float,
                                 metrics: GatewayMetrics | None = None) -> int:
-    """Rows left `streaming` too long become `interrupted`: the fallback for rows no process
-    claims (written before processes had ids) and for finishes that could never be stored."""
+    """Rows no process claims (written before processes had ids) left `streaming` too long
+    become `interrupted`. A row a process claims is swept only once that process is dead
+    (app.process), never while it streams: a live answer ends by `max_answer_s`."""
     async with db.transaction() as session:
         count = await message_store.interrupt_stale_streaming(
             session, datetime.timedelta(seconds=older_than_s)
@@ -214,7 +215,8 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         connect_timeout_s=settings.upstream_connect_timeout_s,
         read_timeout_s=settings.upstream_read_timeout_s,
         first_token_timeout_s=settings.first_token_timeout_s,
-        max_retries=settings.upstream_max_retries, pool_size=settings.upstream_pool_size)
+        max_retries=settings.upstream_max_retries, pool_size=settings.upstream_pool_size,
+        max_answer_s=settings.max_answer_s)
 
 
 def turn_observers(

@@ -21,6 +21,7 @@ library's global one, so two apps in one process do not share or clash).
     chatgate_streams_revoked_total               open SSE streams ended: their key was revoked
     chatgate_upstream_errors_total{code,http_status}  upstream_unavailable | upstream_timeout |
                                                  upstream_error | upstream_truncated |
+                                                 answer_too_long |
                                                  upstream_bad_response, one per failed turn; the
                                                  server's HTTP status, or "none"
     chatgate_refusals_total{reason}              turn requests refused before anything was
@@ -56,7 +57,7 @@ from prometheus_client import multiprocess as prom_multiprocess
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 UPSTREAM_CODES = frozenset({"upstream_unavailable", "upstream_timeout", "upstream_error",
-                            "upstream_truncated", "upstream_bad_response"})
+                            "upstream_truncated", "upstream_bad_response", "answer_too_long"})
 TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 OVERHEAD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 

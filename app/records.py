@@ -92,5 +92,45 @@ class FinishedMessage:
     llm_calls: list[CallRecord] = field(default_factory=list)
 
 
+def checkpoint_entry(call: CallRecord) -> dict[str, Any]:
+    """A call as a running answer's checkpoint carries it (JSON in the row's metadata): what
+    its llm_calls row needs should the process die before the finish."""
+    return {
+        "stage": call.stage, "description": call.description, "model": call.model,
+        "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
+        "cost_usd": call.cost_usd, "usage_source": call.usage_source,
+        "started_at": iso_utc(call.started_at), "first_token_at": _iso(call.first_token_at),
+        "finished_at": _iso(call.finished_at), "status": call.status, "error": call.error,
+    }
+
+
+def call_of_checkpoint(entry: dict[str, Any], *, error: str) -> CallRecord:
+    """A checkpointed call of an answer whose process died. A call still running at the
+    checkpoint (`interrupted`: the main call) ends there with `error`; its figures are what
+    the checkpoint measured (`partial`, or the provider's when its usage had come)."""
+    status = entry["status"]
+    return CallRecord(
+        stage=entry["stage"], description=entry.get("description", ""), model=entry["model"],
+        prompt_tokens=int(entry["prompt_tokens"]),
+        completion_tokens=int(entry["completion_tokens"]), cost_usd=entry["cost_usd"],
+        usage_source=entry["usage_source"], started_at=_parsed(entry["started_at"]),
+        finished_at=_at(entry["finished_at"]), first_token_at=_at(entry["first_token_at"]),
+        status=status,
+        error=entry.get("error") or (error if status == "interrupted" else None),
+    )
+
+
+def _iso(at: dt.datetime | None) -> str | None:
+    return iso_utc(at) if at is not None else None
+
+
+def _at(text: str | None) -> dt.datetime | None:
+    return _parsed(text) if text else None
+
+
+def _parsed(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def _ms(delta: dt.timedelta) -> int:
     return round(delta.total_seconds() * 1000)

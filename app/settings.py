@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     upstream_max_tokens: int = 1024
     upstream_connect_timeout_s: float = 5.0
     first_token_timeout_s: float = 30.0
+    #: The longest a streamed answer may take, from its request to its end: past it the
+    #: answer ends `failed` (`answer_too_long`) with the text so far kept.
+    max_answer_s: float = Field(default=600.0, gt=0)
     upstream_read_timeout_s: float = 60.0
     upstream_max_retries: int = 1
     #: Connections to the model server this process may hold: each turn holds one slot from

@@ -2,7 +2,8 @@
 
 A process registers at start, beats every few seconds, and deletes its row on a clean stop.
 A process is dead when its heartbeat is older than `dead_after`, or when its row is gone;
-its `streaming` rows are then swept by whichever live process looks first. Times come from
+its `streaming` rows are then swept by whichever live process looks first, with the calls
+their last checkpoint carried (the caller bills them, app.turn.rows). Times come from
 the gateway's clock (hosts must keep it synchronised, NTP), not the database's.
 """
 
@@ -13,8 +14,11 @@ import datetime as dt
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.records import CallRecord, call_of_checkpoint
 from app.store.models import GatewayProcess, Message
-from app.turn.rows.messages import mark_interrupted
+from app.turn.rows import SweptAnswer
+from app.turn.rows.messages import CHECKPOINT_CALLS, mark_interrupted
+from app.turns.recorder import TurnRecorder
 
 PROCESS_DIED = "process_died"
 
@@ -43,10 +47,11 @@ async def unregister_process(s: AsyncSession, process_id: str) -> None:
 
 
 async def sweep_dead_processes(s: AsyncSession, *, now: dt.datetime,
-                               dead_after: dt.timedelta) -> int:
+                               dead_after: dt.timedelta) -> list[SweptAnswer]:
     """`streaming` rows of a process that is dead (heartbeat older than dead_after, or no
     row at all) become `interrupted` with reason `process_died`; their content stays what
-    the last checkpoint wrote. The dead processes' rows are deleted. Returns the rows swept."""
+    the last checkpoint wrote, and their metadata gets the usage of the calls it carried.
+    The dead processes' rows are deleted. Returns the answers swept, with those calls."""
     cutoff = now - dead_after
     live = select(GatewayProcess.id).where(GatewayProcess.heartbeat_at >= cutoff)
     orphans = await s.execute(
@@ -55,6 +60,24 @@ async def sweep_dead_processes(s: AsyncSession, *, now: dt.datetime,
                Message.stream_process.not_in(live))
         .with_for_update(skip_locked=True)
     )
-    count = await mark_interrupted(s, orphans.scalars(), reason=PROCESS_DIED, now=now)
+    rows = list(orphans.scalars())
+    swept = [_with_checkpointed_usage(message) for message in rows]
+    await mark_interrupted(s, rows, reason=PROCESS_DIED, now=now)
     await s.execute(delete(GatewayProcess).where(GatewayProcess.heartbeat_at < cutoff))
-    return count
+    return swept
+
+
+def _with_checkpointed_usage(message: Message) -> SweptAnswer:
+    """The swept answer with its checkpointed calls; the row's metadata says their usage
+    as a finish would (tokens, cost, `usage_source` partial, processingDetails.llm_calls)
+    instead of the checkpoint's own entries."""
+    meta = dict(message.meta)
+    entries = meta.pop(CHECKPOINT_CALLS, None) or []
+    calls: list[CallRecord] = [call_of_checkpoint(entry, error=PROCESS_DIED)
+                               for entry in entries]
+    if calls:
+        recorder = TurnRecorder(calls=calls)
+        meta |= {**recorder.totals(), "model": calls[-1].model,
+                 "processingDetails": {"llm_calls": [call.as_metadata() for call in calls]}}
+    message.meta = meta
+    return SweptAnswer(message.id, message.thread_id, message.user_id, calls)

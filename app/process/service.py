@@ -23,6 +23,7 @@ from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.process import repository as process_store
 from app.store.db import Database
+from app.turn.rows import turn_rows
 
 log = get_logger("services.processes")
 
@@ -60,10 +61,19 @@ class ProcessRegistry:
                                      pid=self._pid, now=self.clock())
 
     async def sweep(self) -> int:
-        """The streams of dead processes become `interrupted`; returns how many."""
-        async with self.db.transaction() as session:
-            count = await process_store.sweep_dead_processes(
+        """The streams of dead processes become `interrupted`, and the calls their last
+        checkpoints carried are billed in the same transaction (once: a swept row is no
+        longer `streaming`); returns how many."""
+        async with self.db.transaction(quick=True) as session:
+            swept = await process_store.sweep_dead_processes(
                 session, now=self.clock(), dead_after=self.dead_after)
+            billed = [answer for answer in swept if answer.calls]
+            if billed:
+                await turn_rows(self.db).bill_swept(session, billed)
+        count = len(swept)
+        if billed:
+            log.warning("dead_process_usage_billed", answers=len(billed),
+                        calls=sum(len(answer.calls) for answer in billed))
         if count:
             log.warning("dead_process_streams_interrupted", count=count,
                         process_id=self.process_id)

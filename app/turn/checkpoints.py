@@ -5,17 +5,24 @@ the deltas. So one task per process writes, every `interval_s`, the content of e
 that grew since its last checkpoint, all in ONE transaction (one executemany), never a
 finished row (`WHERE status = 'streaming'`). Nothing runs per chunk and no connection is held
 while a stream runs: a crash loses at most one interval of text.
+
+With the text go the turn's calls so far (its title call, the main call's usage as measured
+or estimated from the streamed text), in the row's metadata: the dead-process sweep records
+them as llm_calls rows and in the rollups, so a crash does not lose what the model was paid
+for (up to one interval of it).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from app.clock import Clock, utcnow
 from app.kit.periodic import every
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
+from app.records import CallRecord, checkpoint_entry
 from app.store.db import Database
 from app.turn.rows import messages as message_store
 
@@ -23,6 +30,10 @@ log = get_logger("services.checkpoints")
 
 #: Reads a stream's clean text so far (the turn's `answer.content`).
 ContentReader = Callable[[], str]
+#: Reads a stream's calls so far (finished side calls, the main call as measured until now).
+UsageReader = Callable[[], Sequence[CallRecord]]
+#: What the last checkpoint wrote of a stream: its text's length and its calls' figures.
+_Written = tuple[int, tuple[tuple[str, int, int], ...]]
 
 
 class Checkpointer:
@@ -31,11 +42,12 @@ class Checkpointer:
     def __init__(self, db: Database, interval_s: float, metrics: GatewayMetrics | None = None,
                  clock: Clock = utcnow) -> None:
         self.db, self.interval_s, self.metrics, self.clock = db, interval_s, metrics, clock
-        self._streams: dict[uuid.UUID, ContentReader] = {}
-        self._written: dict[uuid.UUID, int] = {}
+        self._streams: dict[uuid.UUID, tuple[ContentReader, UsageReader | None]] = {}
+        self._written: dict[uuid.UUID, _Written] = {}
 
-    def track(self, message_id: uuid.UUID, content: ContentReader) -> None:
-        self._streams[message_id] = content
+    def track(self, message_id: uuid.UUID, content: ContentReader,
+              usage: UsageReader | None = None) -> None:
+        self._streams[message_id] = (content, usage)
 
     def untrack(self, message_id: uuid.UUID) -> None:
         """The stream ended: its finish writes the row from now on."""
@@ -46,28 +58,43 @@ class Checkpointer:
     def tracked(self) -> int:
         return len(self._streams)
 
-    def _changed(self) -> dict[uuid.UUID, str]:
-        """Content only grows (it is the deltas sent), so a longer text is a changed one."""
-        changed: dict[uuid.UUID, str] = {}
-        for message_id, read in list(self._streams.items()):
+    def _changed(self) -> tuple[dict[uuid.UUID, str], dict[uuid.UUID, list[dict[str, Any]]]]:
+        """The streams whose text grew (content only grows: it is the deltas sent) or whose
+        calls' figures moved since their last checkpoint: their texts and their calls."""
+        texts: dict[uuid.UUID, str] = {}
+        calls: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        for message_id, (read, read_usage) in list(self._streams.items()):
             text = read()
-            if len(text) != self._written.get(message_id, 0):
-                changed[message_id] = text
-        return changed
+            made = list(read_usage()) if read_usage is not None else []
+            written: _Written = (len(text), tuple(
+                (call.stage, call.prompt_tokens, call.completion_tokens) for call in made))
+            if written != self._written.get(message_id, (0, ())):
+                texts[message_id] = text
+                if read_usage is not None:
+                    calls[message_id] = [checkpoint_entry(call) for call in made]
+                self._written[message_id] = written
+        return texts, calls
 
     async def write_once(self) -> int:
-        """One checkpoint of every changed stream; returns how many streams had changed."""
-        changed = self._changed()
-        if not changed:
+        """One checkpoint of every changed stream; returns how many streams had changed.
+        A failed round is written again in full by the next (nothing counts as written)."""
+        texts, calls = self._changed()
+        if not texts:
             return 0
-        async with self.db.transaction() as session:
-            await message_store.checkpoint_contents(session, changed, now=self.clock())
-        for message_id, text in changed.items():
-            if message_id in self._streams:
-                self._written[message_id] = len(text)
+        try:
+            async with self.db.transaction() as session:
+                await message_store.checkpoint_contents(session, texts, now=self.clock(),
+                                                        calls=calls)
+        except BaseException:
+            for message_id in texts:
+                self._written.pop(message_id, None)
+            raise
+        for message_id in texts:
+            if message_id not in self._streams:
+                self._written.pop(message_id, None)
         if self.metrics is not None:
-            self.metrics.checkpoint_writes.inc(len(changed))
-        return len(changed)
+            self.metrics.checkpoint_writes.inc(len(texts))
+        return len(texts)
 
     async def run_forever(self) -> None:
         await every(self.interval_s, self.write_once, task="checkpoint", metrics=self.metrics,

@@ -37,7 +37,7 @@ from app.context.client_history import (
 from app.keys.service import Principal
 from app.kit.shield import run_shielded
 from app.logging import get_logger
-from app.records import FinishedMessage
+from app.records import CallRecord, FinishedMessage
 from app.sanitize import SanitizeReport, clean_json
 from app.stream import JsonObject
 from app.turn.deps import TurnDeps
@@ -195,7 +195,8 @@ class CompletionCall:
         structlog.contextvars.bind_contextvars(**self.log_ids)
         try:
             if self.view is not None:
-                self._lease.checkpoint(self.view.message_id, lambda: self.choices.first.content)
+                self._lease.checkpoint(self.view.message_id, lambda: self.choices.first.content,
+                                       self._calls_so_far)
             for handler in self._handlers:
                 await handler.before_main(self.draft)
             settings = self.deps.settings
@@ -266,6 +267,20 @@ class CompletionCall:
 
     def _report_warnings(self) -> None:
         report_warnings(self.choices.take_warnings(), self._handlers)
+
+    def _calls_so_far(self) -> list[CallRecord]:
+        """The checkpoint's calls (app.turn.checkpoints): those made, and once the request
+        was sent the main call measured until now, so a crash keeps their usage."""
+        recorder = self.draft.recorder
+        calls = list(recorder.calls)
+        if self._prompt:
+            ctx = CallContext(self.request.model, {**self.request.params,
+                                                   "model": self.request.model},
+                              self.deps.prices)
+            calls.append(self.choices.call_record(
+                ctx, prompt=flat_prompt(self._prompt), started_at=self._started,
+                first_token_at=recorder.first_token_at, finished_at=utcnow()))
+        return calls
 
     async def finish(self) -> None:
         """Close the upstream, record the call (and store the message, with a thread),

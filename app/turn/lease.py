@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.logging import get_logger
-from app.turn.checkpoints import Checkpointer, ContentReader
+from app.turn.checkpoints import Checkpointer, ContentReader, UsageReader
 from app.turn.opening_places import OpeningPlaces
 from app.turn.precedence import Opening, Precedence
 from app.turn.rowless_streams import StreamHold
@@ -75,11 +75,13 @@ class TurnLease:
             return None
         return self.precedence.hold()
 
-    def checkpoint(self, message_id: uuid.UUID, content: ContentReader) -> None:
-        """From now on, the checkpointer writes this stream's text on its schedule."""
+    def checkpoint(self, message_id: uuid.UUID, content: ContentReader,
+                   usage: UsageReader | None = None) -> None:
+        """From now on, the checkpointer writes this stream's text (and its calls so far) on
+        its schedule."""
         self.message_id = message_id
         if self.checkpoints is not None:
-            self.checkpoints.track(message_id, content)
+            self.checkpoints.track(message_id, content, usage)
 
     def give_back(self) -> None:
         """Idempotent: a turn may be finished from two places."""

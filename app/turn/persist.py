@@ -5,7 +5,8 @@ transaction.
 A row must not stay `streaming` because of one bad moment: the transaction is retried inline
 (8 attempts from a 50 ms pause, doubling to 2 s: about 5 s, a database restart), then once
 every 5 s in the background for 5 minutes (a failover); past that the row is left to the
-dead-process and stale-streaming sweeps. A thread deleted while its answer streamed has no
+dead-process sweep, which frees it once this process stops (a row of a live process is
+never swept). A thread deleted while its answer streamed has no
 row to finish, but its calls were made: they are billed without a message."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import structlog
 from app.clock import utcnow
 from app.kit.shield import run_shielded
 from app.logging import get_logger
-from app.records import FinalStatus, FinishedMessage
+from app.records import CallRecord, FinalStatus, FinishedMessage
 from app.turn.deps import TurnDeps
 from app.turn.lease import TurnLease
 from app.turn.observers import (
@@ -44,6 +44,7 @@ from app.turns.events import Delta, Started, TurnEvent, TurnFailure
 from app.turns.finish import (
     StoreResult,
     TurnOutcome,
+    calls_so_far,
     close_turn,
     closing_events,
     not_stored,
@@ -119,7 +120,7 @@ class Turn:
         """The turn's events in order. Closing or cancelling this iterator interrupts the
         turn; it is stored either way."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
-        self._lease.checkpoint(self.message_id, lambda: self.answer.content)
+        self._lease.checkpoint(self.message_id, lambda: self.answer.content, self._calls_so_far)
         try:
             yield Started(self.view.thread_id, self.view.user_message_id, self.message_id)
             self._handlers = [h for o in self.deps.observers if (h := o.open(self.view))]
@@ -165,6 +166,13 @@ class Turn:
             self._report_warnings()
             if last:
                 yield last
+
+    def _calls_so_far(self) -> list[CallRecord]:
+        """The checkpoint's calls (app.turn.checkpoints): a crash keeps their usage."""
+        upstream = self.deps.upstream
+        ctx = CallContext(upstream.model, upstream.request_params(), self.deps.prices)
+        return calls_so_far(self.answer, self.draft.recorder, ctx, prompt=self._prompt,
+                            started_at=self._call_started)
 
     def _fail(self, failure: TurnFailure, *, flush: bool) -> Delta | None:
         log.warning("turn_failed", code=failure.code, error=failure.message)

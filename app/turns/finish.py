@@ -68,6 +68,21 @@ def close_turn(
             outcome_of(answer, recorder, model=ctx.model))
 
 
+def calls_so_far(
+    answer: AnswerStream, recorder: TurnRecorder, ctx: CallContext, *,
+    prompt: Sequence[Mapping[str, str]], started_at: dt.datetime,
+) -> list[CallRecord]:
+    """A running turn's calls as its checkpoint carries them: those made (the title call),
+    and once its request was sent the main call measured until now (`interrupted`, its
+    usage the provider's if it came, else `partial`, estimated from the streamed text)."""
+    calls = list(recorder.calls)
+    if prompt:
+        calls.append(main_call_record(
+            answer, ctx, prompt=prompt, started_at=started_at,
+            first_token_at=recorder.first_token_at, finished_at=utcnow()))
+    return calls
+
+
 def summary_fields(finished: FinishedMessage, outcome: TurnOutcome, *, duration_ms: int
                    ) -> dict[str, Any]:
     """What the turn's one summary log line says of it: figures and names, never text;

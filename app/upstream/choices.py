@@ -63,6 +63,7 @@ class ChoiceStream(UpstreamStream):
 async def open_choice_stream(
     upstream: UpstreamClient, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
 ) -> ChoiceStream:
-    """Send a client's request; the first-token deadline starts now."""
+    """Send a client's request; the first-token and answer deadlines start now."""
     deadline = time.monotonic() + upstream.first_token_timeout_s
-    return ChoiceStream(await upstream.send_stream(messages, params), deadline)
+    answer_deadline = upstream.answer_deadline()
+    return ChoiceStream(await upstream.send_stream(messages, params), deadline, answer_deadline)

@@ -5,7 +5,9 @@ told from a whole one; the short non-streamed calls go through the openai SDK.
 
 The first-token deadline (from sending the request to the first content delta) is separate
 from the read timeout (the longest silence between bytes once the answer flows): a model may
-think long before it starts, but must not stall mid-answer."""
+think long before it starts, but must not stall mid-answer. The answer deadline
+(`max_answer_s` from sending the request) bounds the whole answer: a model that drips a token
+now and then would otherwise hold its slot, its thread and its user's stream cap forever."""
 
 from __future__ import annotations
 
@@ -51,6 +53,8 @@ class UpstreamConfig:
     first_token_timeout_s: float
     max_retries: int
     pool_size: int = 200
+    #: The longest a streamed answer may take from its request; None: unbounded.
+    max_answer_s: float | None = None
 
 
 def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
@@ -113,16 +117,19 @@ class UpstreamStream:
     `close()` (idempotent): it drops the HTTP connection at once, which tells the model server
     to stop generating."""
 
-    def __init__(self, response: httpx.Response, deadline: float) -> None:
+    def __init__(self, response: httpx.Response, deadline: float,
+                 answer_deadline: float | None = None) -> None:
         self._response = response
         self._first_token_deadline: float | None = deadline
+        self._answer_deadline = answer_deadline
         self._closed = False
 
     def chunks(self) -> AsyncGenerator[UpstreamChunk, None]:
         """Chunks in order, until `data: [DONE]` or the end of the body. Raises UpstreamError
         on a failure, a missed first token, a malformed chunk (`upstream_bad_response`) or a
         body that ends with neither [DONE] nor a finish_reason (`upstream_truncated`: the
-        server or a proxy cut it, and the answer is not whole)."""
+        server or a proxy cut it, and the answer is not whole) or an answer past its deadline
+        (`answer_too_long`)."""
         return self.read(parse_chunk)
 
     async def read(self, parse: Callable[[Any], ChunkT]) -> AsyncGenerator[ChunkT, None]:
@@ -149,22 +156,39 @@ class UpstreamStream:
             raise upstream_failure("upstream_truncated", reason="no_done_no_finish_reason")
 
     async def _next(self, events: AsyncIterator[bytes]) -> bytes:
-        """The next event's data, within the first-token deadline until text has come."""
-        if self._first_token_deadline is None:
+        """The next event's data, within the first-token deadline until text has come, and
+        always within the answer's deadline."""
+        deadline, missed = self._deadline()
+        if deadline is None:
             return await anext(events)
-        remaining = self._first_token_deadline - time.monotonic()
+        remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise upstream_failure("upstream_timeout", reason="no_first_token")
+            raise missed()
         try:
             async with asyncio.timeout(remaining):
                 return await anext(events)
         except TimeoutError as exc:
-            raise upstream_failure("upstream_timeout", reason="no_first_token") from exc
+            raise missed() from exc
+
+    def _deadline(self) -> tuple[float | None, Callable[[], UpstreamError]]:
+        """The nearer of the two deadlines, and the error of missing it."""
+        first, answer = self._first_token_deadline, self._answer_deadline
+        if answer is not None and (first is None or answer <= first):
+            return answer, _answer_too_long
+        return first, _no_first_token
 
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
             await self._response.aclose()
+
+
+def _answer_too_long() -> UpstreamError:
+    return upstream_failure("answer_too_long", reason="max_answer_s")
+
+
+def _no_first_token() -> UpstreamError:
+    return upstream_failure("upstream_timeout", reason="no_first_token")
 
 
 #: After `[DONE]` only the body's end should follow; what comes within this long (and these
@@ -218,6 +242,12 @@ class UpstreamClient:
     def first_token_timeout_s(self) -> float:
         return self._config.first_token_timeout_s
 
+    def answer_deadline(self) -> float | None:
+        """The monotonic time by which an answer requested now must have ended, if any."""
+        if self._config.max_answer_s is None:
+            return None
+        return time.monotonic() + self._config.max_answer_s
+
     def request_params(self, *, max_tokens: int | None = None) -> dict[str, Any]:
         """What is sent besides the messages (recorded in llm_calls metadata); `max_tokens`
         is the limit of a short call (title, summary) instead of the main one's."""
@@ -228,9 +258,11 @@ class UpstreamClient:
         }
 
     async def open_stream(self, messages: Sequence[dict[str, str]]) -> UpstreamStream:
-        """Send the request; the first-token deadline starts now and covers connecting too."""
+        """Send the request; the first-token and answer deadlines start now and cover
+        connecting too."""
         deadline = time.monotonic() + self._config.first_token_timeout_s
-        return UpstreamStream(await self.send_stream(messages), deadline)
+        answer_deadline = self.answer_deadline()
+        return UpstreamStream(await self.send_stream(messages), deadline, answer_deadline)
 
     async def send_stream(self, messages: Sequence[Mapping[str, Any]],
                           params: Mapping[str, Any] | None = None) -> httpx.Response:

@@ -17,7 +17,7 @@ log = get_logger("upstream")
 
 UpstreamErrorCode = Literal[
     "upstream_unavailable", "upstream_timeout", "upstream_error",
-    "upstream_truncated", "upstream_bad_response",
+    "upstream_truncated", "upstream_bad_response", "answer_too_long",
 ]
 
 #: What the user reads in the `error` event and in the stored `metadata.error.message`.
@@ -27,6 +27,7 @@ MESSAGES: dict[UpstreamErrorCode, str] = {
     "upstream_error": "The model server failed.",
     "upstream_truncated": "The model server's answer broke off before its end.",
     "upstream_bad_response": "The model server sent an answer the gateway cannot read.",
+    "answer_too_long": "The answer took longer than the gateway allows and was cut.",
 }
 
 #: How much of the model server's own words a log line keeps.

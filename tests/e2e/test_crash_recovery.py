@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import httpx
+from sqlalchemy import select
 
+from app.store.db import Database
+from app.store.models import LlmCall, UserTokenUsage
 from tests.e2e.helpers import messages, new_thread
 from tests.support.crash import SeenDeltas, read_deltas, recovery_env, recovery_setting
 from tests.support.gateway import (
@@ -39,9 +43,11 @@ async def _wait_swept(client: httpx.AsyncClient, thread_id: str, timeout_s: floa
     raise AssertionError(f"still streaming after {timeout_s} s")
 
 
-async def _crash_mid_turn(gateway: GatewayProcess, key: str) -> tuple[str, SeenDeltas, float]:
+async def _crash_mid_turn(gateway: GatewayProcess, key: str, title: str | None = "crash"
+                          ) -> tuple[str, SeenDeltas, float]:
+    """`title` None: an untitled thread, whose first turn makes a title call first."""
     async with gateway.client(key) as client:
-        thread_id = await new_thread(client, "crash")
+        thread_id = await new_thread(client, title)
         seen = await read_deltas(client, thread_id, LONG, DELTAS_BEFORE_KILL)
         killed_at = time.monotonic()
         gateway.kill9()
@@ -75,3 +81,50 @@ async def test_sigkill_mid_stream_is_swept_with_the_checkpointed_text(
         assert again.status_code == 200, again.body
         assert again.one("message_end")["status"] == "complete"
     assert any(line.get("event") == "dead_process_streams_interrupted" for line in second.logs())
+
+
+async def _usage_of(database_url: str, user: str, message_id: str
+                    ) -> tuple[list[LlmCall], list[UserTokenUsage]]:
+    db = Database(database_url)
+    try:
+        async with db.transaction() as s:
+            calls = list((await s.execute(select(LlmCall).where(
+                LlmCall.message_id == uuid.UUID(message_id)))).scalars())
+            rollups = list((await s.execute(select(UserTokenUsage).where(
+                UserTokenUsage.user_id == user))).scalars())
+        return calls, rollups
+    finally:
+        await db.dispose()
+
+
+async def test_a_crashed_turns_calls_are_billed_by_the_sweep(
+    live_backend: str, slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+) -> None:
+    """The title call and the main call of a turn whose process was SIGKILLed get their
+    llm_calls rows (the main one `partial`, estimated from the checkpointed text) and their
+    share of the user's rollup, written by the sweep: the model was paid for them."""
+    env = {**recovery_env(), "CHATGATE_TITLE_CALLS": "true"}
+    first = start_gateway_process(live_backend, upstream=slow_demo_llm, env=env)
+    key = await first.api_key("crash-usage")
+    thread_id, seen, _ = await _crash_mid_turn(first, key, title=None)
+    second = start_gateway_process(live_backend, upstream=slow_demo_llm, env=env,
+                                   database_url=first.database_url)
+    bound = (recovery_setting(env, "CHATGATE_PROCESS_DEAD_AFTER_S")
+             + recovery_setting(env, "CHATGATE_HEARTBEAT_S") + RESTART_ALLOWANCE_S)
+    async with second.client(key) as client:
+        row = await _wait_swept(client, thread_id, timeout_s=bound)
+    calls, rollups = await _usage_of(first.database_url, "crash-usage", str(row["id"]))
+    by_stage = {call.stage: call for call in calls}
+    assert sorted(by_stage) == ["main", "title"], calls
+    main = by_stage["main"]
+    assert (main.status, main.usage_source, main.error) == ("interrupted", "partial",
+                                                            "process_died")
+    # the checkpointed text's estimate: 4 bytes a token, of the text stored (or more of it)
+    assert main.completion_tokens >= len(str(row["content"]).encode()) // 4 > 0
+    assert main.prompt_tokens > 0 and by_stage["title"].status == "complete"
+    [rollup] = [r for r in rollups if r.period_type == "day"]
+    assert rollup.llm_call_count == 2
+    assert rollup.total_tokens == sum(call.total_tokens for call in calls)
+    meta = row["metadata"]
+    assert meta["usage_source"] == "partial" and meta["tokens"] == rollup.total_tokens
+    assert "checkpoint_calls" not in meta and len(seen.text) > 0

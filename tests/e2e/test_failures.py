@@ -170,7 +170,9 @@ async def test_crash_mid_stream_then_restart_marks_the_row_interrupted(
     live_backend: str, slow_demo_llm: DemoLlm, start_gateway: StartGateway,
     start_gateway_process: StartGatewayProcess,
 ) -> None:
-    # A real process to SIGKILL; the one started after it only has to sweep at start-up.
+    # A real process to SIGKILL; the one started after it sweeps its row once the dead
+    # process's heartbeat is older than dead_after (the age sweep, even at 0 s, never touches
+    # a row a process claims: that process may be alive and streaming).
     first = start_gateway_process(live_backend, upstream=slow_demo_llm)
     key = await first.api_key("crash")
     async with first.client(key) as client:
@@ -183,11 +185,16 @@ async def test_crash_mid_stream_then_restart_marks_the_row_interrupted(
                     break
     second = start_gateway(live_backend, upstream=slow_demo_llm,
                            database_url=first.database_url,
-                           env={"CHATGATE_STALE_STREAMING_AFTER_S": "0"})
+                           env={"CHATGATE_STALE_STREAMING_AFTER_S": "0",
+                                "CHATGATE_HEARTBEAT_S": "0.25",
+                                "CHATGATE_PROCESS_DEAD_AFTER_S": "1"})
     async with second.client(key) as client:
+        last = await wait_for_status(client, thread_id, "interrupted")
         rows = await messages(client, thread_id)
     assert [r["status"] for r in rows] == ["complete", "interrupted"]
-    assert any(line.get("event") == "stale_streaming_interrupted" for line in second.logs())
+    assert last["metadata"]["interrupted_reason"] == "process_died"
+    assert not any(line.get("event") == "stale_streaming_interrupted"
+                   for line in second.logs())
 
 
 async def test_startup_sweep_respects_the_configured_age(

@@ -35,7 +35,7 @@ async def test_rows_of_a_process_whose_heartbeat_stopped_are_swept(db: Database)
     gone, legacy = await _open(db, "never-registered"), await _open(db, None)
     async with db.transaction() as s:
         await messages_store.checkpoint_contents(s, {dead.id: "seen so far"}, now=now)
-        assert await processes.sweep_dead_processes(s, now=now, dead_after=DEAD_AFTER) == 2
+        assert len(await processes.sweep_dead_processes(s, now=now, dead_after=DEAD_AFTER)) == 2
     async with db.transaction() as s:
         rows = {m.id: m for m in [await s.get(Message, r.id)
                                   for r in (alive, dead, gone, legacy)] if m}
@@ -55,7 +55,7 @@ async def test_a_beat_keeps_a_process_alive_and_re_registers_a_swept_one(db: Dat
     row = await _open(db, "slow")
     async with db.transaction() as s:
         await processes.beat(s, "slow", hostname="h", pid=1, now=utcnow())
-        assert await processes.sweep_dead_processes(s, now=utcnow(), dead_after=DEAD_AFTER) == 0
+        assert await processes.sweep_dead_processes(s, now=utcnow(), dead_after=DEAD_AFTER) == []
         await processes.unregister_process(s, "slow")
         await processes.beat(s, "slow", hostname="h", pid=1, now=utcnow())
         assert await s.get(GatewayProcess, "slow") is not None

@@ -193,7 +193,8 @@ def test_the_sentences_users_read() -> None:
     assert [UpstreamError(code).message for code in get_args(UpstreamErrorCode)] == [
         "The model server could not be reached.", "The model server did not answer in time.",
         "The model server failed.", "The model server's answer broke off before its end.",
-        "The model server sent an answer the gateway cannot read."]
+        "The model server sent an answer the gateway cannot read.",
+        "The answer took longer than the gateway allows and was cut."]
     assert UpstreamError("upstream_error", http_status=429).message == (
         "The model server failed (HTTP 429).")
 

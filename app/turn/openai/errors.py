@@ -68,10 +68,10 @@ def invalid(message: str, param: str | None = None) -> OpenAIError:
 def failure_error(failure: TurnFailure) -> OpenAIError:
     """A failed call's status: the model server's own when the client can act on it (its
     429 with its Retry-After, a 400 for a tool schema it refused), 504 when it was too
-    slow, else 502."""
+    slow (its first token late, or its whole answer past `max_answer_s`), else 502."""
     if failure.code == "internal_error":
         return OpenAIError(500, failure.message, failure.code)
-    if failure.code == "upstream_timeout":
+    if failure.code in ("upstream_timeout", "answer_too_long"):
         return OpenAIError(504, failure.message, failure.code)
     status = failure.http_status
     if status in _PASSED_UPSTREAM_STATUSES:

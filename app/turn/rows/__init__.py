@@ -5,7 +5,7 @@ calls without a message), one implementation per database behind one interface (
 from __future__ import annotations
 
 from app.store.db import Database
-from app.turn.rows.contract import FinishedRow, FinishHook, ThreadGuard, TurnRows
+from app.turn.rows.contract import FinishedRow, FinishHook, SweptAnswer, ThreadGuard, TurnRows
 from app.turn.rows.postgres import PostgresTurnRows
 from app.turn.rows.shapes import (
     MAX_CONTENT_CHARS,
@@ -26,4 +26,5 @@ def turn_rows(db: Database) -> TurnRows:
 
 
 __all__ = ["MAX_CONTENT_CHARS", "DayBudget", "FinishHook", "FinishedRow", "Opened",
-           "OpeningRequest", "Refused", "ThreadGuard", "TurnRows", "turn_rows", "turn_times"]
+           "OpeningRequest", "Refused", "SweptAnswer", "ThreadGuard", "TurnRows", "turn_rows",
+           "turn_times"]

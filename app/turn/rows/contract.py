@@ -34,6 +34,17 @@ ThreadGuard = Callable[[AsyncSession, uuid.UUID], Awaitable[None]]
 FinishHook = Callable[[AsyncSession, FinishedRow], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class SweptAnswer:
+    """An answer swept from a dead process, and the calls its last checkpoint carried: they
+    were made and paid for, though no finish ran."""
+
+    message_id: uuid.UUID
+    thread_id: uuid.UUID
+    user_id: str
+    calls: Sequence[CallRecord]
+
+
 class RolledBack(Exception):
     """Raised inside an opening's transaction to store nothing and answer `refused`."""
 
@@ -67,3 +78,8 @@ class TurnRows(Protocol):
         """Calls that belong to no message (an OpenAI-style call without a thread, a turn
         whose thread was deleted while it streamed): their llm_calls rows and the user's
         rollup, as a finish records them. The calls were made and paid for."""
+
+    async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
+        """The calls of answers the dead-process sweep closed, with their message: their
+        llm_calls rows and their users' rollups, as statements of the sweep's transaction
+        (one of Database.transaction(quick=True)'s), so a row is swept and billed once."""

@@ -66,33 +66,59 @@ def context_rows_select(limit: int) -> Select[Any]:
 
 
 async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -> int:
-    """Rows left `streaming` longer than older_than (a dead process) become `interrupted`.
-    completed_at stays NULL: the turn never finished, and a live-but-slow process may still
-    finish it. Returns how many rows changed."""
+    """Rows no process claims (`stream_process` NULL: written before processes had ids)
+    left `streaming` longer than older_than become `interrupted`. A row a process claims is
+    never swept by age, however long it streams: it is the dead-process sweep's once its
+    process's heartbeat stops (app.process), and a live answer is bounded by `max_answer_s`
+    instead. completed_at stays NULL: a live-but-slow process may still finish it. Returns
+    how many rows changed."""
     cutoff = utcnow() - older_than
     stale = await s.execute(
         select(Message)
-        .where(Message.status == "streaming", Message.created_at < cutoff)
+        .where(Message.status == "streaming", Message.stream_process.is_(None),
+               Message.created_at < cutoff)
         .with_for_update(skip_locked=True)
     )
     return await mark_interrupted(s, stale.scalars(), reason="stale_streaming", now=utcnow())
 
 
+#: The key of a running answer's metadata that carries its calls so far (app.records
+#: checkpoint_entry): the dead-process sweep records them.
+CHECKPOINT_CALLS = "checkpoint_calls"
+
+
 async def checkpoint_contents(
-    s: AsyncSession, contents: Mapping[uuid.UUID, str], *, now: dt.datetime
+    s: AsyncSession, contents: Mapping[uuid.UUID, str], *, now: dt.datetime,
+    calls: Mapping[uuid.UUID, list[dict[str, Any]]] | None = None,
 ) -> None:
-    """The partial text of streams still running, one executemany for all of them. Only
-    rows still `streaming` are written: a finished (or swept) row is never overwritten by a
-    checkpoint that lost the race. (No count: asyncpg's executemany reports none.)"""
-    if not contents:
-        return
+    """The partial text of streams still running, one executemany for all of them, and for
+    those in `calls` their calls so far (the row's metadata: nothing else writes it while
+    it streams). Only rows still `streaming` are written: a finished (or swept) row is never
+    overwritten by a checkpoint that lost the race. (No count: asyncpg's executemany reports
+    none.)"""
+    calls = calls or {}
+    plain = [{"mid": mid, "text": text, "at": now} for mid, text in contents.items()
+             if mid not in calls]
+    with_calls = [{"mid": mid, "text": text, "at": now, "meta": {CHECKPOINT_CALLS: calls[mid]}}
+                  for mid, text in contents.items() if mid in calls]
+    if plain:
+        await s.execute(_checkpoint_statement(False), plain)
+    if with_calls:
+        await s.execute(_checkpoint_statement(True), with_calls)
+
+
+@functools.cache
+def _checkpoint_statement(with_calls: bool) -> Any:
+    """The checkpoint's UPDATE, with the metadata or without."""
     table = table_of(Message)
-    statement = (
+    values: dict[str, Any] = {"content": bindparam("text")}
+    if with_calls:
+        values["metadata"] = bindparam("meta", type_=table.c.metadata.type)
+    return (
         update(table)
         .where(table.c.id == bindparam("mid"), table.c.status == "streaming")
-        .values(content=bindparam("text"), updated_at=now)
+        .values(**values, updated_at=bindparam("at", type_=table.c.updated_at.type))
     )
-    await s.execute(statement, [{"mid": mid, "text": text} for mid, text in contents.items()])
 
 
 async def mark_interrupted(

@@ -53,7 +53,13 @@ from app.store.driver_statements import DriverStatement
 from app.store.models import Message, Thread, detached, unattached
 from app.store.notify import Notification
 from app.store.ownership import by_key
-from app.turn.rows.contract import FinishedRow, FinishHook, RolledBack, ThreadGuard
+from app.turn.rows.contract import (
+    FinishedRow,
+    FinishHook,
+    RolledBack,
+    SweptAnswer,
+    ThreadGuard,
+)
 from app.turn.rows.messages import context_select
 from app.turn.rows.shapes import Opened, OpeningRequest, Refused
 from app.turn.rows.statements import (
@@ -154,6 +160,16 @@ class PostgresTurnRows:
         statement = _bill_statement(len(calls), len(turn_rollup_values(utc_day(now), calls)))
         async with self.db.one_statement() as connection:
             await statement.rows(connection, values)
+
+    async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
+        now = utcnow()
+        for answer in swept:
+            if not answer.calls:
+                continue
+            values = {"swept_message": answer.message_id, "swept_thread": answer.thread_id,
+                      "bill_user": answer.user_id, **_recorded_values(answer.calls, now)}
+            models = len(turn_rollup_values(utc_day(now), answer.calls))
+            await _swept_statement(len(answer.calls), models).rows(session, values)
 
 
 async def _open(runner: Runner, request: OpeningRequest) -> Outcome:
@@ -362,6 +378,18 @@ def _bill_statement(calls: int, models: int) -> DriverStatement:
     the user's rollup."""
     user = bindparam("bill_user", type_=String())
     source = {"message_id": null(), "thread_id": null(), "user_id": user}
+    return DriverStatement(_recorded(select(literal(1).label("billed")), source, user, calls,
+                                     models))
+
+
+@functools.lru_cache(maxsize=16)
+def _swept_statement(calls: int, models: int) -> DriverStatement:
+    """The calls of an answer swept from a dead process, recorded as a finish records a
+    message's: their llm_calls rows, with the message and its thread, and the rollup."""
+    user = bindparam("bill_user", type_=String())
+    source = {"message_id": bindparam("swept_message", type_=CALLS.c.message_id.type),
+              "thread_id": bindparam("swept_thread", type_=CALLS.c.thread_id.type),
+              "user_id": user}
     return DriverStatement(_recorded(select(literal(1).label("billed")), source, user, calls,
                                      models))
 

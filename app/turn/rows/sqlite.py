@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import uuid
 from collections.abc import Sequence
 
 from sqlalchemy import bindparam, insert
@@ -28,7 +29,13 @@ from app.store.driver_statements import DriverStatement
 from app.store.models import Message, Thread, detached, unattached
 from app.store.notify import Notification
 from app.store.sqlite_writes import SqliteWrites
-from app.turn.rows.contract import FinishedRow, FinishHook, RolledBack, ThreadGuard
+from app.turn.rows.contract import (
+    FinishedRow,
+    FinishHook,
+    RolledBack,
+    SweptAnswer,
+    ThreadGuard,
+)
 from app.turn.rows.messages import context_rows_select
 from app.turn.rows.shapes import Opened, OpeningRequest, Refused, turn_times
 from app.turn.rows.statements import (
@@ -121,6 +128,12 @@ class SqliteTurnRows:
         async with self.db.sqlite_writes() as writes:
             _record(writes, calls, user_id, utcnow(), message=None)
 
+    async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
+        writes, now = await self.db.writes_in(session), utcnow()
+        for answer in swept:
+            _record(writes, answer.calls, answer.user_id, now,
+                    message=(answer.message_id, answer.thread_id))
+
 
 def _open(writes: SqliteWrites, request: OpeningRequest) -> Opened | None:
     """The opening's statements. None for a missing or foreign thread; raises RolledBack
@@ -179,17 +192,19 @@ def _finish(writes: SqliteWrites, finished: FinishedMessage) -> FinishedRow:
         found = writes.scalar(_MESSAGE_EXISTS, params) is not None
         raise not_finished(finished.message_id, found=found)
     message = unattached(Message, stored[0])
-    _record(writes, finished.llm_calls, message.user_id, params["now"], message=message)
+    _record(writes, finished.llm_calls, message.user_id, params["now"],
+            message=(message.id, message.thread_id))
     return FinishedRow(message, (touched[0]["autonomy"] if touched else None) or {})
 
 
 def _record(writes: SqliteWrites, calls: Sequence[CallRecord], user_id: str,
-            now: dt.datetime, *, message: Message | None) -> None:
-    """One llm_calls row per call and the day's rollup, one upsert per model."""
+            now: dt.datetime, *, message: tuple[uuid.UUID, uuid.UUID] | None) -> None:
+    """One llm_calls row per call and the day's rollup, one upsert per model; `message`: the
+    message's id and its thread's, None for calls without a message."""
     if calls:
         writes.run_many(_INSERT_CALL, call_rows(
-            calls, user_id, now, message_id=message.id if message else None,
-            thread_id=message.thread_id if message else None))
+            calls, user_id, now, message_id=message[0] if message else None,
+            thread_id=message[1] if message else None))
     for values in turn_rollup_values(utc_day(now), calls):
         writes.run(_ADD_TO_ROLLUP, {"user_id": user_id, **values})
 

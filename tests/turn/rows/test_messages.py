@@ -152,20 +152,25 @@ async def test_tokens_column_from_metadata(db: Database, tokens: object, expecte
 
 
 async def test_interrupt_stale_streaming(db: Database) -> None:
-    thread, fresh_thread = await new_thread(db), await new_thread(db)
+    thread, fresh_thread, claimed_thread = (await new_thread(db), await new_thread(db),
+                                            await new_thread(db))
     stale = (await open_rows(db, thread, None)).assistant
     fresh = (await open_rows(db, fresh_thread, None)).assistant
+    # as old, but a process streams it: the age never sweeps it (its process's death does)
+    claimed = (await open_rows(db, claimed_thread, None, process_id="some-process")).assistant
     async with db.transaction() as s:
-        await s.execute(update(Message).where(Message.id == stale.id)
+        await s.execute(update(Message).where(Message.id.in_([stale.id, claimed.id]))
                         .values(created_at=utcnow() - dt.timedelta(minutes=30)))
     async with db.transaction() as s:
         assert await messages_store.interrupt_stale_streaming(s, dt.timedelta(minutes=10)) == 1
     async with db.transaction() as s:
         assert await messages_store.interrupt_stale_streaming(s, dt.timedelta(minutes=10)) == 0
         swept, live = await s.get(Message, stale.id), await s.get(Message, fresh.id)
+        still = await s.get(Message, claimed.id)
     assert swept is not None and swept.status == "interrupted"
     assert swept.meta["interrupted_reason"] == "stale_streaming" and swept.completed_at is None
     assert live is not None and live.status == "streaming"
+    assert still is not None and still.status == "streaming"
     # The thread is free again, and a slow process that was still alive may still finish.
     late = await finish(db, stale.id, "late but real", calls=[], metadata={})
     assert late.status == "complete" and late.content == "late but real"
