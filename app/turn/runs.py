@@ -302,8 +302,11 @@ class TurnRuns:
         running = [run for run in self._runs.values() if not run.done]
         self.shut_down()
         tasks = [run.task for run in running]
-        tasks += [run.mirror for run in self._runs.values() if run.mirror is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=CLOSE_WAIT_S)
+        mirrors = [run.mirror for run in self._runs.values() if run.mirror is not None]
+        if tasks or mirrors:
+            await asyncio.wait(tasks + mirrors, timeout=CLOSE_WAIT_S)
+        for mirror in mirrors:  # Redis still away: what was not mirrored by now never is
+            mirror.cancel()
+        await asyncio.gather(*mirrors, return_exceptions=True)
         if self.shared is not None:
             await self.shared.aclose()
