@@ -36,6 +36,7 @@ from app.keys.rate_windows import DatabaseRateWindows, RateWindows, RedisRateWin
 from app.keys.revocation import RevocationWatcher
 from app.kit.periodic import every
 from app.kit.shield import drain_shielded
+from app.kit.shutdown import on_stop_signals
 from app.logging import configure_logging, get_logger
 from app.metrics import GatewayMetrics
 from app.process.service import ProcessRegistry
@@ -143,6 +144,14 @@ async def leave_process_table(rt: Runtime) -> None:
         await rt.processes.unregister()
     except Exception as exc:  # its heartbeat then simply ages out
         log.warning("process_unregister_failed", error=type(exc).__name__)
+
+
+def begin_shutdown(rt: Runtime) -> None:
+    """The process was told to stop: its turns are stopped and stored, and every open
+    stream ends now with a last event (a turn's `message_end`, reason `shutting_down`),
+    before the server waits for the connections to close (app.kit.shutdown)."""
+    rt.runs.shut_down()
+    rt.shutdown.begin()
 
 
 def _warn_unknown_model_price(model: str) -> None:
@@ -265,6 +274,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         rt = build_runtime(settings)
+        undo_signals = on_stop_signals(lambda: begin_shutdown(rt))
         try:
             await integrity.check_synthetic_roundtrip(rt.db)
             await start_crash_recovery(rt)
@@ -287,6 +297,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
                      database=rt.db.backend)
             yield
         finally:
+            undo_signals()
+            begin_shutdown(rt)  # when no signal began it (an embedding server, a test)
             await rt.runs.close()  # running turns are stopped and stored
             await rt.background.stop()
             await drain_shielded(SHUTDOWN_DRAIN_S)

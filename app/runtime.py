@@ -11,6 +11,7 @@ import openai
 
 from app.events.bus import MessageBus
 from app.keys.revocation import RevocationWatcher
+from app.kit.shutdown import Shutdown
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.process.service import ProcessRegistry
@@ -77,4 +78,6 @@ class Runtime:
     runs: TurnRuns
     resumes: TurnResumes
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    #: The process was told to stop: open streams end at once, each with a last event.
+    shutdown: Shutdown = field(default_factory=Shutdown)
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)

@@ -6,8 +6,9 @@
 #   CHATGATE_PORT (8000)               listening port
 #   CHATGATE_MIGRATE (1)               0: skip `alembic upgrade head` (run it once, as a job,
 #                                      when several instances start at the same time)
-#   CHATGATE_GRACEFUL_SHUTDOWN_S (5)   then open streams are cut, stored `interrupted`, and the
-#                                      process exits before `docker stop`'s 10 s SIGKILL
+#   CHATGATE_GRACEFUL_SHUTDOWN_S (5)   SIGTERM ends open streams at once (each with a last
+#                                      event); what is still open after this long is cut, and
+#                                      the process exits before `docker stop`'s 10 s SIGKILL
 #   PROMETHEUS_MULTIPROC_DIR           metrics of all workers merged (docs/production.md);
 #                                      defaults to /tmp/chatgate-prometheus with > 1 worker
 set -eu

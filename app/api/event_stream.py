@@ -11,15 +11,16 @@ Tasks per stream: the response's own (the writer), the disconnect watcher, and, 
 that come from an async generator, the producer. A `FrameSource` (a running turn's log) is
 polled by the writer itself: the turn's task appends an event and wakes the writer, with no
 task in between. A revocation is a callback, no task. Any way the stream ends (client gone,
-key revoked, a send that blocks past the timeout, cancellation) cancels the producer and
-waits for it, so the source generator's cleanup has run when the response returns (a
-FrameSource's owner closes it: app.turn.log_stream closes the turn's reader)."""
+key revoked, the process shutting down, a send that blocks past the timeout, cancellation)
+cancels the producer and waits for it, so the source generator's cleanup has run when the
+response returns (a FrameSource's owner closes it: app.turn.log_stream closes the turn's
+reader)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import AbstractContextManager, aclosing
+from contextlib import AbstractContextManager, ExitStack, aclosing
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,10 +35,17 @@ log = get_logger("api.event_stream")
 #: Opens the stream's watch on its API key: while open, the callback given is called once the
 #: key is revoked.
 RevocationGuard = Callable[[Callable[[], None]], AbstractContextManager[None]]
+#: Opens the stream's watch on the process (app.kit.shutdown.Shutdown.watch): while open, the
+#: callback given is called once the process begins shutting down.
+ShutdownWatch = Callable[[Callable[[], None]], AbstractContextManager[None]]
 
 PING_FRAME = b": ping\n\n"
 KEY_REVOKED_FRAME = (b'event: error\ndata: {"code":"key_revoked",'
                      b'"message":"the API key was revoked"}\n\n')
+#: The native API's last event of a stream this process cannot end with the answer's own
+#: (a turn followed from another process goes on there: a resume reads the rest).
+SHUTTING_DOWN_FRAME = (b'event: error\ndata: {"code":"shutting_down","message":"this gateway '
+                       b'process is shutting down; resume the stream to read the rest"}\n\n')
 
 
 @dataclass(frozen=True)
@@ -82,13 +90,21 @@ class FrameResponse(Response):
     says so in its API's terms (`revoked_ending`; by default the native `error` event
     `key_revoked`). `on_revoked`, called the moment the revocation is seen, may end the
     source at once and say so (True): the frames it still makes are then written before
-    that last frame, so that a stopped turn's client has what the turn stores."""
+    that last frame, so that a stopped turn's client has what the turn stores.
+
+    With `shutdown`, the process shutting down ends the stream at once with a last event
+    rather than leaving it to the server's cancellation: `on_shutdown` may end the source
+    and say so (True; its last frames, the answer's end, close the stream), else the
+    source is stopped and `shutdown_ending` is the last frame, after what it made."""
 
     def __init__(self, frames: AsyncGenerator[bytes, None] | FrameSource, *, ping_s: float,
                  send_timeout_s: float, log_ids: Mapping[str, str] | None = None,
                  revocation: RevocationGuard | None = None,
                  on_revoked: Callable[[], bool] | None = None,
-                 revoked_ending: RevokedEnding = NATIVE_REVOKED) -> None:
+                 revoked_ending: RevokedEnding = NATIVE_REVOKED,
+                 shutdown: ShutdownWatch | None = None,
+                 on_shutdown: Callable[[], bool] | None = None,
+                 shutdown_ending: bytes = SHUTTING_DOWN_FRAME) -> None:
         self.status_code, self.background, self.raw_headers = 200, None, list(HEADERS)
         # A generator is told apart by its ABC, a cached check: an isinstance of a runtime
         # Protocol looks up each of its members, 12 us a call.
@@ -102,11 +118,16 @@ class FrameResponse(Response):
         self._log_ids = dict(log_ids or {})
         self._revocation, self._on_revoked = revocation, on_revoked
         self._revoked_ending = revoked_ending
+        self._shutdown, self._on_shutdown = shutdown, on_shutdown
+        self._shutdown_ending = shutdown_ending
         self._pending: list[bytes] = []
         self._waiter: asyncio.Future[None] | None = None
         self._produced = self._gone = self._revoked = self._started = False
         #: Revoked, and the source ends soon: its last frames are still written.
         self._draining = False
+        #: The process shuts down and the source does not end by itself: it is stopped,
+        #: then `shutdown_ending` closes the stream.
+        self._cut = False
 
     @property
     def revoked(self) -> bool:
@@ -114,10 +135,11 @@ class FrameResponse(Response):
         return self._revoked
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._revocation is None:
-            await self._respond(scope, receive, send)
-            return
-        with self._revocation(self._revoke):
+        with ExitStack() as watches:
+            if self._revocation is not None:
+                watches.enter_context(self._revocation(self._revoke))
+            if self._shutdown is not None:
+                watches.enter_context(self._shutdown(self._shut_down))
             await self._respond(scope, receive, send)
 
     async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -137,6 +159,8 @@ class FrameResponse(Response):
             raise error
         if self._revoked:
             await self._end_revoked(scope, receive, send)
+        elif self._cut and self._started and not self._gone:
+            await self._end_shut_down(scope, send)
 
     async def _write(self, send: Send) -> None:
         """Everything pending in one write, then wait for more; a ping after `ping_s` of
@@ -148,7 +172,7 @@ class FrameResponse(Response):
         self._started = True
         last_write = loop.time()
         while True:
-            if self._gone or (self._revoked and not self._draining):
+            if self._gone or self._cut or (self._revoked and not self._draining):
                 return
             if self._source is not None:
                 self._pending.extend(self._source.take())
@@ -206,11 +230,30 @@ class FrameResponse(Response):
         self._wake()
 
     def _revoke(self) -> None:
-        if self._revoked:
+        if self._revoked or self._cut:
             return
         self._revoked = True
         self._draining = self._on_revoked is not None and self._on_revoked()
         self._wake()
+
+    def _shut_down(self) -> None:
+        if self._revoked or self._cut or self._produced:
+            return
+        if self._on_shutdown is not None and self._on_shutdown():
+            return  # the source ends with its own last frames
+        self._cut = True
+        self._wake()
+
+    async def _end_shut_down(self, scope: Scope, send: Send) -> None:
+        """After the stopped source's last frames, the shutdown's; a client that does not
+        take them in time is let go as a slow one is."""
+        body = b"".join([*self._pending, self._shutdown_ending])
+        self._pending.clear()
+        try:
+            await self._send(send, {"type": "http.response.body", "body": body,
+                                    "more_body": False})
+        except TimeoutError:
+            log.info("sse_send_timeout", path=scope.get("path"), **self._log_ids)
 
     async def _end_revoked(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._gone:

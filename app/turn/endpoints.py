@@ -41,4 +41,5 @@ async def post_message(request: Request) -> Response:
     return LogStreamResponse(
         rt.runs.start(turn), ping_s=rt.settings.keepalive_s,
         send_timeout_s=rt.settings.sse_send_timeout_s, log_ids=turn.log_ids,
-        revocation=functools.partial(rt.revocations.stream, principal.key_id))
+        revocation=functools.partial(rt.revocations.stream, principal.key_id),
+        shutdown=rt.shutdown.watch)

@@ -6,7 +6,10 @@ once, coalesced per write). Rendering is app/turn/native_events.py's `encode`; a
 
 However the response ends, its reader is closed (shielded), which tells the turn it lost a
 reader; a revoked key also stops the turn: at once when it runs here, and the response then
-sends the turn's last events before `key_revoked`, so the client has what is stored."""
+sends the turn's last events before `key_revoked`, so the client has what is stored. The
+process shutting down ends the response too: a turn that runs here is stopped and its own
+last events (`message_end` with reason `shutting_down`) end it; a turn followed from
+another process goes on there, and the response ends with `error` `shutting_down`."""
 
 from __future__ import annotations
 
@@ -15,13 +18,13 @@ from collections.abc import AsyncGenerator, Mapping
 
 from starlette.types import Receive, Scope, Send
 
-from app.api.event_stream import FrameResponse, FrameSource, RevocationGuard
+from app.api.event_stream import FrameResponse, FrameSource, RevocationGuard, ShutdownWatch
 from app.api.sse import frame
 from app.kit.shield import run_shielded
 from app.turn.event_log import LogTrimmed
 from app.turn.native_events import encode
 from app.turn.resume import CatchUp, ResumeStream
-from app.turn.runs import RunReader
+from app.turn.runs import SHUTTING_DOWN, RunReader
 
 RESUME_EXPIRED = frame("error", {
     "code": "resume_expired",
@@ -67,12 +70,15 @@ class LogFrames:
 class LogStreamResponse(FrameResponse):
     def __init__(self, stream: ResumeStream, *, ping_s: float, send_timeout_s: float,
                  log_ids: Mapping[str, str] | None = None,
-                 revocation: RevocationGuard | None = None) -> None:
+                 revocation: RevocationGuard | None = None,
+                 shutdown: ShutdownWatch | None = None) -> None:
         frames: FrameSource | AsyncGenerator[bytes, None] = (
             LogFrames(stream) if isinstance(stream, RunReader) else _frames(stream))
         super().__init__(frames, ping_s=ping_s, send_timeout_s=send_timeout_s,
                          log_ids=log_ids, revocation=revocation,
-                         on_revoked=lambda: stream.stop_here("key_revoked"))
+                         on_revoked=lambda: stream.stop_here("key_revoked"),
+                         shutdown=shutdown,
+                         on_shutdown=lambda: stream.stop_here(SHUTTING_DOWN))
         self._stream = stream
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -24,7 +24,10 @@ def encode(event: TurnEvent) -> bytes:
                 "completion_tokens": event.completion_tokens,
                 "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
                 "usage_source": event.usage_source})
-        case Ended(message_id, status):
-            return frame("message_end", {"message_id": str(message_id), "status": status})
+        case Ended(message_id, status, reason):
+            end: dict[str, str] = {"message_id": str(message_id), "status": status}
+            if reason is not None:
+                end["reason"] = reason
+            return frame("message_end", end)
         case Failed(code, message):
             return frame("error", {"code": code, "message": message})

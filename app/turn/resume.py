@@ -133,8 +133,7 @@ class TurnResumes:
         try:
             return await self.shared.span(message_id)
         except REDIS_ERRORS as exc:
-            log.warning("turn_share_failed", what="span", message_id=str(message_id),
-                        error=type(exc).__name__)
+            self.shared.outage.failed("span", exc, message_id=str(message_id))
             return None
 
     async def stop(self, user_id: str, thread_id: uuid.UUID,
@@ -150,8 +149,7 @@ class TurnResumes:
         try:
             await self.shared.request_stop(message_id)
         except REDIS_ERRORS as exc:
-            log.warning("turn_share_failed", what="stop", message_id=str(message_id),
-                        error=type(exc).__name__)
+            self.shared.outage.failed("stop", exc, message_id=str(message_id))
             raise ResumeRefused(503, "resume_unavailable",
                                 "the stop could not be passed on; try again") from exc
         log.info("turn_stop_requested", user_id=user_id, message_id=str(message_id))

@@ -30,7 +30,8 @@ async def resume_stream(request: Request) -> Response:
         stream, ping_s=rt.settings.keepalive_s, send_timeout_s=rt.settings.sse_send_timeout_s,
         log_ids={"user_id": principal.user_id, "thread_id": str(thread_id),
                  "message_id": str(message_id)},
-        revocation=functools.partial(rt.revocations.stream, principal.key_id))
+        revocation=functools.partial(rt.revocations.stream, principal.key_id),
+        shutdown=rt.shutdown.watch)
 
 
 async def stop_turn(request: Request) -> JSONResponse:

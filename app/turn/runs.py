@@ -4,7 +4,9 @@ that log. A turn so outlives its client: when its last reader leaves, it keeps s
 `grace_s`, and only if nobody came back by then is it stopped (stored `interrupted`, the
 upstream closed), exactly as a leaving client stopped it before. With `grace_s` 0 it is
 stopped the moment its last reader leaves. A stop request, a revoked key or the shutdown
-stop it at once.
+stop it at once; a turn the shutdown stopped says so in its `message_end` (reason
+`shutting_down`), so that its client knows to ask again rather than take the cut answer
+for the model's.
 
 A finished turn's log is kept `keep_s` (when there is a grace), so that a client that
 dropped near the end still gets the rest. With `shared` (Redis), the log is mirrored for the
@@ -13,6 +15,7 @@ other processes, whose readers keep the turn alive as local ones do."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -24,7 +27,7 @@ from app.records import FinalStatus
 from app.turn.event_log import TurnLog
 from app.turn.service import Turn
 from app.turn.share import PRESENCE_TTL_MS, SharedTurns
-from app.turns.events import Delta, TurnEvent
+from app.turns.events import Delta, Ended, TurnEvent
 
 log = get_logger("services.turn_runs")
 
@@ -37,6 +40,10 @@ CLOSE_WAIT_S = 10.0
 #: turn so stores what was sent give or take at most this many deltas (plus what is in the
 #: socket's buffers).
 PACE_AHEAD = 16
+
+#: The stop reason of the process's shutdown, the one a client is told (`message_end`
+#: `reason`): the others are the client's own doing, or a Stop it asked for.
+SHUTTING_DOWN = "shutting_down"
 
 
 class TurnRun:
@@ -83,11 +90,16 @@ class TurnRun:
         except asyncio.CancelledError:  # stopped: stored as it stands, then its closing events
             await run_shielded(turn.finish())
             for event in turn.closing_events:
-                self.log.append(event)
+                self.log.append(self._with_reason(event))
         finally:
             self.status, self._turn = turn.status, None
             self.log.close()
             self._runs.ended(self)
+
+    def _with_reason(self, event: TurnEvent) -> TurnEvent:
+        if self.stop_reason == SHUTTING_DOWN and isinstance(event, Ended):
+            return dataclasses.replace(event, reason=SHUTTING_DOWN)
+        return event
 
     async def _read_up_to(self, end: int) -> None:
         """Until a reader has sent everything before `end`, or no reader is left."""
@@ -205,13 +217,17 @@ class TurnRuns:
         self.grace_s, self.keep_s, self.max_events = grace_s, keep_s, max_events
         self.shared, self.metrics = shared, metrics
         self._runs: dict[uuid.UUID, TurnRun] = {}
+        self.shutting_down = False
 
     def start(self, turn: Turn) -> RunReader:
-        """Run `turn` in its own task; returns its first reader (the opening request's)."""
+        """Run `turn` in its own task; returns its first reader (the opening request's).
+        During the shutdown it is stopped as it starts: stored, and its client told."""
         run = TurnRun(turn, TurnLog(self.max_events), self)
         self._runs[run.message_id] = run
         if self.shared is not None and self.grace_s > 0:
             run.mirror = asyncio.create_task(self.shared.mirror(run.message_id, run.log))
+        if self.shutting_down:
+            self.stop(run.message_id, SHUTTING_DOWN)
         return RunReader(run, 0)
 
     def get(self, message_id: uuid.UUID) -> TurnRun | None:
@@ -271,14 +287,26 @@ class TurnRuns:
         if self.shared is not None:
             await self.shared.listen_for_stops(lambda mid: self.stop(mid, "stop_request"))
 
+    def shut_down(self) -> list[TurnRun]:
+        """The process is stopping: every running turn (and any started from now on) is
+        stopped, each reader getting its `message_end` once it is stored. Returns the runs
+        it stopped."""
+        self.shutting_down = True
+        running = [run for run in self._runs.values() if not run.done]
+        for run in running:
+            self.stop(run.message_id, SHUTTING_DOWN)
+        return running
+
     async def close(self) -> None:
         """Shutdown: stop every running turn and wait (bounded) for their finishes."""
         running = [run for run in self._runs.values() if not run.done]
-        for run in running:
-            self.stop(run.message_id, "shutdown")
+        self.shut_down()
         tasks = [run.task for run in running]
-        tasks += [run.mirror for run in self._runs.values() if run.mirror is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=CLOSE_WAIT_S)
+        mirrors = [run.mirror for run in self._runs.values() if run.mirror is not None]
+        if tasks or mirrors:
+            await asyncio.wait(tasks + mirrors, timeout=CLOSE_WAIT_S)
+        for mirror in mirrors:  # Redis still away: what was not mirrored by now never is
+            mirror.cancel()
+        await asyncio.gather(*mirrors, return_exceptions=True)
         if self.shared is not None:
             await self.shared.aclose()

@@ -12,7 +12,11 @@ so that a client resumes, or stops, a turn on whichever process its request reac
   stops its turn.
 
 A Redis failure costs only the cross-process part: the owner keeps streaming to its own
-readers, and logs `turn_share_failed`."""
+readers, and logs `turn_share_failed` (once a minute at most while Redis stays down, with a
+count of what failed: app.kit.outage_log), then `turn_share_recovered`. A mirror retries
+its failed write (every `retry_s`) rather than give up, so the turns of an outage, and the
+first one after it (whose first write may meet a connection Redis dropped), are mirrored
+once Redis answers again."""
 
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ import orjson
 import redis.asyncio as aioredis
 import redis.exceptions
 
+from app.clock import Clock, utcnow
+from app.kit.outage_log import OutageLog
 from app.logging import get_logger
 from app.turn.event_log import LogTrimmed, TurnLog
 from app.turns.event_codec import event_from_json, event_to_json, is_last
@@ -39,6 +45,11 @@ FOLLOW_BLOCK_MS = 1000
 PRESENCE_TTL_MS = 3000
 #: After this many silent XREADs, a follower asks whether the answer is still streaming.
 SILENT_ROUNDS_PER_CHECK = 5
+#: The pause before a failed mirror write, or a lost stop subscription, is tried again.
+RETRY_S = 1.0
+#: Attempts a mirror still makes once its turn is over (its last events), so that a Redis
+#: that stays down holds no finished turn's mirror (nor the shutdown) for long.
+ATTEMPTS_AFTER_END = 3
 
 
 def position_id(position: int) -> str:
@@ -55,11 +66,15 @@ class SharedTurns:
     """The Redis side of turn logs, presence and stop requests for one process."""
 
     def __init__(self, url: str, *, prefix: str, keep_s: float, max_events: int,
-                 follow_block_ms: int = FOLLOW_BLOCK_MS) -> None:
+                 follow_block_ms: int = FOLLOW_BLOCK_MS, retry_s: float = RETRY_S,
+                 clock: Clock = utcnow) -> None:
         self.client: aioredis.Redis = aioredis.Redis.from_url(
             url, socket_timeout=follow_block_ms / 1000 + 4.0, socket_connect_timeout=1.0)
         self.prefix, self.keep_s, self.max_events = prefix, keep_s, max_events
-        self.follow_block_ms = follow_block_ms
+        self.follow_block_ms, self.retry_s = follow_block_ms, retry_s
+        #: Every Redis failure of this process goes through here (resumes' too).
+        self.outage = OutageLog("turn_share_failed", "turn_share_recovered",
+                                component="services.turn_share", clock=clock)
 
     def log_key(self, message_id: uuid.UUID) -> str:
         return f"{self.prefix}:turn:{message_id}:log"
@@ -72,23 +87,42 @@ class SharedTurns:
         return f"{self.prefix}:turn-stops"
 
     async def mirror(self, message_id: uuid.UUID, turn_log: TurnLog) -> None:
-        """Copy the log into its Redis Stream as it grows, until it is closed."""
-        key, position = self.log_key(message_id), 0
-        try:
-            while True:
-                await turn_log.wait(position)
-                try:
-                    events = turn_log.read(position)
-                except LogTrimmed:
-                    position = turn_log.first
-                    continue
-                if not events:
-                    return  # closed, and everything is written
-                await self._write(key, position, events)
-                position += len(events)
-        except REDIS_ERRORS as exc:
-            log.warning("turn_share_failed", what="mirror", message_id=str(message_id),
-                        error=type(exc).__name__)
+        """Copy the log into its Redis Stream as it grows, until it is closed. A failed
+        write is tried again at once (a pooled connection Redis dropped while it was away
+        fails the first command after its return), then every `retry_s`, from what the
+        stream holds (a batch may have been half written, or Redis restarted empty), while
+        the turn runs and ATTEMPTS_AFTER_END times after."""
+        key, position, failures, failed_after_end = self.log_key(message_id), 0, 0, 0
+        while True:
+            await turn_log.wait(position)
+            try:
+                if failures:
+                    position = max(await self._written_up_to(key), turn_log.first)
+                events = turn_log.read(position)
+                if events:
+                    await self._write(key, position, events)
+            except LogTrimmed:
+                position = turn_log.first
+                continue
+            except REDIS_ERRORS as exc:
+                self.outage.failed("mirror", exc, message_id=str(message_id))
+                failed_after_end += turn_log.closed
+                if failed_after_end >= ATTEMPTS_AFTER_END:
+                    return
+                failures += 1
+                await asyncio.sleep(self.retry_s if failures > 1 else 0)
+                continue
+            if not events:
+                if turn_log.closed:
+                    return  # everything is written
+                continue
+            self.outage.succeeded()
+            position, failures = position + len(events), 0
+
+    async def _written_up_to(self, key: str) -> int:
+        """The position after the last one the stream holds (0 without a stream)."""
+        last: Any = await self.client.xrevrange(key, count=1)
+        return id_position(last[0][0]) + 1 if last else 0
 
     async def _write(self, key: str, position: int, events: list[TurnEvent]) -> None:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -136,30 +170,32 @@ class SharedTurns:
     async def read_elsewhere(self, message_id: uuid.UUID) -> bool:
         """A process other than the owner has a reader of this turn right now."""
         try:
-            return bool(await self.client.exists(self.readers_key(message_id)))
+            found = bool(await self.client.exists(self.readers_key(message_id)))
         except REDIS_ERRORS as exc:
-            log.warning("turn_share_failed", what="presence", message_id=str(message_id),
-                        error=type(exc).__name__)
+            self.outage.failed("presence", exc, message_id=str(message_id))
             return False
+        self.outage.succeeded()
+        return found
 
     async def request_stop(self, message_id: uuid.UUID) -> None:
         await self.client.publish(self.stop_channel, str(message_id))
 
     async def listen_for_stops(self, on_stop: Callable[[uuid.UUID], object]) -> None:
         """Call `on_stop` for each stop request of any process, until cancelled; a lost
-        connection is retried every second."""
+        connection is retried every `retry_s`."""
         while True:
             try:
                 async with self.client.pubsub() as pubsub:
                     await pubsub.subscribe(self.stop_channel)
+                    self.outage.succeeded()
                     while True:
                         message = await pubsub.get_message(
                             ignore_subscribe_messages=True, timeout=1.0)
                         if message is not None and message["type"] == "message":
                             _stop_one(on_stop, message["data"])
             except REDIS_ERRORS as exc:
-                log.warning("turn_share_failed", what="stops", error=type(exc).__name__)
-                await asyncio.sleep(1.0)
+                self.outage.failed("stops", exc)
+                await asyncio.sleep(self.retry_s)
 
     async def aclose(self) -> None:
         await self.client.aclose()

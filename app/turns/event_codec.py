@@ -31,8 +31,9 @@ def event_to_json(event: TurnEvent) -> dict[str, Any]:
                     "completion_tokens": event.completion_tokens,
                     "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
                     "usage_source": event.usage_source}
-        case Ended(message_id, status):
-            return {"k": "ended", "message_id": str(message_id), "status": status}
+        case Ended(message_id, status, reason):
+            ended = {"k": "ended", "message_id": str(message_id), "status": status}
+            return ended if reason is None else {**ended, "reason": reason}
         case Failed(code, message):
             return {"k": "failed", "code": code, "message": message}
 
@@ -57,7 +58,9 @@ def _decode(data: dict[str, Any]) -> TurnEvent:
         return Usage(int(data["prompt_tokens"]), int(data["completion_tokens"]),
                      int(data["total_tokens"]), data["cost_usd"], data["usage_source"])
     if kind == "ended":
-        return Ended(uuid.UUID(data["message_id"]), data["status"])
+        reason = data.get("reason")
+        return Ended(uuid.UUID(data["message_id"]), data["status"],
+                     None if reason is None else str(reason))
     if kind == "failed":
         return Failed(str(data["code"]), str(data["message"]))
     raise BadEvent(str(kind))

@@ -6,7 +6,8 @@ none of them reaches inside the turn.
     Delta       clean answer text, safe to show; `seq` counts deltas from 1
     Metadata    the answer's METADATA, after the message is stored
     Usage       the turn's token and cost totals, after the message is stored
-    Ended       the stored status; the stream ends here ...
+    Ended       the stored status (and why the gateway ended it, when it did so to stop
+                itself); the stream ends here ...
     Failed      ... or here: why the turn failed or was not stored
 """
 
@@ -63,6 +64,9 @@ class Usage:
 class Ended:
     message_id: uuid.UUID
     status: FinalStatus
+    #: Why the gateway ended the answer, when the client should know it to act on it
+    #: (`shutting_down`: the process is stopping; resume or ask again elsewhere).
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

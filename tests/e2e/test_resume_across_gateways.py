@@ -15,9 +15,11 @@ from tests.support.gateway import (
     GatewayProcess,
     StartGatewayProcesses,
     iter_sse,
+    post_turn,
 )
 from tests.support.redis_keys import REDIS_URL
 from tests.support.resume import delta_ids, delta_text, leave_after, read_first, rest, resume
+from tests.support.tcp_proxy import running_proxy
 
 pytestmark = pytest.mark.postgres
 LONG = "[long] tell me everything"
@@ -88,3 +90,38 @@ async def test_a_stop_sent_to_the_other_gateway_ends_the_turn(
     assert any(line.get("event") == "turn_stopped" and line.get("reason") == "stop_request"
                for line in first.logs())
 
+
+
+async def test_the_first_turn_after_redis_returns_resumes_on_the_other_gateway(
+    slow_demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses, redis_prefix: str
+) -> None:
+    """Redis (through a proxy the test owns) goes away while both gateways run, long enough
+    for their stop listeners to fail; once it is back, the next turn is mirrored, though its
+    first write meets the connection an earlier turn left in the pool, dead since."""
+    host, port = REDIS_URL.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    with running_proxy(host, int(port)) as proxy:
+        url = f"redis://127.0.0.1:{proxy.port}/{REDIS_URL.rsplit('/', 1)[1]}"
+        first, second = two_gateways(start_gateway_processes, slow_demo_llm, redis_prefix,
+                                     CHATGATE_REDIS_URL=url)
+        key = await first.api_key("returning")
+        async with first.client(key) as a, second.client(key) as b:
+            thread_id = await new_thread(a, "t")
+            await post_turn(a, thread_id, "hello")  # its mirror leaves a pooled connection
+            proxy.cut()
+            await until_logged([first, second], "turn_share_failed")
+            proxy.restore()
+            left = await leave_after(a, thread_id, LONG, K)
+            status, events, _ = await resume(b, left)
+            stored = await wait_for_status(b, left.thread_id, "complete")
+    assert status == 200
+    assert events[-1].event == "message_end" and events[-1].data["status"] == "complete"
+    assert left.text + delta_text(events) == stored["content"]
+
+
+async def until_logged(gateways: list[GatewayProcess], event: str) -> None:
+    """Until each gateway has logged `event` (a bounded count of short polls)."""
+    for _ in range(300):
+        if all(any(line.get("event") == event for line in g.logs()) for g in gateways):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{event} not logged by every gateway")

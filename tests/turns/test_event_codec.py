@@ -17,6 +17,7 @@ EVENTS: list[TurnEvent] = [
     Usage(185, 108, 293, None, "estimated"),
     Usage(1, 2, 3, 0.000123, "provider"),
     Ended(IDS[2], "interrupted"),
+    Ended(IDS[2], "interrupted", "shutting_down"),
     Failed("upstream_timeout", "the model server did not answer"),
 ]
 
@@ -27,7 +28,7 @@ def test_every_event_comes_back_equal(event: TurnEvent) -> None:
 
 
 def test_only_the_closing_events_end_a_stream() -> None:
-    assert [is_last(e) for e in EVENTS] == [False] * 5 + [True, True]
+    assert [is_last(e) for e in EVENTS] == [False] * 5 + [True, True, True]
 
 
 @pytest.mark.parametrize("data", [{"k": "nonsense"}, {"k": "delta", "text": "x"}, {}])

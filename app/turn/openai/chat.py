@@ -15,7 +15,12 @@ from starlette.types import Receive, Scope, Send
 
 from app.api import bodies
 from app.api.auth import authenticate
-from app.api.event_stream import FrameResponse, RevocationGuard, RevokedEnding
+from app.api.event_stream import (
+    FrameResponse,
+    RevocationGuard,
+    RevokedEnding,
+    ShutdownWatch,
+)
 from app.api.sse import json_bytes
 from app.api.state import runtime
 from app.clock import utcnow
@@ -46,7 +51,8 @@ async def chat_completions(request: Request) -> Response:
     if parsed.stream:
         return CompletionStreamResponse(
             call, include_usage=parsed.include_usage, ping_s=rt.settings.keepalive_s,
-            send_timeout_s=rt.settings.sse_send_timeout_s, revocation=revocation)
+            send_timeout_s=rt.settings.sse_send_timeout_s, revocation=revocation,
+            shutdown=rt.shutdown.watch)
     deltas = await run_whole(call, revocation)
     if call.closing.failure is not None:
         raise failure_error(call.closing.failure)
@@ -85,6 +91,11 @@ def _data(chunk: Any) -> bytes:
 #: A stream whose key is revoked ends as a failed one does, with OpenAI's `{"error": ...}`
 #: (the SDKs raise it; a native `key_revoked` event they would take for the answer's end).
 REVOKED = RevokedEnding(_data(key_revoked().body()), lambda: key_revoked().response())
+#: A stream cut because the process is shutting down ends as a failed one does, so that the
+#: SDKs raise rather than take the cut answer for a whole one; the call is stored
+#: `interrupted` with what was sent.
+SHUTTING_DOWN_ENDING = _data(OpenAIError(
+    503, "the gateway is shutting down; send the request again", "shutting_down").body())
 
 
 async def run_whole(call: CompletionCall, revocation: RevocationGuard) -> list[ChoiceDelta]:
@@ -132,10 +143,12 @@ class CompletionStreamResponse(FrameResponse):
     the first byte (when the frames never started, closing them runs nothing)."""
 
     def __init__(self, call: CompletionCall, *, include_usage: bool, ping_s: float,
-                 send_timeout_s: float, revocation: RevocationGuard | None = None) -> None:
+                 send_timeout_s: float, revocation: RevocationGuard | None = None,
+                 shutdown: ShutdownWatch | None = None) -> None:
         writer = ChunkWriter(call, include_usage=include_usage)
         super().__init__(_frames(call, writer), ping_s=ping_s, send_timeout_s=send_timeout_s,
-                         log_ids=call.log_ids, revocation=revocation, revoked_ending=REVOKED)
+                         log_ids=call.log_ids, revocation=revocation, revoked_ending=REVOKED,
+                         shutdown=shutdown, shutdown_ending=SHUTTING_DOWN_ENDING)
         self._call = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
