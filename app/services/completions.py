@@ -6,10 +6,11 @@
     call.closing                                                         # usage, metadata
 
 The text comes from the turn core (app.turns.choices: one AnswerStream, so one MarkerFilter,
-per choice); the prompt from app.context.client_history (the native MSG_CONTEXT builder).
-The limits are the native turn's (TurnGate.admit: rate limit, upstream slot, stream cap,
-budget). The upstream request is sent before `open_completion` returns, so a refused or
-unreachable model server is an HTTP status, not a broken stream.
+per choice), driven by the loop the native turn runs on too (app.services.turn_loop); the
+prompt from app.context.client_history (the native MSG_CONTEXT builder). The limits are the
+native turn's (TurnGate.admit: rate limit, upstream slot, stream cap, budget). The upstream
+request is sent before `open_completion` returns, so a refused or unreachable model server
+is an HTTP status, not a broken stream.
 
 With a thread, the exchange is stored like a native turn (the last user message, a
 `streaming` assistant row, the observers' hooks, TurnStore's finish); without one, only the
@@ -40,20 +41,15 @@ from app.sanitize import SanitizeReport, clean_json
 from app.services.api_keys import Principal
 from app.services.limits import TurnGate, UserGuard
 from app.services.metrics_observer import turn_metrics
-from app.services.observers import (
-    ContextDraft,
-    TurnHandler,
-    TurnView,
-    after_finish_all,
-    report_warnings,
-)
+from app.services.observers import ContextDraft, TurnHandler, TurnView, after_finish_all
 from app.services.shield import run_shielded
 from app.services.turn_deps import TurnDeps
 from app.services.turn_lease import TurnLease
+from app.services.turn_loop import TurnLoop
 from app.services.turn_opening import open_rows, opening_request
 from app.services.turn_store import TurnStore
 from app.stream import JsonObject
-from app.turns.choices import ChoiceDelta, ChoiceSet
+from app.turns.choices import ChoiceChunk, ChoiceDelta, ChoiceSet
 from app.turns.events import TurnFailure
 from app.turns.finish import TurnOutcome, finished_message, outcome_of
 from app.turns.usage import CallContext
@@ -188,6 +184,10 @@ class CompletionCall:
         self._stream: ChoiceStream | None = None
         self._started = utcnow()
         self._finishing = False
+        self._loop: TurnLoop[ChoiceChunk, list[ChoiceDelta]] = TurnLoop(
+            self.choices, lease, self.draft.recorder, log=log, name="completion",
+            finish=self.finish)
+        self._loop.handlers = handlers
 
     async def start(self) -> None:
         """The observers' stages, then the upstream request. Raises CompletionFailed after
@@ -222,34 +222,18 @@ class CompletionCall:
     async def deltas(self) -> AsyncGenerator[ChoiceDelta, None]:
         """Every choice's deltas in order, then the finishes (or, on a failure, the text the
         filters held; `closing.failure` says why). Closing this iterator interrupts the
-        call; it is recorded either way."""
+        call; it is recorded either way (the loop's finish, app.services.turn_loop)."""
         assert self._stream is not None, "start() first"
         structlog.contextvars.bind_contextvars(**self.log_ids)
-        try:
-            async with aclosing(self._stream.choice_chunks()) as chunks:
-                async for chunk in chunks:
-                    if chunk.text:
-                        self.draft.recorder.mark_first_token()
-                    deltas = self.choices.feed(chunk)
-                    self._report_warnings()
-                    for delta in deltas:
-                        yield delta
-                    if deltas:
-                        self._lease.delta_sent()
-                    if (held := self._lease.hold()) is not None:
-                        await held
-            deltas = self.choices.end()
-            self._report_warnings()
-            for delta in deltas:
-                yield delta
-        except UpstreamError as exc:
-            for delta in self._fail(TurnFailure(exc.code, exc.message, exc.http_status)):
-                yield delta
-        except Exception as exc:
-            log.exception("completion_error", error=type(exc).__name__)
-            self._fail(TurnFailure("internal_error", "the gateway failed; see the server log"))
-        finally:
-            await run_shielded(self.finish())
+        async with aclosing(self._loop.run(self._chunks)) as batches:
+            async for batch in batches:
+                for delta in batch:
+                    yield delta
+
+    async def _chunks(self) -> AsyncGenerator[ChoiceChunk, None]:
+        """The chunks of the stream start() opened."""
+        assert self._stream is not None
+        return self._stream.choice_chunks()
 
     async def run_to_end(self) -> list[ChoiceDelta]:
         """Every delta of the call, for a whole (non-streamed) reply; finished either way."""
@@ -257,15 +241,6 @@ class CompletionCall:
             return [delta async for delta in self.deltas()]
         finally:
             await run_shielded(self.finish())
-
-    def _fail(self, failure: TurnFailure) -> list[ChoiceDelta]:
-        log.warning("completion_failed", code=failure.code, error=failure.message)
-        deltas = self.choices.fail(failure, flush=True)
-        self._report_warnings()
-        return deltas
-
-    def _report_warnings(self) -> None:
-        report_warnings(self.choices.take_warnings(), self._handlers)
 
     async def finish(self) -> None:
         """Close the upstream, record the call (and store the message, with a thread),
