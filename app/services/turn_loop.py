@@ -12,8 +12,9 @@ and runs the finish shielded however the stream ended. The shells keep what diff
 the upstream is opened and what closes their reply.
 
 The loop yields what the answer state returns (a Delta, a list of ChoiceDelta) as it comes,
-one object per chunk at most: it adds no await, no generator layer and no allocation per
-chunk to what each shell did on its own."""
+one object per chunk at most, and is inlined in one generator: it adds no await and no
+allocation per chunk to what each shell did on its own, and the native turn no generator
+layer either (the OpenAI-compatible call spreads its lists in one of its own)."""
 
 from __future__ import annotations
 
