@@ -6,10 +6,11 @@
     call.closing                                                         # usage, metadata
 
 The text comes from the turn core (app.turns.choices: one AnswerStream, so one MarkerFilter,
-per choice); the prompt from app.context.client_history (the native MSG_CONTEXT builder).
-The limits are the native turn's (TurnGate.admit: rate limit, upstream slot, stream cap,
-budget). The upstream request is sent before `open_completion` returns, so a refused or
-unreachable model server is an HTTP status, not a broken stream.
+per choice), driven by the loop the native turn runs on too (app.turn.loop); the
+prompt from app.context.client_history (the native MSG_CONTEXT builder). The limits are the
+native turn's (TurnGate.admit: rate limit, upstream slot, stream cap, budget). The upstream
+request is sent before `open_completion` returns, so a refused or unreachable model server
+is an HTTP status, not a broken stream.
 
 With a thread, the exchange is stored like a native turn (the last user message, a
 `streaming` assistant row, the observers' hooks, TurnStore's finish); without one, only the
@@ -43,17 +44,12 @@ from app.stream import JsonObject
 from app.turn.deps import TurnDeps
 from app.turn.gate import TurnGate, UserGuard
 from app.turn.lease import TurnLease
+from app.turn.loop import TurnLoop
 from app.turn.metrics_observer import turn_metrics
-from app.turn.observers import (
-    ContextDraft,
-    TurnHandler,
-    TurnView,
-    after_finish_all,
-    report_warnings,
-)
+from app.turn.observers import ContextDraft, TurnHandler, TurnView, after_finish_all
 from app.turn.opening import open_rows, opening_request
 from app.turn.persist import TurnStore
-from app.turns.choices import ChoiceDelta, ChoiceSet
+from app.turns.choices import ChoiceChunk, ChoiceDelta, ChoiceSet
 from app.turns.events import TurnFailure
 from app.turns.finish import TurnOutcome, finished_message, outcome_of
 from app.turns.usage import CallContext
@@ -188,6 +184,10 @@ class CompletionCall:
         self._stream: ChoiceStream | None = None
         self._started = utcnow()
         self._finishing = False
+        self._loop: TurnLoop[ChoiceChunk, list[ChoiceDelta]] = TurnLoop(
+            self.choices, lease, self.draft.recorder, log=log, name="completion",
+            finish=self.finish)
+        self._loop.handlers = handlers
 
     async def start(self) -> None:
         """The observers' stages, then the upstream request. Raises CompletionFailed after
@@ -223,34 +223,18 @@ class CompletionCall:
     async def deltas(self) -> AsyncGenerator[ChoiceDelta, None]:
         """Every choice's deltas in order, then the finishes (or, on a failure, the text the
         filters held; `closing.failure` says why). Closing this iterator interrupts the
-        call; it is recorded either way."""
+        call; it is recorded either way (the loop's finish, app.turn.loop)."""
         assert self._stream is not None, "start() first"
         structlog.contextvars.bind_contextvars(**self.log_ids)
-        try:
-            async with aclosing(self._stream.choice_chunks()) as chunks:
-                async for chunk in chunks:
-                    if chunk.text:
-                        self.draft.recorder.mark_first_token()
-                    deltas = self.choices.feed(chunk)
-                    self._report_warnings()
-                    for delta in deltas:
-                        yield delta
-                    if deltas:
-                        self._lease.delta_sent()
-                    if (held := self._lease.hold()) is not None:
-                        await held
-            deltas = self.choices.end()
-            self._report_warnings()
-            for delta in deltas:
-                yield delta
-        except UpstreamError as exc:
-            for delta in self._fail(TurnFailure(exc.code, exc.message, exc.http_status)):
-                yield delta
-        except Exception as exc:
-            log.exception("completion_error", error=type(exc).__name__)
-            self._fail(TurnFailure("internal_error", "the gateway failed; see the server log"))
-        finally:
-            await run_shielded(self.finish())
+        async with aclosing(self._loop.run(self._chunks)) as batches:
+            async for batch in batches:
+                for delta in batch:
+                    yield delta
+
+    async def _chunks(self) -> AsyncGenerator[ChoiceChunk, None]:
+        """The chunks of the stream start() opened."""
+        assert self._stream is not None
+        return self._stream.choice_chunks()
 
     async def run_to_end(self) -> list[ChoiceDelta]:
         """Every delta of the call, for a whole (non-streamed) reply; finished either way."""
@@ -258,15 +242,6 @@ class CompletionCall:
             return [delta async for delta in self.deltas()]
         finally:
             await run_shielded(self.finish())
-
-    def _fail(self, failure: TurnFailure) -> list[ChoiceDelta]:
-        log.warning("completion_failed", code=failure.code, error=failure.message)
-        deltas = self.choices.fail(failure, flush=True)
-        self._report_warnings()
-        return deltas
-
-    def _report_warnings(self) -> None:
-        report_warnings(self.choices.take_warnings(), self._handlers)
 
     def _calls_so_far(self) -> list[CallRecord]:
         """The checkpoint's calls (app.turn.checkpoints): those made, and once the request

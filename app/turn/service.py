@@ -6,8 +6,9 @@
 open: the turn repository's opening reads the history and stores the user message and the
 `streaming` assistant message (app/turn/opening.py); no session is open while the
 answer streams. stream: the observers' stages, then each upstream chunk
-through the core's AnswerStream. finish: however the stream ended, ONE transaction stores
-what was sent with an honest status, exactly once (app/turn/persist.py).
+through the core's AnswerStream, driven by the loop both APIs share (app/turn/loop.py).
+finish: however the stream ended, ONE transaction stores what was sent with an honest
+status, exactly once (app/turn/persist.py).
 docs/architecture.md draws the cancellation flow."""
 
 from __future__ import annotations
@@ -19,17 +20,16 @@ from contextlib import aclosing
 import structlog
 
 from app.clock import utcnow
-from app.kit.shield import run_shielded
 from app.logging import get_logger
 from app.records import CallRecord, FinalStatus, FinishedMessage
 from app.turn.deps import TurnDeps
 from app.turn.lease import TurnLease
+from app.turn.loop import TurnLoop
 from app.turn.observers import (
     ContextDraft,
     TurnHandler,
     TurnView,
     after_finish_all,
-    report_warnings,
 )
 from app.turn.opening import (
     CONTEXT_HISTORY_LIMIT,
@@ -40,7 +40,7 @@ from app.turn.opening import (
 from app.turn.persist import TurnStore
 from app.turn.rows import ThreadGuard
 from app.turns.answer import AnswerStream
-from app.turns.events import Delta, Started, TurnEvent, TurnFailure
+from app.turns.events import Started, TurnEvent
 from app.turns.finish import (
     StoreResult,
     TurnOutcome,
@@ -50,8 +50,9 @@ from app.turns.finish import (
     not_stored,
     summary_fields,
 )
+from app.turns.inputs import UpstreamChunk
 from app.turns.usage import CallContext
-from app.upstream import UpstreamError, UpstreamStream
+from app.upstream import UpstreamStream
 
 log = get_logger("services.turn")
 
@@ -100,6 +101,9 @@ class Turn:
         self.finishing = False
         self._closing: list[TurnEvent] = []
         self.store_result: StoreResult | None = None
+        self._loop: TurnLoop[UpstreamChunk, TurnEvent] = TurnLoop(
+            self.answer, self._lease, self.draft.recorder, log=log, name="turn",
+            finish=self.finish)
 
     @property
     def status(self) -> FinalStatus:
@@ -118,54 +122,27 @@ class Turn:
 
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
         """The turn's events in order. Closing or cancelling this iterator interrupts the
-        turn; it is stored either way."""
+        turn; it is stored either way (the loop's finish, app.turn.loop)."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
         self._lease.checkpoint(self.message_id, lambda: self.answer.content, self._calls_so_far)
-        try:
-            yield Started(self.view.thread_id, self.view.user_message_id, self.message_id)
-            self._handlers = [h for o in self.deps.observers if (h := o.open(self.view))]
-            for handler in self._handlers:
-                await handler.before_main(self.draft)
-            async with aclosing(self._main_call()) as deltas:
-                async for delta in deltas:
-                    yield delta
-        except UpstreamError as exc:
-            failure = TurnFailure(exc.code, exc.message, exc.http_status)
-            if last := self._fail(failure, flush=self._stream is not None):
-                yield last
-        except Exception as exc:
-            log.exception("turn_error", error=type(exc).__name__)
-            self._fail(TurnFailure("internal_error", "the gateway failed; see the server log"),
-                       flush=False)
-        finally:
-            await run_shielded(self.finish())
+        started = Started(self.view.thread_id, self.view.user_message_id, self.message_id)
+        async with aclosing(self._loop.run(self._open_chunks, first=(started,),
+                                           prepare=self._prepare, stage="llm_calls")) as events:
+            async for event in events:
+                yield event
         for event in self.closing_events:
             yield event
 
-    async def _main_call(self) -> AsyncGenerator[Delta, None]:
-        recorder, settings = self.draft.recorder, self.deps.settings
-        with recorder.stage("context"):
+    async def _prepare(self) -> None:
+        """The observers' stages, then the prompt they shaped."""
+        self._handlers = [h for o in self.deps.observers if (h := o.open(self.view))]
+        self._loop.handlers = self._handlers
+        for handler in self._handlers:
+            await handler.before_main(self.draft)
+        settings = self.deps.settings
+        with self.draft.recorder.stage("context"):
             self._prompt = self.draft.prompt(self.view, settings.system_prompt,
                                              budget_chars=settings.context_budget_chars)
-        with recorder.stage("llm_calls"):
-            self._call_started = utcnow()
-            self._stream = await self.deps.upstream.open_stream(self._prompt)
-            self._lease.upstream_answered()
-            async with aclosing(self._stream.chunks()) as chunks:
-                async for chunk in chunks:
-                    if chunk.text:
-                        recorder.mark_first_token()
-                    delta = self.answer.feed(chunk)
-                    self._report_warnings()
-                    if delta:
-                        yield delta
-                        self._lease.delta_sent()
-                    if (held := self._lease.hold()) is not None:
-                        await held
-            last = self.answer.end()
-            self._report_warnings()
-            if last:
-                yield last
 
     def _calls_so_far(self) -> list[CallRecord]:
         """The checkpoint's calls (app.turn.checkpoints): a crash keeps their usage."""
@@ -174,14 +151,12 @@ class Turn:
         return calls_so_far(self.answer, self.draft.recorder, ctx, prompt=self._prompt,
                             started_at=self._call_started)
 
-    def _fail(self, failure: TurnFailure, *, flush: bool) -> Delta | None:
-        log.warning("turn_failed", code=failure.code, error=failure.message)
-        last = self.answer.fail(failure, flush=flush)
-        self._report_warnings()
-        return last
-
-    def _report_warnings(self) -> None:
-        report_warnings(self.answer.take_warnings(), self._handlers)
+    async def _open_chunks(self) -> AsyncGenerator[UpstreamChunk, None]:
+        """The main call sent; its chunks, once the model server has answered."""
+        self._call_started = utcnow()
+        self._stream = await self.deps.upstream.open_stream(self._prompt)
+        self._lease.upstream_answered()
+        return self._stream.chunks()
 
     async def finish(self) -> None:
         """Close the upstream, store the message with its status and usage, exactly once.

@@ -31,10 +31,12 @@ from app.turns.usage import CallContext, main_call_record
 MAX_CHOICES = 128
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ChoicePiece:
     """One choice's part of one upstream chunk: its text, its tool call deltas (the model
-    server's objects, untouched) and its finish reason."""
+    server's objects, untouched) and its finish reason. Read-only by convention, not frozen:
+    one is built per choice of every chunk, and a frozen dataclass's __init__ costs several
+    times a plain one's (app.turns.inputs.UpstreamChunk says more)."""
 
     index: int
     text: str = ""
@@ -42,9 +44,9 @@ class ChoicePiece:
     finish_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ChoiceChunk:
-    """One upstream chunk of a call with choices."""
+    """One upstream chunk of a call with choices (read-only by convention, as ChoicePiece)."""
 
     pieces: tuple[ChoicePiece, ...] = ()
     usage: ProviderUsage | None = None
@@ -60,6 +62,15 @@ class ChoiceChunk:
     @property
     def finish_reason(self) -> str | None:
         return next((p.finish_reason for p in self.pieces if p.finish_reason), None)
+
+    def first(self) -> UpstreamChunk:
+        """Choice 0 as the native turn reads it (its request asks for one choice): that
+        choice's text and finish reason with the chunk's usage and model. A chunk without
+        choice 0 (the closing usage chunk has no choices) has no text."""
+        for piece in self.pieces:
+            if piece.index == 0:
+                return UpstreamChunk(piece.text, self.usage, self.model, piece.finish_reason)
+        return UpstreamChunk("", self.usage, self.model)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """The model server's event stream read by hand: `data:` lines of an SSE body, each a
-chat.completion.chunk decoded straight into an UpstreamChunk.
+chat.completion.chunk decoded straight into a ChoiceChunk (every choice kept apart), of which
+the native turn reads choice 0 as an UpstreamChunk: one parse, one set of checks.
 
 Reading the bytes ourselves (instead of the openai SDK's AsyncStream) is what tells a clean
 end (`data: [DONE]`, or a finish_reason) from a body that merely stopped, and it checks every
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 
 from app.sanitize import clean_text
+from app.turns.choices import MAX_CHOICES, ChoiceChunk, ChoicePiece
 from app.turns.inputs import ProviderUsage, UpstreamChunk
 from app.upstream.errors import UpstreamError, upstream_failure
 
@@ -109,37 +111,53 @@ def chunk_choices(obj: Any) -> list[Any]:
     return choices
 
 
-def parse_chunk(obj: Any) -> UpstreamChunk:
-    """One chat.completion.chunk as the gateway uses it (every choice's text joined).
-    Raises UpstreamError as chunk_choices does."""
+def parse_choice_chunk(obj: Any) -> ChoiceChunk:
+    """One chat.completion.chunk, every choice kept apart: the one reading of a chunk, for
+    the native turn (which reads choice 0, `parse_chunk`) and the OpenAI-compatible endpoint
+    alike, so a malformed chunk is refused the same way on both. Raises UpstreamError as
+    chunk_choices does. Called for every chunk: the checks are written for speed."""
     choices = chunk_choices(obj)
-    text, finish = "", None
-    for choice in choices:
-        piece, reason = _choice(choice)
-        text += piece
-        finish = reason or finish
     model = obj.get("model")
-    return UpstreamChunk(text=text, usage=usage_of(obj.get("usage")),
-                         model=model_name(model if isinstance(model, str) else None),
-                         finish_reason=finish)
+    usage = obj.get("usage")
+    return ChoiceChunk(
+        tuple(map(_piece, choices)),
+        None if usage is None else usage_of(usage),
+        model_name(model) if model.__class__ is str else None)
 
 
-def _choice(choice: Any) -> tuple[str, str | None]:
-    """A choice's content delta and finish reason, both checked."""
-    if not isinstance(choice, dict):
+def parse_chunk(obj: Any) -> UpstreamChunk:
+    """One chat.completion.chunk as the native turn reads it: its first choice (index 0),
+    parsed and checked as every choice is (`parse_choice_chunk`)."""
+    return parse_choice_chunk(obj).first()
+
+
+def _piece(choice: Any) -> ChoicePiece:
+    """One choice of a chunk, every field the gateway uses checked. Exact type tests where
+    JSON gives exact types (`int`, not a bool; `str`): cheaper than isinstance."""
+    if choice.__class__ is not dict:
         raise bad_response("choice_not_object")
+    index = choice.get("index", 0)
+    if index.__class__ is not int or not 0 <= index < MAX_CHOICES:
+        raise bad_response("choice_index_invalid")
     delta = choice.get("delta")
     if delta is None:
         delta = {}
-    if not isinstance(delta, dict):
+    elif delta.__class__ is not dict:
         raise bad_response("delta_not_object")
     content = delta.get("content")
-    if content is not None and not isinstance(content, str):
+    if content is not None and content.__class__ is not str:
         raise bad_response("content_not_string")
+    raw_calls = delta.get("tool_calls")
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    if raw_calls is not None:
+        if raw_calls.__class__ is not list or not all(
+                call.__class__ is dict for call in raw_calls):
+            raise bad_response("tool_calls_not_objects")
+        tool_calls = tuple(raw_calls)
     finish = choice.get("finish_reason")
-    if finish is not None and not isinstance(finish, str):
+    if finish is not None and finish.__class__ is not str:
         raise bad_response("finish_reason_not_string")
-    return content or "", finish or None
+    return ChoicePiece(index, content or "", tool_calls, finish or None)
 
 
 def error_detail(error: Any) -> str:

@@ -5,6 +5,7 @@ client's fields sent as they came, and the same failures as the native reading."
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -15,6 +16,7 @@ from app.settings import Settings
 from app.turns.choices import ChoiceChunk, ChoicePiece
 from app.upstream import UpstreamClient, UpstreamError, make_http_client, make_openai_client
 from app.upstream.choices import open_choice_stream, parse_choice_chunk
+from app.upstream.wire import parse_chunk
 from tests.support.scripted_upstream import scripted_upstream
 
 
@@ -68,13 +70,27 @@ async def test_a_body_cut_before_its_end_is_truncated() -> None:
     {"choices": [{"index": True, "delta": {}}]},
     {"choices": [{"index": 0, "delta": {"tool_calls": "x"}}]},
     {"choices": [{"index": 0, "delta": {"content": 3}}]},
+    {"choices": [{"index": 0, "delta": []}]},
     {"choices": "x"},
     [],
 ])
-def test_malformed_chunks_are_bad_responses(bad: Any) -> None:
+@pytest.mark.parametrize("parse", [parse_choice_chunk, parse_chunk])
+def test_malformed_chunks_are_bad_responses_on_both_surfaces(
+        bad: Any, parse: Callable[[Any], object]) -> None:
     with pytest.raises(UpstreamError) as caught:
-        parse_choice_chunk(bad)
+        parse(bad)
     assert caught.value.code == "upstream_bad_response"
+
+
+def test_the_native_turn_reads_choice_0_of_the_same_parse() -> None:
+    parsed = parse_chunk({"model": "m-1", "usage": {"prompt_tokens": 2, "completion_tokens": 1},
+                          "choices": [{"index": 1, "delta": {"content": "other"}},
+                                      {"index": 0, "delta": {"content": "mine"},
+                                       "finish_reason": "stop"}]})
+    assert (parsed.text, parsed.finish_reason, parsed.model) == ("mine", "stop", "m-1")
+    assert parsed.usage is not None and parsed.usage.total_tokens == 3
+    closing = parse_chunk({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}})
+    assert (closing.text, closing.finish_reason, closing.usage) == ("", None, parsed.usage)
 
 
 def test_an_error_event_is_the_model_server_s_failure() -> None:

@@ -1,0 +1,137 @@
+"""The one loop that drives an answer's stream, for the native turn (app.turn.service, its
+core AnswerStream) and the OpenAI-compatible call (app.turn.completion, the choices of
+its ChoiceSet over that same core) alike:
+
+    loop = TurnLoop(answer, lease, recorder, log=log, name="turn", finish=turn.finish)
+    async for out in loop.run(open_chunks, first=..., prepare=..., stage="llm_calls"): ...
+
+It reads the upstream chunks, marks the first token, feeds each chunk to the answer state,
+reports its filter warnings to the handlers, tells the lease when something was sent and
+waits while it holds the stream, flushes what the filters hold at the end or on a failure,
+and runs the finish shielded however the stream ended. The shells keep what differs: how
+the upstream is opened and what closes their reply.
+
+The loop yields what the answer state returns (a Delta, a list of ChoiceDelta) as it comes,
+one object per chunk at most, and is inlined in one generator: it adds no await and no
+allocation per chunk to what each shell did on its own, and the native turn no generator
+layer either (the OpenAI-compatible call spreads its lists in one of its own)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import aclosing, nullcontext
+from typing import Any, Generic, Protocol, TypeVar
+
+import structlog
+
+from app.kit.shield import run_shielded
+from app.stream import FilterWarning
+from app.turn.lease import TurnLease
+from app.turn.observers import TurnHandler, report_warnings
+from app.turns.events import TurnFailure
+from app.turns.recorder import TurnRecorder
+from app.upstream import UpstreamError
+
+
+class WithText(Protocol):
+    """What the loop reads of a chunk itself: its text (the first marks the first token)."""
+
+    @property
+    def text(self) -> str: ...
+
+
+ChunkIn = TypeVar("ChunkIn", contravariant=True)
+Out = TypeVar("Out", covariant=True)
+ChunkT = TypeVar("ChunkT", bound=WithText)
+OutT = TypeVar("OutT")
+
+
+class AnswerState(Protocol[ChunkIn, Out]):
+    """The answer the loop feeds. Each step returns what became safe to show; anything falsy
+    (None, an empty list) shows nothing."""
+
+    def feed(self, chunk: ChunkIn) -> Out | None: ...
+
+    def end(self) -> Out | None:
+        """The model server finished: what the filters held."""
+
+    def fail(self, failure: TurnFailure, *, flush: bool) -> Out | None:
+        """The stream failed; `flush`: it had been opened, so what the filters held is real
+        answer text, shown and kept."""
+
+    def take_warnings(self) -> list[FilterWarning]:
+        """The filter warnings raised since the last call."""
+
+
+#: What a client is told of a gateway bug; the log has the rest.
+INTERNAL_FAILURE = TurnFailure("internal_error", "the gateway failed; see the server log")
+
+
+class TurnLoop(Generic[ChunkT, OutT]):
+    """One answer's stream, from the opening of its upstream to its finish. `handlers` are
+    the turn's observers' handlers, set once they are open (they hear the warnings)."""
+
+    def __init__(self, answer: AnswerState[ChunkT, OutT], lease: TurnLease,
+                 recorder: TurnRecorder, *, log: structlog.stdlib.BoundLogger, name: str,
+                 finish: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self.answer = answer
+        self.handlers: Sequence[TurnHandler] = ()
+        self._lease, self._recorder, self._finish, self._log = lease, recorder, finish, log
+        self._failed_event, self._error_event = f"{name}_failed", f"{name}_error"
+
+    async def run(
+        self, open_chunks: Callable[[], Awaitable[AsyncGenerator[ChunkT, None]]], *,
+        first: Sequence[OutT] = (), prepare: Callable[[], Awaitable[None]] | None = None,
+        stage: str | None = None,
+    ) -> AsyncGenerator[OutT, None]:
+        """`first`, then `prepare()` (the stages before the upstream call), then within the
+        recorder's `stage` the chunks of `open_chunks()` through the answer. An upstream
+        failure ends it with what the filters held when the stream was open; a gateway bug
+        is logged and shows nothing more. Closing this iterator interrupts the answer; the
+        finish runs either way, shielded from cancellation."""
+        opened = False
+        try:
+            for event in first:
+                yield event
+            if prepare is not None:
+                await prepare()
+            with self._recorder.stage(stage) if stage else nullcontext():
+                chunks = await open_chunks()
+                opened = True
+                answer, lease, mark = self.answer, self._lease, self._recorder.mark_first_token
+                async with aclosing(chunks):
+                    async for chunk in chunks:
+                        if chunk.text:
+                            mark()
+                        out = answer.feed(chunk)
+                        if warnings := answer.take_warnings():
+                            report_warnings(warnings, self.handlers)
+                        if out:
+                            yield out
+                            lease.delta_sent()
+                        if (held := lease.hold()) is not None:
+                            await held
+                last = answer.end()
+                self._report_warnings()
+                if last:
+                    yield last
+        except UpstreamError as exc:
+            if last := self.fail(TurnFailure(exc.code, exc.message, exc.http_status),
+                                 flush=opened):
+                yield last
+        except Exception as exc:
+            self._log.exception(self._error_event, error=type(exc).__name__)
+            self.fail(INTERNAL_FAILURE, flush=False)
+        finally:
+            await run_shielded(self._finish())
+
+    def fail(self, failure: TurnFailure, *, flush: bool) -> OutT | None:
+        """The answer failed: logged, the answer told, its last warnings reported."""
+        self._log.warning(self._failed_event, code=failure.code, error=failure.message)
+        last = self.answer.fail(failure, flush=flush)
+        self._report_warnings()
+        return last
+
+    def _report_warnings(self) -> None:
+        if warnings := self.answer.take_warnings():
+            report_warnings(warnings, self.handlers)
