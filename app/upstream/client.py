@@ -156,11 +156,16 @@ class UpstreamStream:
             raise upstream_failure("upstream_truncated", reason="no_done_no_finish_reason")
 
     async def _next(self, events: AsyncIterator[bytes]) -> bytes:
-        """The next event's data, within the first-token deadline until text has come, and
-        always within the answer's deadline."""
-        deadline, missed = self._deadline()
-        if deadline is None:
+        """The next event's data, within the first-token deadline until text has come. Once
+        text flows the answer's deadline is checked between events, a comparison of the clock
+        and no timer: a timer per event is CPU and a heap of cancelled timers for the event
+        loop on every chunk, and a model that stops mid-answer is bounded by the read
+        timeout already, so an answer ends at its first event past the deadline."""
+        if self._first_token_deadline is None:
+            if self._answer_deadline is not None and time.monotonic() >= self._answer_deadline:
+                raise _answer_too_long()
             return await anext(events)
+        deadline, missed = self._deadline()
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise missed()
@@ -170,10 +175,12 @@ class UpstreamStream:
         except TimeoutError as exc:
             raise missed() from exc
 
-    def _deadline(self) -> tuple[float | None, Callable[[], UpstreamError]]:
-        """The nearer of the two deadlines, and the error of missing it."""
+    def _deadline(self) -> tuple[float, Callable[[], UpstreamError]]:
+        """Before the first text, the nearer of the two deadlines, and the error of missing
+        it."""
         first, answer = self._first_token_deadline, self._answer_deadline
-        if answer is not None and (first is None or answer <= first):
+        assert first is not None
+        if answer is not None and answer <= first:
             return answer, _answer_too_long
         return first, _no_first_token
 
