@@ -11,7 +11,6 @@ from typing import Any
 
 import asyncpg
 import pytest
-from app.turn.rows.statements import OPEN_THREAD
 from sqlalchemy import text
 
 from app.clock import utcnow
@@ -19,6 +18,7 @@ from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.models import Thread
 from app.turn.rows import Opened, OpeningRequest, turn_rows
+from app.turn.rows.statements import OPEN_THREAD
 from tests.store.factories import new_thread
 
 THREADS_OF_THE_USER = 300
