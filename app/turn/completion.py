@@ -246,16 +246,18 @@ class CompletionCall:
     def _calls_so_far(self) -> list[CallRecord]:
         """The checkpoint's calls (app.turn.checkpoints): those made, and once the request
         was sent the main call measured until now, so a crash keeps their usage."""
-        recorder = self.draft.recorder
-        calls = list(recorder.calls)
+        calls = list(self.draft.recorder.calls)
         if self._prompt:
-            ctx = CallContext(self.request.model, {**self.request.params,
-                                                   "model": self.request.model},
-                              self.deps.prices)
-            calls.append(self.choices.call_record(
-                ctx, prompt=flat_prompt(self._prompt), started_at=self._started,
-                first_token_at=recorder.first_token_at, finished_at=utcnow()))
+            calls.append(self._main_call())
         return calls
+
+    def _main_call(self) -> CallRecord:
+        """The main call as measured until now (its request was sent)."""
+        ctx = CallContext(self.request.model, {**self.request.params,
+                                               "model": self.request.model}, self.deps.prices)
+        return self.choices.call_record(
+            ctx, prompt=flat_prompt(self._prompt), started_at=self._started,
+            first_token_at=self.draft.recorder.first_token_at, finished_at=utcnow())
 
     async def finish(self) -> None:
         """Close the upstream, record the call (and store the message, with a thread),
@@ -265,14 +267,8 @@ class CompletionCall:
         self._finishing = True
         with structlog.contextvars.bound_contextvars(**self.log_ids):
             await self._lease.close_and_give_back(self._stream)
-            recorder = self.draft.recorder
             if self._prompt:
-                ctx = CallContext(self.request.model, {**self.request.params,
-                                                       "model": self.request.model},
-                                  self.deps.prices)
-                recorder.add_call(self.choices.call_record(
-                    ctx, prompt=flat_prompt(self._prompt), started_at=self._started,
-                    first_token_at=recorder.first_token_at, finished_at=utcnow()))
+                self.draft.recorder.add_call(self._main_call())
             self._close_figures()
             await self._store()
             log.info("completion_finished", status=self.choices.status,
