@@ -144,19 +144,6 @@ class TurnGate:
         `inserted` streaming rows (1 for a turn, 0 for a call storing none)."""
         return UserGuard(self, principal, inserted)
 
-    async def check_budget(self, session: AsyncSession, principal: Principal) -> None:
-        """Raises budget_exceeded when the key has used up a daily budget (a UserGuard's
-        first check)."""
-        if not has_budget(principal):
-            return
-        now = self.clock()
-        tokens, cost = await usage_store.usage_of_day(
-            session, principal.user_id, now.astimezone(dt.UTC).date())
-        budget = DayBudget(now.astimezone(dt.UTC).date(), principal.daily_token_budget,
-                           principal.daily_cost_budget_usd)
-        if budget.reached(tokens, cost):
-            raise budget_exceeded(seconds_to_next_day(now))
-
     async def check_streams(self, session: AsyncSession, user_id: str, inserted: int
                             ) -> None:
         """Raises too_many_streams at the cap: the user's other streams counted here under
@@ -217,7 +204,12 @@ class UserGuard:
         raise too_many_streams(self.gate.max_streams)
 
     async def __call__(self, session: AsyncSession) -> None:
-        await self.gate.check_budget(session, self.principal)
+        """The budget, then the cap, each read in `session`: a call storing no message."""
+        if (budget := self.budget()) is not None:
+            tokens, cost = await usage_store.usage_of_day(session, self.principal.user_id,
+                                                          budget.day)
+            if budget.reached(tokens, cost):
+                raise budget_exceeded(seconds_to_next_day(self.gate.clock()))
         await self.gate.check_streams(session, self.principal.user_id, self.inserted)
         if self.then is not None:
             self.then()

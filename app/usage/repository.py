@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import ColumnElement, Executable, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.types import NullType
 
 from app.clock import utcnow
 from app.records import CallRecord
@@ -22,6 +23,7 @@ from app.store.models import UserTokenUsage, table_of
 from app.usage.figures import UsageFigures, deltas_by_model
 
 PERIOD_DAY = "day"
+_USAGE = table_of(UserTokenUsage)
 _InsertT = TypeVar("_InsertT", postgresql.Insert, sqlite.Insert)
 
 
@@ -108,11 +110,20 @@ async def add_to_rollup(
                                              delta=delta, period_type=period_type)})
 
 
+#: The user's usage of one UTC day, every model (parameters `owner`, `budget_day`): for a
+#: key's daily budget, read by usage_of_day and inside a turn's opening. The cost comes back
+#: as the driver gives it (a Decimal on PostgreSQL): a numeric result of the driver's SQL has
+#: no type of SQLAlchemy's to convert it by.
+SPENT_ON_DAY = (
+    select(func.coalesce(func.sum(_USAGE.c.total_tokens), 0).label("tokens"),
+           func.coalesce(func.sum(_USAGE.c.cost_usd), 0, type_=NullType()).label("cost"))
+    .where(_USAGE.c.user_id == bindparam("owner", type_=_USAGE.c.user_id.type),
+           _USAGE.c.period_type == PERIOD_DAY,
+           _USAGE.c.period_start == bindparam("budget_day", type_=_USAGE.c.period_start.type))
+)
+
+
 async def usage_of_day(s: AsyncSession, user_id: str, day: dt.date) -> tuple[int, float]:
     """The user's tokens and known cost (USD) of one UTC day, every model, from the rollup."""
-    query = select(func.coalesce(func.sum(UserTokenUsage.total_tokens), 0),
-                   func.coalesce(func.sum(UserTokenUsage.cost_usd), 0)).where(
-        UserTokenUsage.user_id == user_id, UserTokenUsage.period_type == PERIOD_DAY,
-        UserTokenUsage.period_start == day)
-    tokens, cost = (await s.execute(query)).one()
+    tokens, cost = (await s.execute(SPENT_ON_DAY, {"owner": user_id, "budget_day": day})).one()
     return int(tokens or 0), float(cost or 0)

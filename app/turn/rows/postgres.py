@@ -68,7 +68,6 @@ from app.turn.rows.statements import (
     LOCK_OWNED_THREAD,
     MESSAGE_EXISTS,
     MESSAGES,
-    SPENT_ON_DAY,
     THREADS,
     TOUCH_THREAD_OF_MESSAGE,
     assistant_values,
@@ -82,7 +81,7 @@ from app.turn.rows.statements import (
     open_thread_update,
     user_values,
 )
-from app.usage.repository import rollup_upsert_of, turn_rollup_values, utc_day
+from app.usage.repository import SPENT_ON_DAY, rollup_upsert_of, turn_rollup_values, utc_day
 
 log = get_logger("store.turn_rows")
 

@@ -45,7 +45,6 @@ from app.turn.rows.statements import (
     MESSAGE_EXISTS,
     MESSAGES,
     OPEN_THREAD,
-    SPENT_ON_DAY,
     TOUCH_THREAD_OF_MESSAGE,
     assistant_values,
     busy_on_conflict,
@@ -58,7 +57,7 @@ from app.turn.rows.statements import (
     not_finished,
     user_values,
 )
-from app.usage.repository import SQLITE_ROLLUP_UPSERT, turn_rollup_values, utc_day
+from app.usage.repository import SPENT_ON_DAY, SQLITE_ROLLUP_UPSERT, turn_rollup_values, utc_day
 
 _OPEN_THREAD = DriverStatement(OPEN_THREAD)
 _LOCK_OWNED_THREAD = DriverStatement(LOCK_OWNED_THREAD)

@@ -14,20 +14,17 @@ from typing import Any
 
 from sqlalchemy import BindParameter, Update, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.types import NullType
 
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
-from app.store.models import Followup, LlmCall, Message, Thread, UserTokenUsage, table_of
+from app.store.models import Followup, LlmCall, Message, Thread, table_of
 from app.store.ownership import owned_id
 from app.store.sanitize import clean_message
 from app.synthetic import real_user_metadata
-from app.usage.repository import PERIOD_DAY
 
 STREAMING_INDEX = "uq_messages_one_streaming_per_thread"
 MESSAGES, THREADS, CALLS = table_of(Message), table_of(Thread), table_of(LlmCall)
-_USAGE = table_of(UserTokenUsage)
 
 #: The columns a new row is inserted with (`tokens` is computed by the database), each with
 #: the Message attribute it comes from.
@@ -142,18 +139,6 @@ LOCK_OWNED_THREAD = (
            THREADS.c.user_id == bindparam("owner", type_=THREADS.c.user_id.type))
     .with_for_update(key_share=True)
 )
-
-#: The user's usage of one UTC day, every model, for a daily budget. The cost comes back as
-#: the driver gives it (a Decimal on PostgreSQL): a numeric result of the driver's SQL has
-#: no type of SQLAlchemy's to convert it by.
-SPENT_ON_DAY = (
-    select(func.coalesce(func.sum(_USAGE.c.total_tokens), 0).label("tokens"),
-           func.coalesce(func.sum(_USAGE.c.cost_usd), 0, type_=NullType()).label("cost"))
-    .where(_USAGE.c.user_id == bindparam("owner", type_=_USAGE.c.user_id.type),
-           _USAGE.c.period_type == PERIOD_DAY,
-           _USAGE.c.period_start == bindparam("budget_day", type_=_USAGE.c.period_start.type))
-)
-
 
 #: A finish's thread UPDATE, first, as an opening locks it: one lock order for both, so a
 #: concurrent opening (answered 409) cannot deadlock with a finish. It moves the thread to
