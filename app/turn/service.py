@@ -146,10 +146,13 @@ class Turn:
 
     def _calls_so_far(self) -> list[CallRecord]:
         """The checkpoint's calls (app.turn.checkpoints): a crash keeps their usage."""
+        return calls_so_far(self.answer, self.draft.recorder, self._call_context(),
+                            prompt=self._prompt, started_at=self._call_started)
+
+    def _call_context(self) -> CallContext:
+        """What the main call's record is priced and described by."""
         upstream = self.deps.upstream
-        ctx = CallContext(upstream.model, upstream.request_params(), self.deps.prices)
-        return calls_so_far(self.answer, self.draft.recorder, ctx, prompt=self._prompt,
-                            started_at=self._call_started)
+        return CallContext(upstream.model, upstream.request_params(), self.deps.prices)
 
     async def _open_chunks(self) -> AsyncGenerator[UpstreamChunk, None]:
         """The main call sent; its chunks, once the model server has answered."""
@@ -167,10 +170,8 @@ class Turn:
         self.finishing = True
         with structlog.contextvars.bound_contextvars(**self.log_ids):
             await self._lease.close_and_give_back(self._stream)
-            upstream = self.deps.upstream
-            ctx = CallContext(upstream.model, upstream.request_params(), self.deps.prices)
             finished, outcome = close_turn(
-                self.message_id, self.answer, self.draft.recorder, ctx,
+                self.message_id, self.answer, self.draft.recorder, self._call_context(),
                 prompt=self._prompt, started_at=self._call_started)
             store = TurnStore(self.deps.db, self.deps.rows, self.view.user_id, self._handlers)
             self.store_result = await store.store_then(

@@ -70,16 +70,15 @@ from app.turn.rows.statements import (
     MESSAGES,
     THREADS,
     TOUCH_THREAD_OF_MESSAGE,
-    assistant_values,
     busy_on_conflict,
     call_values,
     cancel_pending_statement,
     finish_params,
     inserted_params,
     inserted_values,
+    new_rows,
     not_finished,
     open_thread_update,
-    user_values,
 )
 from app.usage.repository import SPENT_ON_DAY, rollup_upsert_of, turn_rollup_values, utc_day
 
@@ -180,14 +179,10 @@ async def _open(runner: Runner, request: OpeningRequest) -> Outcome:
         "opening_thread": request.thread_id, "owner": request.user_id, "now": now,
         "of_thread": request.thread_id, "context_of": request.thread_id,
         "stream_cap": request.stream_cap}
-    user = None
-    if request.content is not None:
-        user = user_values(request.thread_id, request.user_id, request.content,
-                           synthetic=request.synthetic, trigger_type=request.trigger_type,
-                           trigger_reason=request.trigger_reason,
-                           max_chars=request.max_chars, now=now)
+    # `now` for both rows: the statement gives them their times (_times)
+    user, assistant = new_rows(request, now, now)
+    if user is not None:
         params |= inserted_values(user, "new_user_")
-    assistant = assistant_values(request.thread_id, request.user_id, now, request.process_id)
     params |= inserted_values(assistant, "new_assistant_")
     if (budget := request.budget) is not None:
         params |= {"budget_day": budget.day, "token_budget": budget.tokens,

@@ -46,7 +46,6 @@ from app.turn.rows.statements import (
     MESSAGES,
     OPEN_THREAD,
     TOUCH_THREAD_OF_MESSAGE,
-    assistant_values,
     busy_on_conflict,
     call_rows,
     cancel_pending_statement,
@@ -54,8 +53,8 @@ from app.turn.rows.statements import (
     finish_params,
     inserted_params,
     inserted_values,
+    new_rows,
     not_finished,
-    user_values,
 )
 from app.usage.repository import SPENT_ON_DAY, SQLITE_ROLLUP_UPSERT, turn_rollup_values, utc_day
 
@@ -147,14 +146,7 @@ def _open(writes: SqliteWrites, request: OpeningRequest) -> Opened | None:
         if request.history_limit else [])
     user_at, assistant_at = turn_times(utcnow(), row["newest_message_at"],
                                        with_user=request.content is not None)
-    user = None
-    if request.content is not None and user_at is not None:
-        user = user_values(request.thread_id, request.user_id, request.content,
-                           synthetic=request.synthetic, trigger_type=request.trigger_type,
-                           trigger_reason=request.trigger_reason,
-                           max_chars=request.max_chars, now=user_at)
-    assistant = assistant_values(request.thread_id, request.user_id, assistant_at,
-                                 request.process_id)
+    user, assistant = new_rows(request, user_at, assistant_at)
     with busy_on_conflict(request.thread_id):
         writes.run_many(_INSERT_MESSAGE, [inserted_values(values)
                                           for values in (user, assistant) if values])

@@ -22,6 +22,7 @@ from app.store.models import Followup, LlmCall, Message, Thread, table_of
 from app.store.ownership import owned_id
 from app.store.sanitize import clean_message
 from app.synthetic import real_user_metadata
+from app.turn.rows.shapes import OpeningRequest
 
 STREAMING_INDEX = "uq_messages_one_streaming_per_thread"
 MESSAGES, THREADS, CALLS = table_of(Message), table_of(Thread), table_of(LlmCall)
@@ -41,43 +42,44 @@ def check_length(content: str, max_chars: int) -> None:
         raise ContentTooLong(len(content), max_chars)
 
 
-def user_values(
-    thread_id: uuid.UUID, user_id: str, content: str, *, synthetic: bool,
-    trigger_type: str | None, trigger_reason: str | None, max_chars: int, now: dt.datetime,
-) -> dict[str, Any]:
-    """A user message's row, checked and cleaned, as its attributes' values. Only the server
-    makes synthetic messages, and only a literal `synthetic=True` does."""
-    check_length(content, max_chars)
-    is_synthetic = synthetic is True
-    if is_synthetic and not trigger_type:
+def new_rows(request: OpeningRequest, user_at: dt.datetime | None, assistant_at: dt.datetime
+             ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """A turn's new rows as their attributes' values: the user message (None for a turn
+    without a question, or without `user_at`) and the answer, at the times given. Raises
+    ContentTooLong for an over-long question."""
+    user = None
+    if request.content is not None and user_at is not None:
+        user = _user_values(request, request.content, user_at)
+    return user, {
+        "id": uuid.uuid4(), "thread_id": request.thread_id, "user_id": request.user_id,
+        "role": "assistant", "content": "", "meta": {}, "status": "streaming",
+        "synthetic": False, "trigger_type": None, "created_at": assistant_at,
+        "updated_at": assistant_at, "completed_at": None,
+        # the process streaming it: the row is swept soon after that process dies
+        "stream_process": request.process_id,
+    }
+
+
+def _user_values(request: OpeningRequest, content: str, now: dt.datetime) -> dict[str, Any]:
+    """A user message's row, checked and cleaned. Only the server makes synthetic messages,
+    and only a literal `synthetic=True` does."""
+    check_length(content, request.max_chars)
+    is_synthetic = request.synthetic is True
+    if is_synthetic and not request.trigger_type:
         raise ValueError("a synthetic message needs a trigger_type")
     metadata: dict[str, Any] = (
-        {"synthetic": True, "trigger_type": trigger_type, "trigger_reason": trigger_reason}
-        if is_synthetic else {}
-    )
+        {"synthetic": True, "trigger_type": request.trigger_type,
+         "trigger_reason": request.trigger_reason} if is_synthetic else {})
     clean_content, clean_meta = clean_message(content, metadata)
     if not is_synthetic:
         clean_meta.update(real_user_metadata(clean_content))
     # Every column set, as on the assistant row: rows with the same columns share one INSERT.
     return {
-        "id": uuid.uuid4(), "thread_id": thread_id, "user_id": user_id, "role": "user",
-        "content": clean_content, "meta": clean_meta, "status": "complete",
+        "id": uuid.uuid4(), "thread_id": request.thread_id, "user_id": request.user_id,
+        "role": "user", "content": clean_content, "meta": clean_meta, "status": "complete",
         "synthetic": is_synthetic,
         "trigger_type": clean_meta.get("trigger_type") if is_synthetic else None,
         "created_at": now, "updated_at": now, "completed_at": now, "stream_process": None,
-    }
-
-
-def assistant_values(thread_id: uuid.UUID, user_id: str, now: dt.datetime,
-                     process_id: str | None) -> dict[str, Any]:
-    """A turn's answer's row, `streaming` and empty, as its attributes' values.
-    `process_id`: the gateway process streaming it, so the row is swept soon after that
-    process dies."""
-    return {
-        "id": uuid.uuid4(), "thread_id": thread_id, "user_id": user_id, "role": "assistant",
-        "content": "", "meta": {}, "status": "streaming", "synthetic": False,
-        "trigger_type": None, "created_at": now, "updated_at": now, "completed_at": None,
-        "stream_process": process_id,
     }
 
 
