@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -153,21 +154,14 @@ class PostgresTurnRows:
     async def bill(self, user_id: str, calls: Sequence[CallRecord]) -> None:
         if not calls:
             return
-        now = utcnow()
-        values = {"bill_user": user_id, **_recorded_values(calls, now)}
-        statement = _bill_statement(len(calls), len(turn_rollup_values(utc_day(now), calls)))
         async with self.db.one_statement() as connection:
-            await statement.rows(connection, values)
+            await _bill(connection, user_id, calls, None, None)
 
     async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
-        now = utcnow()
         for answer in swept:
-            if not answer.calls:
-                continue
-            values = {"swept_message": answer.message_id, "swept_thread": answer.thread_id,
-                      "bill_user": answer.user_id, **_recorded_values(answer.calls, now)}
-            models = len(turn_rollup_values(utc_day(now), answer.calls))
-            await _swept_statement(len(answer.calls), models).rows(session, values)
+            if answer.calls:
+                await _bill(session, answer.user_id, answer.calls, answer.message_id,
+                            answer.thread_id)
 
 
 async def _open(runner: Runner, request: OpeningRequest) -> Outcome:
@@ -365,24 +359,24 @@ def _finish_statement(calls: int, models: int, notices: int) -> DriverStatement:
                                      finished.c.user_id, calls, models))
 
 
+async def _bill(runner: Runner, user_id: str, calls: Sequence[CallRecord],
+                message_id: uuid.UUID | None, thread_id: uuid.UUID | None) -> None:
+    """Calls recorded as a finish records a message's: their llm_calls rows (with the
+    message and thread given; none for calls that belong to no message, as a deleted thread
+    leaves its older calls) and the user's rollup, in one statement."""
+    now = utcnow()
+    values = {"bill_user": user_id, "bill_message": message_id, "bill_thread": thread_id,
+              **_recorded_values(calls, now)}
+    models = len(turn_rollup_values(utc_day(now), calls))
+    await _bill_statement(len(calls), models).rows(runner, values)
+
+
 @functools.lru_cache(maxsize=16)
 def _bill_statement(calls: int, models: int) -> DriverStatement:
-    """Calls that belong to no message, recorded as a finish records a message's: their
-    llm_calls rows (no message, no thread: as a deleted thread leaves its older calls) and
-    the user's rollup."""
+    """_bill's statement, built once per count of calls and of models."""
     user = bindparam("bill_user", type_=String())
-    source = {"message_id": null(), "thread_id": null(), "user_id": user}
-    return DriverStatement(_recorded(select(literal(1).label("billed")), source, user, calls,
-                                     models))
-
-
-@functools.lru_cache(maxsize=16)
-def _swept_statement(calls: int, models: int) -> DriverStatement:
-    """The calls of an answer swept from a dead process, recorded as a finish records a
-    message's: their llm_calls rows, with the message and its thread, and the rollup."""
-    user = bindparam("bill_user", type_=String())
-    source = {"message_id": bindparam("swept_message", type_=CALLS.c.message_id.type),
-              "thread_id": bindparam("swept_thread", type_=CALLS.c.thread_id.type),
+    source = {"message_id": bindparam("bill_message", type_=CALLS.c.message_id.type),
+              "thread_id": bindparam("bill_thread", type_=CALLS.c.thread_id.type),
               "user_id": user}
     return DriverStatement(_recorded(select(literal(1).label("billed")), source, user, calls,
                                      models))
