@@ -29,8 +29,7 @@ class Shutdown:
 
     def __init__(self) -> None:
         self.begun = False
-        self._callbacks: dict[int, Callable[[], None]] = {}
-        self._next = 0
+        self._callbacks: set[Callable[[], None]] = set()
 
     @contextmanager
     def watch(self, callback: Callable[[], None]) -> Iterator[None]:
@@ -38,19 +37,18 @@ class Shutdown:
         it already has: a stream opened during the shutdown ends as soon as it starts)."""
         if self.begun:
             asyncio.get_running_loop().call_soon(callback)
-        token, self._next = self._next, self._next + 1
-        self._callbacks[token] = callback
+        self._callbacks.add(callback)
         try:
             yield
         finally:
-            self._callbacks.pop(token, None)
+            self._callbacks.discard(callback)
 
     def begin(self) -> None:
         """Tell every watcher, once."""
         if self.begun:
             return
         self.begun = True
-        callbacks, self._callbacks = list(self._callbacks.values()), {}
+        callbacks, self._callbacks = list(self._callbacks), set()
         log.info("shutdown_begun", open_streams=len(callbacks))
         for callback in callbacks:
             callback()
