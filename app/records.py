@@ -41,6 +41,8 @@ class CallRecord:
     request: dict[str, Any] = field(default_factory=dict)
     #: Stage-specific facts kept with the call's metadata entry (e.g. what a summary covers).
     details: dict[str, Any] = field(default_factory=dict)
+    #: The model server the call went to (the catalog's name), when known.
+    server: str | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -78,6 +80,8 @@ class CallRecord:
         }
         if self.details:
             entry["details"] = dict(self.details)
+        if self.server is not None:
+            entry["server"] = self.server
         return entry
 
 

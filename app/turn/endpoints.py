@@ -13,6 +13,7 @@ from app.api import bodies
 from app.api.auth import authenticate
 from app.api.errors import ApiError, not_found
 from app.api.state import runtime
+from app.catalog import ModelNotAllowed, ModelNotOffered
 from app.store.errors import ContentTooLong, ThreadBusy
 from app.turn.log_stream import LogStreamResponse
 from app.turn.opening import ThreadNotFound
@@ -25,8 +26,16 @@ async def post_message(request: Request) -> Response:
     rt = runtime(request)
     body = await bodies.json_object(request)
     content = bodies.message_content(body, rt.settings.max_content_chars)
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise ApiError(400, "invalid_model", "'model' must be the name of a model")
     try:
-        turn = await rt.gate.open(principal, thread_id, content)
+        turn = await rt.gate.open(principal, thread_id, content, model)
+    except ModelNotOffered as exc:
+        raise ApiError(404, "model_not_found", f"there is no model named '{exc}'") from exc
+    except ModelNotAllowed as exc:
+        raise ApiError(403, "model_not_allowed",
+                       f"this key may not use the model '{exc}'") from exc
     except TurnRefused as exc:
         raise ApiError(exc.status, exc.code, exc.message,
                        {"Retry-After": str(exc.retry_after_s)}) from exc

@@ -21,6 +21,9 @@ from app.stream import FilterWarning, JsonObject, MarkerFilter
 from app.turns.events import Delta, TurnFailure
 from app.turns.inputs import ProviderUsage, UpstreamChunk
 
+#: The warning of an answer another call finished after its first call failed mid-answer.
+CONTINUED = "continued_after_failure"
+
 
 class AnswerStream:
     """The state of one answer. `status` starts `interrupted`: an answer nobody ended (the
@@ -43,6 +46,9 @@ class AnswerStream:
         #: The raw chunks themselves, only when asked for (stream traces replay them).
         self.raw_chunks: list[str] | None = [] if keep_raw else None
         self.filter_closed = False
+        #: The filters of the calls before a continuation (app.turns.continuation), whose
+        #: metadata and warnings the answer keeps.
+        self._earlier: list[MarkerFilter] = []
 
     def feed(self, chunk: UpstreamChunk) -> Delta | None:
         """One upstream chunk; returns the clean text that became safe to show, if any."""
@@ -71,6 +77,23 @@ class AnswerStream:
         self.failure = failure
         return self._close() if flush else None
 
+    def can_continue(self) -> bool:
+        return True
+
+    def said(self) -> str:
+        return self.content
+
+    def reopen(self) -> None:
+        """A continuation's chunks follow a failed call (`fail` without a flush). What that
+        call's filter still held was never said and is dropped with it: the continuation,
+        asked to go on from what was said, writes it again through a fresh filter whose
+        text is appended. The new call's usage and model are its own."""
+        self.take_warnings()
+        self._earlier.append(self._filter)
+        self._filter, self._warnings_taken = MarkerFilter(), 0
+        self.status, self.failure, self.filter_closed = "interrupted", None, False
+        self.usage, self.model, self.finish_reason, self.raw_bytes = None, None, None, 0
+
     @property
     def content(self) -> str:
         return "".join(self._parts)
@@ -78,15 +101,21 @@ class AnswerStream:
     @property
     def metadata(self) -> JsonObject | None:
         """The merged METADATA objects of the answer so far, or None."""
-        return self._filter.metadata
+        if not self._earlier:
+            return self._filter.metadata
+        merged: JsonObject = {}
+        for one in (*self._earlier, self._filter):
+            merged.update(one.metadata or {})
+        return merged or None
 
     @property
     def warning_names(self) -> list[str]:
-        return list(self._filter.warnings)
+        names = [n for one in self._earlier for n in (*one.warnings, CONTINUED)]
+        return names + list(self._filter.warnings)
 
     @property
     def warnings(self) -> list[FilterWarning]:
-        return list(self._filter.records)
+        return [r for one in (*self._earlier, self._filter) for r in one.records]
 
     def take_warnings(self) -> list[FilterWarning]:
         """The warnings raised since the last call (each is reported once)."""
