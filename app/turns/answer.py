@@ -90,7 +90,8 @@ class AnswerStream:
         text is appended. The new call's usage and model are its own."""
         self.take_warnings()
         self._earlier.append(self._filter)
-        self._filter, self._warnings_taken = MarkerFilter(), 0
+        self._filter = MarkerFilter(continuing=bool(self._parts))
+        self._warnings_taken = 0
         self.status, self.failure, self.filter_closed = "interrupted", None, False
         self.usage, self.model, self.finish_reason, self.raw_bytes = None, None, None, 0
 
