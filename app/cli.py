@@ -5,11 +5,17 @@ traceback about a refused connection or a missing table."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from app.database_urls import database_url_problem, redacted
 from app.settings import get_settings
 from app.startup import ConfigError, checked_settings, one_sentence_on_error
+
+#: What every flag of the operator scripts passes to typer.Option: typer's help shows a bool
+#: option's type as `<bool>`, which reads as if the flag took a value (`--admin true`).
+FLAG: dict[str, Any] = {"metavar": "", "show_default": False}
 
 
 def resolve_database_url(given: str | None) -> str:
