@@ -1,8 +1,8 @@
 """Every setting an operator can get wrong ends `scripts/serve` and an operator script the
-same way: one sentence on stderr naming the setting and what it must be, no traceback, exit 2,
-and nothing said about listening. Each is a real process started as the operator starts it
-(the interpreter's exit status and stderr, the bootstrap's wrapper for serve); the cases run a
-few at a time, each refused within seconds."""
+same way (and the container's entry point): one sentence on stderr naming the setting and
+what it must be, no traceback, exit 2, and nothing said about listening. Each is a real
+process started as the operator starts it (the interpreter's exit status and stderr, the
+bootstrap's wrapper for serve); the cases run a few at a time, each refused within seconds."""
 
 from __future__ import annotations
 
@@ -121,6 +121,13 @@ def outcomes(installed_venv: None, tmp_path_factory: pytest.TempPathFactory
                 _run, [sys.executable, str(ROOT / "scripts" / "keys.py"), "list"], case.env, cwd)
         jobs["serve", PORT_IN_USE] = pool.submit(
             _run, [str(SERVE), "--port", str(taken)], {}, cwd)
+        jobs["keys", "--database-url"] = pool.submit(
+            _run, [sys.executable, str(ROOT / "scripts" / "keys.py"), "list", "--database-url",
+                   "mysql://root:hunter2@127.0.0.1/chatgate"], {}, cwd)
+        jobs["container", "auth mode"] = pool.submit(
+            _run, ["sh", str(ROOT / "scripts" / "docker-entrypoint.sh")],
+            {**CASES["auth mode"].env, "CHATGATE_PORT": str(free_port()),
+             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}, cwd)
         yield {key: job.result() for key, job in jobs.items()}
 
 
@@ -160,3 +167,29 @@ def test_serve_refuses_a_port_in_use_before_saying_it_listens(
     port = done.args[-1]
     assert_one_sentence(done, f"--port {port} on 127.0.0.1 cannot be used: another process "
                               "listens there; stop it or choose another port")
+
+
+def test_an_operator_scripts_database_url_is_held_to_the_settings_rule(
+    outcomes: dict[tuple[str, str], subprocess.CompletedProcess[str]],
+) -> None:
+    assert_one_sentence(outcomes["keys", "--database-url"],
+                        f"--database-url must be {DATABASE_URLS}, "
+                        "not 'mysql://root:***@127.0.0.1/chatgate'")
+
+
+def test_the_container_refuses_a_bad_setting_before_it_starts_uvicorn(
+    outcomes: dict[tuple[str, str], subprocess.CompletedProcess[str]],
+) -> None:
+    assert_one_sentence(outcomes["container", "auth mode"], CASES["auth mode"].sentence)
+
+
+def test_prepare_only_migrates_and_exits_without_listening(tmp_path: Path) -> None:
+    """What the container's entry point runs before uvicorn: the checks and the migration,
+    then exit 0, nothing left listening."""
+    database = tmp_path / "var" / "chatgate.db"
+    done = _run([sys.executable, "-m", "app.serve", "--prepare-only", "--port", str(free_port())],
+                {"CHATGATE_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
+                 "PYTHONPATH": str(ROOT)}, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr == "" and database.is_file()
+    assert "database_migrated" in done.stdout and "gateway_listening" not in done.stdout
