@@ -19,6 +19,7 @@ call is recorded: one llm_calls row with no message, and the rollup of the key's
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import uuid
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -28,6 +29,7 @@ from typing import Any
 import structlog
 
 from app.clock import utcnow
+from app.context.builder import ContextItem
 from app.context.client_history import (
     ClientItem,
     content_text,
@@ -84,6 +86,9 @@ class CompletionRequest:
     messages: list[dict[str, Any]]
     n: int = 1
     params: dict[str, Any] = field(default_factory=dict)
+    #: When each of the first messages was stored: a history read from a thread (a
+    #: Responses continuation) keeps the times a thread's history shows the model.
+    times: tuple[dt.datetime | None, ...] = ()
 
 
 @dataclass
@@ -150,8 +155,12 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
         deps, user_id, thread_id, None if tool_round else text, history_limit=0,
         admit=guard), admit=guard)
     thread, user, assistant = opened.thread, opened.user, opened.assistant
-    history = tuple(ClientItem(str(m.get("role")), content_text(m.get("content")),
-                               assistant.created_at) for m in request.messages[:last or 0])
+    times = list(request.times) + [None] * len(request.messages)
+    history = tuple(
+        ClientItem(str(m.get("role")), content_text(m.get("content")), assistant.created_at)
+        if (at := times[i]) is None else ContextItem(str(m.get("role")),
+                                                     content_text(m.get("content")), at)
+        for i, m in enumerate(request.messages[:last or 0]))
     return TurnView(
         user_id=user_id, thread_id=thread.id, message_id=assistant.id,
         user_message_id=user.id if user else assistant.id, user_text=text,
@@ -204,7 +213,7 @@ class CompletionCall:
                 self._prompt = upstream_messages(
                     self.request.messages, system_prompt=settings.system_prompt,
                     budget_chars=settings.context_budget_chars, summary=self.draft.summary,
-                    memories=self.draft.memories)
+                    memories=self.draft.memories, times=self.request.times)
             self._started = utcnow()
             self._stream = await open_choice_stream(
                 self.deps.upstream, self._prompt, {**self.request.params,
