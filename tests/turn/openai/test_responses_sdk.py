@@ -16,7 +16,7 @@ import pytest
 from tests.e2e.helpers import messages as thread_messages
 from tests.support.gateway import InProcessGateway
 from tests.turn.openai.cases import CASES, expected, prepare
-from tests.turn.openai.model_server import ModelServer, answer_body
+from tests.turn.openai.model_server import ModelServer, answer_body, chunk
 from tests.turn.openai.test_sdk import tool_call_body
 
 MODEL = "scripted-1"
@@ -212,3 +212,66 @@ async def test_an_unknown_v1_route_is_a_404_for_every_method(
                                                             (404, "model_not_found")}
         response = await raw.request("POST", "/v1/models")
         assert (response.status_code, response.json()["error"]["code"]) == (404, "unknown_url")
+
+
+async def test_params_map_to_the_chat_shape_and_a_cut_length_is_incomplete(
+    oa_gateway: InProcessGateway, model_server: ModelServer
+) -> None:
+    model_server.bodies["long"] = answer_body(["Half an ans"], finish="length")
+    async with await client_of(oa_gateway, "responses-params") as client:
+        reply = await client.responses.create(
+            model=MODEL, input="[case:long] a long one", instructions="Answer <!-- briefly.",
+            max_output_tokens=5, temperature=0.2, store=False)
+    assert (reply.status, reply.output_text) == ("incomplete", "Half an ans")
+    assert reply.incomplete_details is not None
+    assert reply.incomplete_details.reason == "max_output_tokens"
+    [sent] = model_server.requests_for("long")
+    assert (sent["max_tokens"], sent["temperature"]) == (5, 0.2)
+    assert "max_output_tokens" not in sent and "instructions" not in sent
+    # the instructions are the client's system message, escaped as chat completions' are
+    assert sent["messages"][1] == {"role": "system", "content": "Answer &lt;!-- briefly."}
+
+
+async def test_a_model_server_failure_is_a_5xx_or_a_failed_response(
+    oa_gateway: InProcessGateway, model_server: ModelServer
+) -> None:
+    model_server.bodies["cut"] = raw_cut("partial <!-- MET")
+    async with await client_of(oa_gateway, "responses-cut") as client:
+        with pytest.raises(openai.InternalServerError) as whole:
+            await client.responses.create(model=MODEL, input="[case:cut] x")
+        events = [e async for e in await client.responses.create(
+            model=MODEL, input="[case:cut] x", stream=True)]
+    assert whole.value.status_code == 502 and whole.value.code == "upstream_truncated"
+    failed = events[-1]
+    assert failed.type == "response.failed"
+    assert failed.response.error is not None
+    assert failed.response.error.code == "upstream_truncated"
+    shown = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert shown == "partial <!-- MET"  # what the filter held is resolved, nothing hidden
+    stored = chatgate(failed.response)
+    assert stored["stored"] is True  # kept failed in its thread, as a native turn is
+
+
+async def test_the_daily_budget_refuses_in_openai_terms(
+    oa_gateway: InProcessGateway, model_server: ModelServer
+) -> None:
+    model_server.bodies["budget"] = answer_body(["Spent."])
+    key = await oa_gateway.api_key("responses-budget", tokens=10)
+    async with openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1", api_key=key,
+                                  max_retries=0) as client:
+        first = await client.responses.create(model=MODEL, input="[case:budget] x")
+        with pytest.raises(openai.RateLimitError) as refused:
+            await client.responses.create(model=MODEL, input="[case:budget] again",
+                                          previous_response_id=first.id)
+        with pytest.raises(openai.RateLimitError):
+            await client.responses.create(model=MODEL, input="[case:budget] new thread")
+    assert refused.value.code == "insufficient_quota"
+    assert refused.value.response.headers.get("retry-after")
+    async with oa_gateway.client(key) as native:
+        threads = (await native.get("/api/threads")).json()["threads"]
+    assert [t["message_count"] for t in threads] == [2]  # nothing of the refused ones
+
+
+def raw_cut(text: str) -> bytes:
+    """A body that breaks off after some text: no finish, no [DONE]."""
+    return f"data: {chunk([{'index': 0, 'delta': {'content': text}}])}\n\n".encode()
