@@ -69,8 +69,10 @@ def parse_responses_body(body: dict[str, Any]) -> ResponsesRequest:
     if previous is not None and (not isinstance(previous, str) or (
             previous_id := response_message_id(previous)) is None):
         raise previous_not_found(str(previous))
-    if not any(m["role"] in ("user", "tool") for m in messages):
-        raise invalid("'input' must hold a user message or a function call output", "input")
+    if not any(m["role"] == "user" for m in messages) and (
+            previous_id is None or not any(m["role"] == "tool" for m in messages)):
+        raise invalid("'input' must hold a user message (or, with 'previous_response_id', "
+                      "a function call output)", "input")
     params = {k: body[k] for k in _SAME_FIELDS if body.get(k) is not None}
     if (limit := body.get("max_output_tokens")) is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

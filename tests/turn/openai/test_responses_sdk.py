@@ -114,7 +114,15 @@ async def test_a_tool_call_round_trips_in_a_stored_thread(
     assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1",
                                       "content": '{"sky": "sunny"}'}
     assert second["messages"][-3]["content"].startswith("<!-- MSG_CONTEXT: ")
-    assert chatgate(final)["thread_id"] == chatgate(done.response)["thread_id"]
+    thread_id = chatgate(final)["thread_id"]
+    assert thread_id == chatgate(done.response)["thread_id"]
+    async with oa_gateway.client(await oa_gateway.api_key("responses-tools")) as native:
+        rows = await thread_messages(native, thread_id)
+    # the question once, the answer that was a tool call (its calls kept), the final answer
+    assert [(r["role"], r["content"]) for r in rows] == [
+        ("user", f"[case:{key}] weather in Brno?"), ("assistant", ""),
+        ("assistant", "It is sunny in Brno.")]
+    assert rows[1]["metadata"]["tool_calls"][0]["id"] == "call_1"
 
 
 async def test_a_chain_of_three_is_one_thread_and_a_response_is_the_users_own(
@@ -180,9 +188,13 @@ async def test_refusals_are_openai_errors(oa_gateway: InProcessGateway) -> None:
             await client.responses.create(model=MODEL, input=[{"type": "web_search_call"}])
         with pytest.raises(openai.BadRequestError) as empty:
             await client.responses.create(model=MODEL, input="  ")
+        with pytest.raises(openai.BadRequestError) as no_question:
+            await client.responses.create(model=MODEL, input=[
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"}])
     assert missing.value.code == "model_not_found"
     assert (bad.value.body or {}).get("param") == "input[0].type"  # type: ignore[union-attr]
     assert empty.value.code == "invalid_request_error"
+    assert (no_question.value.body or {}).get("param") == "input"  # type: ignore[union-attr]
     bad_key = openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1", api_key="wrong",
                                  max_retries=0)
     async with bad_key:
