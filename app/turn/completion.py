@@ -105,6 +105,9 @@ class Closing:
     thread_id: uuid.UUID | None = None
     message_id: uuid.UUID | None = None
     stored: bool = False
+    #: The main call's output tokens spent on reasoning (part of completion_tokens), 0 when
+    #: the provider says nothing: the Responses API's output_tokens_details.
+    reasoning_tokens: int = 0
 
 
 def offered_models(deps: TurnDeps) -> list[str]:
@@ -293,6 +296,8 @@ class CompletionCall:
             closing.prompt_tokens, closing.completion_tokens = (main.prompt_tokens,
                                                                 main.completion_tokens)
             closing.cost_usd, closing.usage_source = main.cost_usd, main.usage_source
+            # a call record carries the provider's figure once reasoning is recorded
+            closing.reasoning_tokens = getattr(main, "reasoning_tokens", None) or 0
         ordered = [self.choices.choices[i] for i in sorted(self.choices.choices)]
         # Cleaned as the store cleans response_metadata: what the client gets is what is kept.
         closing.metadata = [clean_json(dict(md), SanitizeReport()) if md else None

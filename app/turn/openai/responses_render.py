@@ -38,11 +38,17 @@ class Outcome:
     echo: dict[str, Any] = field(default_factory=dict)
 
 
-def reasoning_tokens(figures: dict[str, Any]) -> int:
-    """The output tokens spent on reasoning: 0 until the turn core counts them (the seam
-    for reasoning support; a stored call's `reasoning_tokens`, when it has one)."""
-    value = figures.get("reasoning_tokens")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def stored_reasoning_tokens(meta: dict[str, Any]) -> int:
+    """A stored answer's reasoning tokens: its main call's
+    `completion_tokens_details.reasoning_tokens`, as the finish records it; 0 when none."""
+    calls = (meta.get("processingDetails") or {}).get("llm_calls") or []
+    for call in calls:
+        if isinstance(call, dict) and call.get("stage") == "main":
+            usage = (call.get("response") or {}).get("usage") or {}
+            value = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return 0
 
 
 def usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, Any]:
@@ -127,7 +133,7 @@ def stored_outcome(answer: StoredAnswer) -> Outcome:
         model=str(meta.get("model") or ""), status=status, text=answer.content,
         tool_calls=list(meta.get("tool_calls") or []),
         usage=usage(int(meta.get("prompt_tokens") or 0),
-                    int(meta.get("completion_tokens") or 0), reasoning_tokens(meta)),
+                    int(meta.get("completion_tokens") or 0), stored_reasoning_tokens(meta)),
         error=({"code": error.get("code"), "message": error.get("message"),
                 "type": "server_error", "param": None} if isinstance(error, dict) else None),
         incomplete_reason=reason, chatgate=chatgate)
@@ -248,7 +254,7 @@ def closed_outcome(outcome: Outcome, closing: Closing, text: str, tool_calls: li
     failure = closing.failure
     outcome.text, outcome.tool_calls = text, tool_calls
     outcome.usage = usage(closing.prompt_tokens, closing.completion_tokens,
-                          reasoning_tokens({}))
+                          closing.reasoning_tokens)
     outcome.chatgate = extension(closing)
     if failure is not None:
         outcome.status = "failed"
