@@ -97,9 +97,9 @@ async def test_vercel_default_provider_gets_every_case_clean(
         assert (line["streamed"], line["whole"], line["errors"]) == (
             case["text"], case["text"], []), case["id"]
         assert (line["finish"], line["inputTokens"], line["outputTokens"]) == ("stop", 11, 7)
+        # a Responses id (chat completions' are chatcmpl-...): the default call went to
+        # /v1/responses
         assert line["responseId"].startswith("resp_")
-    # the default call goes to /v1/responses: the gateway's request upstream is its work
-    assert model_server.requests_for(next(iter(keys)))
 
 
 async def test_vercel_runs_a_tool_round_trip(
