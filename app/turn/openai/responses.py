@@ -21,7 +21,13 @@ from app.api.state import runtime
 from app.kit.shield import run_shielded
 from app.turn.completion import CompletionCall
 from app.turn.openai.chat import run_whole
-from app.turn.openai.errors import OpenAIError, failure_error, key_revoked, openai_errors
+from app.turn.openai.errors import (
+    OpenAIError,
+    failure_error,
+    key_revoked,
+    openai_errors,
+    refusal,
+)
 from app.turn.openai.responses_render import (
     EventWriter,
     Outcome,
@@ -54,6 +60,11 @@ async def create_response(request: Request) -> Response:
                                    store=parsed.store, previous=parsed.previous_response)
     except PreviousResponseNotFound:
         raise previous_not_found(str(parsed.previous_response_id)) from None
+    except Exception as exc:
+        if (error := refusal(exc)) is not None and error.code == "thread_busy":
+            error.param = "previous_response_id"  # the thread was named by the response
+            raise error from None
+        raise
     outcome = _outcome(call, parsed)
     revocation = functools.partial(rt.revocations.stream, principal.key_id)
     if parsed.stream:
