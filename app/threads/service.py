@@ -40,7 +40,7 @@ async def list_threads(db: Database, user_id: str) -> list[dict[str, Any]]:
         summaries = await thread_store.list_threads(session, user_id)
     return [
         {"id": str(t.id), "title": t.title, "message_count": t.message_count,
-         "preview": t.preview, "updated_at": iso_utc(t.updated_at)}
+         "preview": t.preview, "updated_at": iso_utc(t.updated_at), "model": t.model}
         for t in summaries
     ]
 

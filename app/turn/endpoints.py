@@ -7,17 +7,30 @@ from __future__ import annotations
 import functools
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from app.api import bodies
 from app.api.auth import authenticate
 from app.api.errors import ApiError, not_found
 from app.api.state import runtime
-from app.catalog import ModelNotAllowed, ModelNotOffered
+from app.catalog import ModelNotAllowed, ModelNotOffered, choose
 from app.store.errors import ContentTooLong, ThreadBusy
 from app.turn.log_stream import LogStreamResponse
 from app.turn.opening import ThreadNotFound
 from app.turn.slots import TurnRefused
+
+
+async def list_models(request: Request) -> Response:
+    """GET /api/models: the models this key may pick, and the one a new thread uses."""
+    principal = await authenticate(request)
+    catalog = runtime(request).turn_deps.models.catalog
+    allowed = principal.allowed_models
+    try:
+        default = choose(catalog, None, None, allowed)
+    except ModelNotAllowed:
+        default = catalog.default
+    names = [name for name in catalog.listed if allowed is None or name in allowed]
+    return JSONResponse({"models": [{"name": name} for name in names], "default": default})
 
 
 async def post_message(request: Request) -> Response:

@@ -68,12 +68,14 @@ async def open_turn(
     """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
     stored), or what `guard` or `admit` raise to store nothing (app.turn.opening).
     The slot is taken before the opening, so no transaction (on SQLite: the write lock) is
-    held while waiting for one."""
+    held while waiting for one. `model`: the turn's choice (checked by the caller), kept as
+    the thread's; None: the thread's last choice, else the catalog's default (among the
+    key's `allowed_models` when it is limited)."""
     lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
                                  deps.openings)
     request = opening_request(deps, user_id, thread_id, content, synthetic=synthetic,
                               trigger_type=trigger_type, trigger_reason=trigger_reason,
-                              admit=admit)
+                              admit=admit, model=model)
     try:
         opened = await open_rows(deps, request, guard=guard, admit=admit)
     except BaseException:
