@@ -46,6 +46,7 @@ from app.process.service import ProcessRegistry
 from app.routes import api_routes
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
+from app.startup import ConfigError
 from app.store.db import Database, DatabaseTimeouts
 from app.store.errors import DatabaseUnavailable
 from app.turn.announcer import MessageAnnouncer
@@ -284,17 +285,14 @@ class UpstreamNotConfigured(RuntimeError):
     every thread's history there, so the gateway refuses to start instead."""
 
 
-class ModelsFileInvalid(RuntimeError):
-    """The models file cannot be used; the message names the entry and the field."""
-
-
 def require_catalog(settings: Settings) -> LoadedCatalog:
-    """The catalog, or one sentence and no start."""
+    """The catalog, or one sentence (ConfigError: exit 2 under scripts/serve) and no
+    start."""
     try:
         return load_catalog(settings)
     except ModelsFileError as exc:
         log.error("models_file_invalid", error=str(exc))
-        raise ModelsFileInvalid(str(exc)) from None
+        raise ConfigError(f"CHATGATE_MODELS_FILE: {exc}") from None
 
 
 def require_upstream(settings: Settings) -> None:
