@@ -143,7 +143,8 @@ class TurnLoop(Generic[ChunkT, OutT]):
                             raise
                         # the failed call's end, for its record; what its filters hold is
                         # not said: the next call writes it again (flushed only if none does)
-                        self.fail(_failure(exc), flush=False)
+                        answer.fail(_failure(exc), flush=False)
+                        self._report_warnings()
                         following = await resume(exc)
                         if following is None:
                             raise

@@ -169,7 +169,11 @@ async def test_an_answer_cut_mid_way_is_finished_by_the_next_model_without_a_sea
         result = await post_turn(client, thread_id, text)
         [_, stored] = await messages(client, thread_id)
         v1_text, v1_last = await v1_stream(client, "first", text)
+        v1_whole = await client.post("/v1/chat/completions", json={
+            "model": "first", "messages": [{"role": "user", "content": text}]})
     whole = demo_answer(text)
+    assert v1_whole.status_code == 200, v1_whole.text
+    assert v1_whole.json()["choices"][0]["message"]["content"] == whole
     assert result.names[-1] == "message_end" and result.one("message_end")["status"] == (
         "complete")
     assert result.text == stored["content"] == whole
@@ -185,7 +189,7 @@ async def test_an_answer_cut_mid_way_is_finished_by_the_next_model_without_a_sea
     assert whole.startswith(asked["messages"][-2]["content"])
     assert (v1_text, v1_last["finish_reason"]) == (whole, "stop")
     assert await metric(gateway, "chatgate_model_continuations_total", from_model="first",
-                        to_model="second") == 2
+                        to_model="second") == 3
 
 
 def spawn_demo(port: int, delay_ms: int) -> subprocess.Popen[bytes]:
