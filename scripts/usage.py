@@ -118,14 +118,17 @@ def usage_table(usage: dict[str, Any]) -> Table:
 
     for row in usage["rows"]:
         add(str(row[key]), row)
-    add("total", usage["totals"], end_section=True, style="bold")
+    table.add_section()
+    add("total", usage["totals"], style="bold")
     return table
 
 
 def refusals_table(refusals: dict[str, Any]) -> Table:
     table = Table("reason", "refusals", title="refused turn requests")
+    table.columns[1].justify = "right"
     for reason, count in refusals["totals"].items():
         table.add_row(reason, f"{count:,}")
+    table.add_section()
     table.add_row("total", f"{refusals['total']:,}", style="bold")
     return table
 
