@@ -86,16 +86,19 @@ function seriesOf(rows, labels, labelKey, seriesKey, field, keep = null) {
     { label, data, backgroundColor: PALETTE[i % PALETTE.length] }));
 }
 
-function draw(testId, type, labels, datasets, { stacked = true, horizontal = false } = {}) {
+/** A bar chart on the canvas `testId`; `counts`: whole numbers only on the value axis. */
+function draw(testId, type, labels, datasets,
+              { stacked = true, horizontal = false, counts = false } = {}) {
   const canvas = document.querySelector(`canvas[data-testid="${testId}"]`);
   charts.get(testId)?.destroy();
   const axis = { stacked, beginAtZero: true, ticks: { maxRotation: 0, autoSkip: true } };
+  const values = { ...axis, ticks: { ...axis.ticks, precision: counts ? 0 : undefined } };
   charts.set(testId, new Chart(canvas, {
     type, data: { labels, datasets },
     options: {
       responsive: true, maintainAspectRatio: false, animation: false,
       indexAxis: horizontal ? "y" : "x",
-      scales: { x: axis, y: { ...axis } },
+      scales: horizontal ? { x: values, y: axis } : { x: axis, y: values },
       plugins: { legend: { position: "bottom", labels: { boxWidth: 12 } } },
     },
   }));
@@ -125,7 +128,7 @@ function table(section, columns, rows, csv) {
   const t = document.createElement("table");
   t.dataset.testid = `table-${section.id}`;
   const head = t.createTHead().insertRow();
-  for (const [title] of columns) cell(head, title);
+  for (const [title, , numeric] of columns) cell(head, title, numeric);
   const body = t.createTBody();
   for (const row of rows) {
     const tr = body.insertRow();
@@ -181,13 +184,15 @@ function showStages(answer) {
   const bars = (field, color) => [{ label: field === "total_tokens" ? "tokens" : "calls",
                                     data: rows.map((r) => r[field]), backgroundColor: color }];
   draw("chart-stage-tokens", "bar", labels, bars("total_tokens", PALETTE[0]), { stacked: false });
-  draw("chart-stage-calls", "bar", labels, bars("llm_call_count", PALETTE[1]), { stacked: false });
+  draw("chart-stage-calls", "bar", labels, bars("llm_call_count", PALETTE[1]),
+       { stacked: false, counts: true });
   table($("by-stage"), [["Stage", (r) => r.stage], ...FIGURES], rows, csvArgs(answer, "stage"));
 }
 
 function showRefusals(answer) {
   const days = daysOf(answer.start, answer.end);
-  draw("chart-refusals", "bar", days, seriesOf(answer.rows, days, "day", "reason", "refusal_count"));
+  draw("chart-refusals", "bar", days, seriesOf(answer.rows, days, "day", "reason", "refusal_count"),
+       { counts: true });
   table($("refusals"), [["Day", (r) => r.day], ["Reason", (r) => r.reason],
                         ["Refusals", (r) => tokens(r.refusal_count), true]], answer.rows,
         ["/api/admin/refusals", rangeOf(answer), `refusals-${answer.start}-${answer.end}.csv`]);
@@ -218,9 +223,14 @@ function show(error) {
   }
 }
 
+/** Bumped by every load: the answers of an older one (a range changed meanwhile) are dropped. */
+let loads = 0;
+
 async function load() {
+  setApiKey($("api-key").value.trim());
   const range = { start: $("range-from").value, end: $("range-to").value };
   const board = $("dashboard");
+  const mine = ++loads;
   board.dataset.state = "loading";
   show(null);
   try {
@@ -228,6 +238,7 @@ async function load() {
       report(range, "day,model"), report(range, "day,user"),
       getJson("/api/admin/usage/report", { ...range, group_by: "user", limit: TOP_USERS }),
       report(range, "stage"), getJson("/api/admin/refusals", range)]);
+    if (mine !== loads) return;
     showTotals(byModel, refusals);
     showDaily("by-model", byModel, "model", null, "Model");
     showDaily("by-user", byUser, "user_id", topUserSet(byUser.rows), "User");
@@ -236,6 +247,7 @@ async function load() {
     showRefusals(refusals);
     board.dataset.state = "ready";
   } catch (error) {
+    if (mine !== loads) return;
     board.dataset.state = "failed";
     show(error);
   }
@@ -253,7 +265,7 @@ function start() {
   if (params.get("start")) $("range-from").value = params.get("start");
   if (params.get("end")) $("range-to").value = params.get("end");
   $("api-key").value = getApiKey();
-  $("api-key").addEventListener("change", () => { setApiKey($("api-key").value.trim()); load(); });
+  $("api-key").addEventListener("change", load);
   for (const button of document.querySelectorAll("[data-days]")) {
     button.addEventListener("click", () => { setRange(Number(button.dataset.days)); load(); });
   }
