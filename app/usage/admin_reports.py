@@ -22,6 +22,7 @@ from app.usage import refusals_repository as refusal_store
 from app.usage.admin_repository import GroupedUsage, GroupKey
 from app.usage.figures import UsageFigures
 from app.usage.reports import InvalidUsageQuery, UsageQuery, date_range
+from app.users import user_id_problem
 
 GROUP_KEYS: tuple[GroupKey, ...] = get_args(GroupKey)
 #: A key's column in the answer's rows.
@@ -30,6 +31,9 @@ KEY_FIELDS: dict[GroupKey, str] = {"day": "day", "user": "user_id", "model": "mo
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_KEYS = 2
+#: Users one query may name (`user_id=` repeated): the dashboard's per-user chart asks for
+#: the days of its top users only, instead of every (day, user) row of a busy year.
+MAX_USERS = 20
 
 
 def group_keys(raw: str | None) -> tuple[GroupKey, ...]:
@@ -56,15 +60,28 @@ def page_bounds(limit: int | None, offset: int | None) -> tuple[int, int]:
     return limit, offset or 0
 
 
+def chosen_users(values: list[str]) -> tuple[str, ...]:
+    """The users a query is limited to (none: every user), each a possible user id."""
+    if len(values) > MAX_USERS:
+        raise InvalidUsageQuery("invalid_query", f"at most {MAX_USERS} 'user_id' values")
+    for value in values:
+        problem = user_id_problem(value)
+        if problem is not None:
+            raise InvalidUsageQuery("invalid_user_id", f"'user_id' is not valid: {problem}")
+    return tuple(dict.fromkeys(values))
+
+
 @dataclass(frozen=True, slots=True)
 class AdminUsageQuery:
-    """A parsed report query; `limit` None means every row (the script, the CSV download)."""
+    """A parsed report query; `limit` None means every row (the script, the CSV download);
+    `users` limits rows and totals to those users (empty: every user)."""
 
     start: dt.date | None = None
     end: dt.date | None = None
     group_by: tuple[GroupKey, ...] = ("day",)
     limit: int | None = DEFAULT_LIMIT
     offset: int = 0
+    users: tuple[str, ...] = ()
 
 
 def _today() -> dt.date:
@@ -86,19 +103,21 @@ async def usage_report(
 ) -> dict[str, Any]:
     """Every user's usage of the query's days, grouped and paged, JSON-ready."""
     start, end = date_range(UsageQuery(query.start, query.end), today or _today())
-    keys = query.group_by
+    keys, users = query.group_by, query.users
     raw_calls = "stage" in keys
     async with db.transaction() as session:
         rows = await admin_store.grouped_usage(session, start, end, keys, limit=query.limit,
-                                               offset=query.offset)
-        total_rows = (len(rows) if query.limit is None
-                      else await admin_store.grouped_count(session, start, end, keys))
+                                               offset=query.offset, users=users)
+        if query.limit is None or (query.offset == 0 and len(rows) < query.limit):
+            total_rows = len(rows)  # all of them came: no second scan to count them
+        else:
+            total_rows = await admin_store.grouped_count(session, start, end, keys, users)
         totals, messages = await admin_store.usage_totals(session, start, end,
-                                                          raw_calls=raw_calls)
+                                                          raw_calls=raw_calls, users=users)
     following = query.offset + len(rows)
     return {
         "start": start.isoformat(), "end": end.isoformat(), "group_by": list(keys),
-        "source": "llm_calls" if raw_calls else "rollup",
+        "user_ids": list(users), "source": "llm_calls" if raw_calls else "rollup",
         "totals": _figures_json(totals, messages),
         "rows": [_row_json(keys, row) for row in rows],
         "page": {"offset": query.offset, "limit": query.limit, "total_rows": total_rows,

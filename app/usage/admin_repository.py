@@ -15,6 +15,7 @@ column holds floats).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
@@ -49,10 +50,11 @@ def _postgres(s: AsyncSession) -> bool:
 
 
 class _Source:
-    """The columns of one source: its key columns, its figures, its range filter."""
+    """The columns of one source: its key columns, its figures, its filter (the range, and
+    the users when given)."""
 
     def __init__(self, s: AsyncSession, first_day: dt.date, last_day: dt.date,
-                 *, raw_calls: bool) -> None:
+                 *, raw_calls: bool, users: Sequence[str] = ()) -> None:
         self.raw_calls = raw_calls
         if raw_calls:
             t: Any = LlmCall
@@ -78,6 +80,8 @@ class _Source:
             self.where = [UserTokenUsage.period_type == PERIOD_DAY,
                           UserTokenUsage.period_start >= first_day,
                           UserTokenUsage.period_start <= last_day]
+        if users:
+            self.where.append(self.keys["user"].in_(list(users)))
         self.tokens = [func.sum(getattr(t, name)) for name in TOKEN_FIGURES]
         self.cost = (func.sum(t.cost_usd, type_=Numeric(28, 9)) if _postgres(s)
                      else func.sum(cast(func.round(t.cost_usd * NANO), BigInteger)))
@@ -106,8 +110,8 @@ class _Source:
 
 
 def _source(s: AsyncSession, first_day: dt.date, last_day: dt.date,
-            keys: tuple[GroupKey, ...]) -> _Source:
-    return _Source(s, first_day, last_day, raw_calls="stage" in keys)
+            keys: tuple[GroupKey, ...], users: Sequence[str]) -> _Source:
+    return _Source(s, first_day, last_day, raw_calls="stage" in keys, users=users)
 
 
 def _grouped(source: _Source, keys: tuple[GroupKey, ...]) -> Select[Any]:
@@ -121,11 +125,12 @@ def _day_text(value: Any) -> str:
 
 async def grouped_usage(
     s: AsyncSession, first_day: dt.date, last_day: dt.date, keys: tuple[GroupKey, ...], *,
-    limit: int | None, offset: int = 0,
+    limit: int | None, offset: int = 0, users: Sequence[str] = (),
 ) -> list[GroupedUsage]:
-    """Usage of [first_day, last_day] grouped by `keys`: by day in day order when the day is
-    a key, else the largest token totals first (the top users); ties by the keys."""
-    source = _source(s, first_day, last_day, keys)
+    """Usage of [first_day, last_day] (of `users` only, when given) grouped by `keys`: by
+    day in day order when the day is a key, else the largest token totals first (the top
+    users); ties by the keys."""
+    source = _source(s, first_day, last_day, keys, users)
     columns = [source.keys[k] for k in keys]
     query = _grouped(source, keys)
     if "day" in keys:
@@ -143,17 +148,20 @@ async def grouped_usage(
 
 
 async def grouped_count(
-    s: AsyncSession, first_day: dt.date, last_day: dt.date, keys: tuple[GroupKey, ...]
+    s: AsyncSession, first_day: dt.date, last_day: dt.date, keys: tuple[GroupKey, ...],
+    users: Sequence[str] = (),
 ) -> int:
     """How many rows grouped_usage has in all (for paging)."""
-    inner = _grouped(_source(s, first_day, last_day, keys), keys).subquery()
+    inner = _grouped(_source(s, first_day, last_day, keys, users), keys).subquery()
     return int(await s.scalar(select(func.count()).select_from(inner)) or 0)
 
 
 async def usage_totals(
-    s: AsyncSession, first_day: dt.date, last_day: dt.date, *, raw_calls: bool
+    s: AsyncSession, first_day: dt.date, last_day: dt.date, *, raw_calls: bool,
+    users: Sequence[str] = (),
 ) -> tuple[UsageFigures, int | None]:
-    """The sums over every row of the range, from the rollup or from llm_calls."""
-    source = _Source(s, first_day, last_day, raw_calls=raw_calls)
+    """The sums over every row of the range (of `users` only, when given), from the rollup
+    or from llm_calls."""
+    source = _Source(s, first_day, last_day, raw_calls=raw_calls, users=users)
     row = (await s.execute(select(*source.figures()).where(*source.where))).one()
     return source.read(tuple(row))

@@ -3,7 +3,8 @@
     GET /api/usage?start=YYYY-MM-DD&end=YYYY-MM-DD&group_by=day|model
     GET /api/admin/usage?user_id=...&start=...&end=...&group_by=day|model   (admin keys only)
     GET /api/admin/usage/report?start=&end=&group_by=day|user|model|stage[,second]
-        &limit=&offset=&format=json|csv          every user's usage, grouped and paged (admin)
+        &limit=&offset=&user_id=...&format=json|csv   every user's usage (or the users named),
+                                                 grouped and paged (admin keys)
     GET /api/admin/refusals?start=&end=&format=json|csv   refused turns per day and reason
 
 The handlers parse the query string into typed values, call app.usage.reports
@@ -118,7 +119,9 @@ async def admin_usage_report(request: Request) -> Response:
                                                   _int_param(request, "offset"))
         query = AdminUsageQuery(_day_param(request, "start"), _day_param(request, "end"),
                                 admin_reports.group_keys(request.query_params.get("group_by")),
-                                None if as_csv else limit, 0 if as_csv else offset)
+                                None if as_csv else limit, 0 if as_csv else offset,
+                                admin_reports.chosen_users(
+                                    request.query_params.getlist("user_id")))
         answer = await admin_reports.usage_report(runtime(request).db, query)
     except InvalidUsageQuery as exc:
         raise ApiError(422, exc.code, exc.message) from exc

@@ -1,4 +1,4 @@
-"""Usage of three users on three UTC days, written as the gateway writes it (the turn
+"""Usage of seven users on three UTC days, written as the gateway writes it (the turn
 repository's opening and finish, tests/store/factories.py) with the store's clock pinned per
 turn, and refusals written through the refusal tally; the figures the admin report must give
 are computed here from the same calls, independently of the report's SQL."""
@@ -32,6 +32,9 @@ TURNS: list[tuple[str, dt.date, int, list[CallRecord]]] = [
     ("bob", DAY3, 16, [factories.call("local-llama", 700, 120, cost=None)]),
     ("carol", DAY3, 8, [factories.call("gpt-4o", 50, 5, cost=0.000175)]),
     ("carol", DAY3, 9, [factories.call("gpt-4o", 40, 4, cost=0.00014)]),
+    # small users: the dashboard draws six users one by one and sums the rest
+    *[(user, DAY2, 11, [factories.call("gpt-4o-mini", 10 + n, 2, cost=0.000003)])
+      for n, user in enumerate(("dave", "erin", "frank", "grace"))],
 ]
 #: (day, reason, how many)
 REFUSALS = [(DAY1, "rate_limited", 3), (DAY2, "budget_exceeded", 2),

@@ -75,18 +75,41 @@ async def test_by_day_and_model_sums_every_users_calls(seeded: LiveGateway) -> N
 
 
 async def test_top_users_come_first_and_pages_follow_each_other(seeded: LiveGateway) -> None:
+    pages: list[dict[str, Any]] = []
     async with await _admin(seeded) as client:
-        first = await _report(client, group_by="user", limit=2)
-        second = await _report(client, group_by="user", limit=2,
-                               offset=first["page"]["next_offset"])
+        offset: int | None = 0
+        while offset is not None and len(pages) < 10:
+            pages.append(await _report(client, group_by="user", limit=2, offset=offset))
+            offset = pages[-1]["page"]["next_offset"]
     want = expected("user")
-    ranked = sorted(want.tokens, key=lambda k: -want.tokens[k])
-    assert [r["user_id"] for r in first["rows"] + second["rows"]] == [k[0] for k in ranked]
-    assert first["page"] == {"offset": 0, "limit": 2, "total_rows": 3, "next_offset": 2}
-    assert second["page"]["next_offset"] is None and len(second["rows"]) == 1
-    assert first["totals"] == second["totals"]  # the whole range's, whatever the page
-    alice = first["rows"][0]
+    ranked = sorted(want.tokens, key=lambda k: (-want.tokens[k], k))
+    assert [r["user_id"] for p in pages for r in p["rows"]] == [k[0] for k in ranked]
+    assert [p["page"]["offset"] for p in pages] == [0, 2, 4, 6]
+    assert pages[0]["page"] == {"offset": 0, "limit": 2, "total_rows": 7, "next_offset": 2}
+    assert len(pages[-1]["rows"]) == 1
+    assert all(p["totals"] == pages[0]["totals"] for p in pages)  # the range's, any page
+    alice = pages[0]["rows"][0]
     assert alice["user_id"] == "alice" and alice["message_count"] == 2
+
+
+async def test_rows_and_totals_of_chosen_users(seeded: LiveGateway) -> None:
+    async with await _admin(seeded) as client:
+        response = await client.get("/api/admin/usage/report", params=[
+            *RANGE.items(), ("group_by", "day,user"), ("user_id", "bob"),
+            ("user_id", "carol"), ("user_id", "nobody")])
+        too_many = await client.get("/api/admin/usage/report", params=[
+            ("user_id", f"u{n}") for n in range(21)])
+        control = await client.get("/api/admin/usage/report", params={"user_id": "a\tb"})
+    answer = response.json()
+    want = expected("day", "user")
+    assert {(r["day"], r["user_id"]): r["total_tokens"] for r in answer["rows"]} == {
+        key: n for key, n in want.tokens.items() if key[1] in ("bob", "carol")}
+    assert answer["user_ids"] == ["bob", "carol", "nobody"]
+    assert answer["totals"]["total_tokens"] == sum(
+        n for key, n in want.tokens.items() if key[1] in ("bob", "carol"))
+    assert too_many.status_code == 422 and "at most 20" in too_many.json()["error"]["message"]
+    assert control.status_code == 422
+    assert control.json()["error"]["code"] == "invalid_user_id"
 
 
 async def test_the_split_between_main_title_and_summary_calls(seeded: LiveGateway) -> None:

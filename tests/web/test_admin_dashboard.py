@@ -72,10 +72,14 @@ async def _api(gateway: LiveGateway, key: str) -> dict[str, Any]:
             assert response.status_code == 200, response.text
             return response.json()
 
+        top = await get("/api/admin/usage/report", group_by="user", limit=10)
+        drawn_users = [row["user_id"] for row in top["rows"][:6]]
         return {
             "model": await get("/api/admin/usage/report", group_by="day,model", limit=1000),
-            "user": await get("/api/admin/usage/report", group_by="day,user", limit=1000),
-            "top": await get("/api/admin/usage/report", group_by="user", limit=10),
+            "day": await get("/api/admin/usage/report", group_by="day"),
+            "user": await get("/api/admin/usage/report", group_by="day,user", limit=1000,
+                              user_id=drawn_users),
+            "top": top,
             "stage": await get("/api/admin/usage/report", group_by="stage"),
             "refusals": await get("/api/admin/refusals"),
             "csv": (await client.get("/api/admin/usage/report", params={
@@ -158,8 +162,15 @@ async def test_the_charts_draw_what_the_api_returns(
                      _per_day(by_model, "model", "total_tokens"))
         _assert_bars(await _drawn(page, "chart-model-cost"), DAYS,
                      _per_day(by_model, "model", "cost_usd"))
-        _assert_bars(await _drawn(page, "chart-user-tokens"), DAYS,
-                     _per_day(api["user"]["rows"], "user_id", "total_tokens"))
+        # six users one by one, the seventh (dave, the fewest tokens) as "other users":
+        # each day's total of every user less the six users' figures
+        per_user = _per_day(api["user"]["rows"], "user_id", "total_tokens")
+        assert len(per_user) == 6 and "dave" not in per_user
+        per_user["other users"] = [
+            next(r["total_tokens"] for r in api["day"]["rows"] if r["day"] == day)
+            - sum(series[n] for series in per_user.values()) for n, day in enumerate(DAYS)]
+        assert per_user["other users"] == [0, 12, 0]
+        _assert_bars(await _drawn(page, "chart-user-tokens"), DAYS, per_user)
         top = api["top"]["rows"]
         _assert_bars(await _drawn(page, "chart-top-users"), [r["user_id"] for r in top],
                      {"tokens": [r["total_tokens"] for r in top]})

@@ -1,6 +1,7 @@
 // Chatgate usage dashboard: every user's usage from the admin API, as charts (Chart.js,
 // vendored, loaded by index.html as window.Chart) with a table and a CSV download under each.
-// The figures are drawn as the API returns them; nothing here adds up or rounds usage.
+// The figures are drawn as the API returns them; the one sum made here is "other users" in
+// the per-user charts (each day's total less the users drawn one by one).
 
 import { errorFrom, getApiKey, setApiKey, authHeaders } from "../api.js";
 
@@ -13,8 +14,10 @@ const MAX_PAGES = 50;
 /** Users drawn one by one in the per-user charts; the rest are summed as "other users". */
 const USER_SERIES = 6;
 const TOP_USERS = 10;
-const PALETTE = ["#2f6fde", "#e07b39", "#2a9d8f", "#c4455b", "#8a63d2", "#a1a1a1",
-                 "#d4a72c", "#5b8c5a", "#3d5a80", "#b56576"];
+const PALETTE = ["#2f6fde", "#e07b39", "#2a9d8f", "#c4455b", "#8a63d2", "#d4a72c",
+                 "#5b8c5a", "#3d5a80", "#b56576"];
+const GREY = "#a1a1a1";
+const OTHERS = "other users";
 const charts = new Map(); // canvas test id -> Chart
 
 // ---------- formatting ----------
@@ -37,20 +40,29 @@ function daysOf(start, end) {
 
 // ---------- the API ----------
 
+/** A query string; an array value is the parameter repeated (`user_id=a&user_id=b`). */
+function query(params) {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    for (const one of Array.isArray(value) ? value : [value]) search.append(name, one);
+  }
+  return search;
+}
+
 async function getJson(path, params) {
-  const response = await fetch(`${path}?${new URLSearchParams(params)}`,
+  const response = await fetch(`${path}?${query(params)}`,
                                { headers: { Accept: "application/json", ...authHeaders() } });
   if (!response.ok) throw await errorFrom(response);
   return response.json();
 }
 
 /** Every row of a report (page after page), and the first page's answer for its totals. */
-async function report(range, groupBy) {
+async function report(range, groupBy, more = {}) {
   let answer = null;
   const rows = [];
   for (let page = 0, offset = 0; page < MAX_PAGES && offset !== null; page++) {
     const next = await getJson("/api/admin/usage/report",
-                               { ...range, group_by: groupBy, limit: PAGE_ROWS, offset });
+                               { ...range, ...more, group_by: groupBy, limit: PAGE_ROWS, offset });
     answer = answer || next;
     rows.push(...next.rows);
     offset = next.page.next_offset;
@@ -59,7 +71,7 @@ async function report(range, groupBy) {
 }
 
 async function downloadCsv(path, params, name) {
-  const response = await fetch(`${path}?${new URLSearchParams({ ...params, format: "csv" })}`,
+  const response = await fetch(`${path}?${query({ ...params, format: "csv" })}`,
                                { headers: authHeaders() });
   if (!response.ok) throw await errorFrom(response);
   const link = document.createElement("a");
@@ -73,17 +85,20 @@ async function downloadCsv(path, params, name) {
 
 // ---------- charts ----------
 
-/** Series keyed by `seriesKey`, one value per label: the rows' `field`, 0 where none. */
-function seriesOf(rows, labels, labelKey, seriesKey, field, keep = null) {
+/** Series keyed by `seriesKey`, one value per label: the rows' `field`, 0 where none; in
+ *  `order` when given (the top users first), "other users" last and grey. */
+function seriesOf(rows, labels, labelKey, seriesKey, field, order = null) {
   const index = new Map(labels.map((label, i) => [label, i]));
   const series = new Map();
   for (const row of rows) {
-    const name = keep && !keep.has(row[seriesKey]) ? "other users" : row[seriesKey];
+    const name = row[seriesKey];
     if (!series.has(name)) series.set(name, labels.map(() => 0));
     series.get(name)[index.get(row[labelKey])] += row[field] || 0;
   }
-  return [...series.entries()].map(([label, data], i) => (
-    { label, data, backgroundColor: PALETTE[i % PALETTE.length] }));
+  const rank = (name) => (name === OTHERS ? Infinity : order ? order.indexOf(name) : 0);
+  const entries = [...series.entries()].sort((a, b) => rank(a[0]) - rank(b[0]));
+  return entries.map(([label, data], i) => ({
+    label, data, backgroundColor: label === OTHERS ? GREY : PALETTE[i % PALETTE.length] }));
 }
 
 /** A bar chart on the canvas `testId`; `counts`: whole numbers only on the value axis. */
@@ -160,13 +175,41 @@ function showTotals(usage, refusals) {
   $("total-refusals").textContent = tokens(refusals.total);
 }
 
-function showDaily(id, answer, seriesKey, keep, labelName) {
+function showDaily(id, answer, seriesKey, labelName, order = null) {
   const days = daysOf(answer.start, answer.end);
   const prefix = id === "by-model" ? "chart-model" : "chart-user";
-  draw(`${prefix}-tokens`, "bar", days, seriesOf(answer.rows, days, "day", seriesKey, "total_tokens", keep));
-  draw(`${prefix}-cost`, "bar", days, seriesOf(answer.rows, days, "day", seriesKey, "cost_usd", keep));
+  const series = (field) => seriesOf(answer.rows, days, "day", seriesKey, field, order);
+  draw(`${prefix}-tokens`, "bar", days, series("total_tokens"));
+  draw(`${prefix}-cost`, "bar", days, series("cost_usd"));
+  const groupBy = "day," + (seriesKey === "model" ? "model" : "user");
   table($(id), [["Day", (r) => r.day], [labelName, (r) => r[seriesKey]], ...FIGURES, MESSAGES],
-        answer.rows, csvArgs(answer, "day," + (seriesKey === "model" ? "model" : "user")));
+        answer.rows, csvArgs(answer, groupBy));
+}
+
+const SUMMED = ["total_tokens", "prompt_tokens", "completion_tokens", "llm_call_count",
+                "message_count", "unpriced_call_count"];
+
+/** Each day's figures of the users not drawn one by one: the day's (every user's) less
+ *  theirs. Costs to the rollup's nano-dollar, so a difference shows no binary noise. */
+function otherUsers(days, drawnRows) {
+  return days.rows.flatMap((day) => {
+    const mine = drawnRows.filter((r) => r.day === day.day);
+    const row = { day: day.day, user_id: OTHERS };
+    for (const f of SUMMED) row[f] = day[f] - mine.reduce((sum, r) => sum + r[f], 0);
+    row.cost_usd = day.cost_usd === null ? null
+      : Math.round((day.cost_usd - mine.reduce((sum, r) => sum + (r.cost_usd || 0), 0)) * 1e9) / 1e9;
+    return row.total_tokens > 0 || row.llm_call_count > 0 ? [row] : [];
+  });
+}
+
+/** Per day and user: the USER_SERIES users with the most tokens, and the rest as one. */
+async function perUser(range, top, byDay) {
+  const users = top.rows.slice(0, USER_SERIES).map((r) => r.user_id);
+  if (!users.length) return { ...byDay, rows: [] };
+  const drawn = await report(range, "day,user", { user_id: users });
+  const others = top.page.total_rows > users.length ? otherUsers(byDay, drawn.rows) : [];
+  const rows = [...drawn.rows, ...others].sort((a, b) => (a.day < b.day ? -1 : a.day > b.day ? 1 : 0));
+  return { ...drawn, rows };
 }
 
 function showTopUsers(answer) {
@@ -202,14 +245,6 @@ const rangeOf = (answer) => ({ start: answer.start, end: answer.end });
 const csvArgs = (answer, groupBy) => ["/api/admin/usage/report", { ...rangeOf(answer), group_by: groupBy },
                                       `usage-${groupBy.replace(",", "-")}-${answer.start}-${answer.end}.csv`];
 
-/** The `USER_SERIES` users with the most tokens in the range. */
-function topUserSet(rows) {
-  const sums = new Map();
-  for (const r of rows) sums.set(r.user_id, (sums.get(r.user_id) || 0) + r.total_tokens);
-  return new Set([...sums.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
-                 .slice(0, USER_SERIES).map(([user]) => user));
-}
-
 // ---------- the page ----------
 
 function show(error) {
@@ -234,14 +269,15 @@ async function load() {
   board.dataset.state = "loading";
   show(null);
   try {
-    const [byModel, byUser, top, stages, refusals] = await Promise.all([
-      report(range, "day,model"), report(range, "day,user"),
+    const [byModel, byDay, top, stages, refusals] = await Promise.all([
+      report(range, "day,model"), report(range, "day"),
       getJson("/api/admin/usage/report", { ...range, group_by: "user", limit: TOP_USERS }),
       report(range, "stage"), getJson("/api/admin/refusals", range)]);
+    const byUser = await perUser(range, top, byDay);
     if (mine !== loads) return;
     showTotals(byModel, refusals);
-    showDaily("by-model", byModel, "model", null, "Model");
-    showDaily("by-user", byUser, "user_id", topUserSet(byUser.rows), "User");
+    showDaily("by-model", byModel, "model", "Model");
+    showDaily("by-user", byUser, "user_id", "User", top.rows.map((r) => r.user_id));
     showTopUsers(top);
     showStages(stages);
     showRefusals(refusals);
