@@ -105,14 +105,17 @@ def _cost(value: float | None, unpriced: int) -> str:
 
 def usage_table(usage: dict[str, Any]) -> Table:
     key = admin_reports.KEY_FIELDS[usage["group_by"][0]]
-    table = Table(key, "tokens", "prompt", "completion", "cost (USD)", "calls", "messages",
+    # reasoning tokens when the gateway records them (part of the completion tokens)
+    tokens = [name for name in ("total_tokens", "prompt_tokens", "completion_tokens",
+                                "reasoning_tokens") if name in usage["totals"]]
+    table = Table(key, *(name.removesuffix("_tokens").replace("total", "tokens")
+                         for name in tokens), "cost (USD)", "calls", "messages",
                   title=f"usage {usage['start']} .. {usage['end']} by {usage['group_by'][0]}")
     for column in table.columns[1:]:
         column.justify = "right"
 
     def add(name: str, row: dict[str, Any], **style: Any) -> None:
-        table.add_row(name, f"{row['total_tokens']:,}", f"{row['prompt_tokens']:,}",
-                      f"{row['completion_tokens']:,}",
+        table.add_row(name, *(f"{row[t]:,}" for t in tokens),
                       _cost(row["cost_usd"], row["unpriced_call_count"]),
                       f"{row['llm_call_count']:,}", _show(row["message_count"]), **style)
 

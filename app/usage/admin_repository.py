@@ -24,14 +24,16 @@ from sqlalchemy import BigInteger, ColumnElement, Date, Numeric, Select, case, c
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.models import LlmCall, UserTokenUsage
-from app.usage.figures import COST_QUANTUM, UsageFigures
+from app.usage.figures import COST_QUANTUM, USAGE_FIELDS, UsageFigures
 from app.usage.repository import PERIOD_DAY
 
 GroupKey = Literal["day", "user", "model", "stage"]
 
-#: The token figures both sources sum, by name. A new token column of the rollup and of
-#: llm_calls (reasoning tokens) is one more name here and in UsageFigures.
-TOKEN_FIGURES = ("total_tokens", "prompt_tokens", "completion_tokens")
+#: The token figures both sources sum: every `*_tokens` figure of UsageFigures, each a column
+#: of the rollup and of llm_calls under the same name. A new token figure (reasoning tokens)
+#: is summed here, and shown by the API, the page and the script, once it is in
+#: figures.USAGE_FIELDS and in both tables.
+TOKEN_FIGURES = tuple(name for name in USAGE_FIELDS if name.endswith("_tokens"))
 NANO = 1_000_000_000
 
 
@@ -92,14 +94,14 @@ class _Source:
         return [*self.tokens, self.calls, self.unpriced, messages, self.cost]
 
     def read(self, values: tuple[Any, ...]) -> tuple[UsageFigures, int | None]:
-        total, prompt, completion, calls, unpriced, messages, cost = values
-        return UsageFigures(
-            total_tokens=int(total or 0), prompt_tokens=int(prompt or 0),
-            completion_tokens=int(completion or 0), llm_call_count=int(calls or 0),
-            unpriced_call_count=int(unpriced or 0),
-            message_count=int(messages or 0) if self.messages is not None else 0,
-            cost_usd=self._cost(cost),
-        ), (int(messages or 0) if self.messages is not None else None)
+        """A row's figures, in the order of figures(); the message count None for llm_calls."""
+        *token_sums, calls, unpriced, messages, cost = values
+        counted = self.messages is not None
+        figures = UsageFigures(
+            **{name: int(v or 0) for name, v in zip(TOKEN_FIGURES, token_sums, strict=True)},
+            llm_call_count=int(calls or 0), unpriced_call_count=int(unpriced or 0),
+            message_count=int(messages or 0) if counted else 0, cost_usd=self._cost(cost))
+        return figures, (int(messages or 0) if counted else None)
 
     def _cost(self, value: Any) -> Decimal | None:
         if value is None:
@@ -136,7 +138,8 @@ async def grouped_usage(
     if "day" in keys:
         query = query.order_by(*columns)
     else:
-        query = query.order_by(source.tokens[0].desc(), *columns)
+        total = source.tokens[TOKEN_FIGURES.index("total_tokens")]
+        query = query.order_by(total.desc(), *columns)
     if limit is not None:
         query = query.limit(limit).offset(offset)
     rows = []

@@ -155,13 +155,20 @@ function table(section, columns, rows, csv) {
   section.append(box);
 }
 
-const FIGURES = [
+const TOKEN_COLUMNS = [
   ["Tokens", (r) => tokens(r.total_tokens), true],
   ["Prompt", (r) => tokens(r.prompt_tokens), true],
   ["Completion", (r) => tokens(r.completion_tokens), true],
+];
+/** Shown when the API reports it (a gateway that records the providers' reasoning tokens). */
+const REASONING = ["Reasoning", (r) => tokens(r.reasoning_tokens ?? 0), true];
+const COST_AND_CALLS = [
   ["Cost (USD)", (r) => usd(r.cost_usd, r.unpriced_call_count), true],
   ["Calls", (r) => tokens(r.llm_call_count), true],
 ];
+const figures = (answer) => [...TOKEN_COLUMNS,
+                             ...("reasoning_tokens" in answer.totals ? [REASONING] : []),
+                             ...COST_AND_CALLS];
 const MESSAGES = ["Messages", (r) => tokens(r.message_count), true];
 
 // ---------- the sections ----------
@@ -182,7 +189,7 @@ function showDaily(id, answer, seriesKey, labelName, order = null) {
   draw(`${prefix}-tokens`, "bar", days, series("total_tokens"));
   draw(`${prefix}-cost`, "bar", days, series("cost_usd"));
   const groupBy = "day," + (seriesKey === "model" ? "model" : "user");
-  table($(id), [["Day", (r) => r.day], [labelName, (r) => r[seriesKey]], ...FIGURES, MESSAGES],
+  table($(id), [["Day", (r) => r.day], [labelName, (r) => r[seriesKey]], ...figures(answer), MESSAGES],
         answer.rows, csvArgs(answer, groupBy));
 }
 
@@ -217,7 +224,7 @@ function showTopUsers(answer) {
   draw("chart-top-users", "bar", rows.map((r) => r.user_id),
        [{ label: "tokens", data: rows.map((r) => r.total_tokens), backgroundColor: PALETTE[0] }],
        { stacked: false, horizontal: true });
-  table($("top-users"), [["User", (r) => r.user_id], ...FIGURES, MESSAGES], rows,
+  table($("top-users"), [["User", (r) => r.user_id], ...figures(answer), MESSAGES], rows,
         csvArgs(answer, "user"));
 }
 
@@ -229,7 +236,8 @@ function showStages(answer) {
   draw("chart-stage-tokens", "bar", labels, bars("total_tokens", PALETTE[0]), { stacked: false });
   draw("chart-stage-calls", "bar", labels, bars("llm_call_count", PALETTE[1]),
        { stacked: false, counts: true });
-  table($("by-stage"), [["Stage", (r) => r.stage], ...FIGURES], rows, csvArgs(answer, "stage"));
+  table($("by-stage"), [["Stage", (r) => r.stage], ...figures(answer)], rows,
+        csvArgs(answer, "stage"));
 }
 
 function showRefusals(answer) {
