@@ -228,3 +228,19 @@ async def test_the_vendored_chart_library_is_the_one_recorded() -> None:
     assert "chart.umd.js" in {name for _, name in recorded}
     for digest, name in recorded:
         assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == digest, name
+
+
+async def test_a_range_without_usage_says_so(page: Page, seeded: InProcessGateway) -> None:
+    key = await seeded.api_key("root", admin=True)
+    await page.goto(f"{seeded.url}/admin?start=2025-01-01&end=2025-01-31")
+    await page.get_by_test_id("api-key").fill(key)
+    await page.get_by_test_id("apply").click()
+    await expect(page.get_by_test_id("dashboard")).to_have_attribute("data-state", "ready")
+    await expect(page.get_by_test_id("total-tokens")).to_have_text("0")
+    await expect(page.get_by_test_id("total-cost")).to_have_text("–")  # no cost known
+    for section in ("by-model", "by-user", "top-users", "by-stage"):
+        assert await _table_rows(page, section) == [["No usage in this range."]], section
+    assert await _table_rows(page, "refusals") == [["No refused requests in this range."]]
+    drawn = await page.locator('canvas[data-testid="chart-model-tokens"]').evaluate(
+        "canvas => Chart.getChart(canvas).data.labels.length")
+    assert drawn == 31  # every day of the range, each with no bar

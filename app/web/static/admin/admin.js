@@ -129,7 +129,7 @@ function cell(row, text, numeric = false) {
 }
 
 /** A table of `rows` under the section's charts, with its CSV download. */
-function table(section, columns, rows, csv) {
+function table(section, columns, rows, csv, empty = "No usage in this range.") {
   section.querySelector(".table-box")?.remove();
   const box = document.createElement("div");
   box.className = "table-box";
@@ -149,7 +149,7 @@ function table(section, columns, rows, csv) {
     const tr = body.insertRow();
     for (const [, value, numeric] of columns) cell(tr, value(row), numeric);
   }
-  if (!rows.length) cell(body.insertRow(), "No usage in this range.");
+  if (!rows.length) cell(body.insertRow(), empty);
   wrap.append(t);
   box.append(button, wrap);
   section.append(box);
@@ -246,7 +246,8 @@ function showRefusals(answer) {
        { counts: true });
   table($("refusals"), [["Day", (r) => r.day], ["Reason", (r) => r.reason],
                         ["Refusals", (r) => tokens(r.refusal_count), true]], answer.rows,
-        ["/api/admin/refusals", rangeOf(answer), `refusals-${answer.start}-${answer.end}.csv`]);
+        ["/api/admin/refusals", rangeOf(answer), `refusals-${answer.start}-${answer.end}.csv`],
+        "No refused requests in this range.");
 }
 
 const rangeOf = (answer) => ({ start: answer.start, end: answer.end });
