@@ -149,7 +149,11 @@ function table(section, columns, rows, csv, empty = "No usage in this range.") {
     const tr = body.insertRow();
     for (const [, value, numeric] of columns) cell(tr, value(row), numeric);
   }
-  if (!rows.length) cell(body.insertRow(), empty);
+  if (!rows.length) {
+    const none = body.insertRow();
+    cell(none, empty);
+    none.cells[0].colSpan = columns.length;
+  }
   wrap.append(t);
   box.append(button, wrap);
   section.append(box);
