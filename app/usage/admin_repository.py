@@ -20,7 +20,18 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from sqlalchemy import BigInteger, ColumnElement, Date, Numeric, Select, case, cast, func, select
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Date,
+    Numeric,
+    Select,
+    case,
+    cast,
+    func,
+    null,
+    select,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.models import LlmCall, UserTokenUsage
@@ -47,51 +58,29 @@ class GroupedUsage:
     message_count: int | None
 
 
-def _postgres(s: AsyncSession) -> bool:
-    return s.get_bind().dialect.name == "postgresql"
-
-
+@dataclass(frozen=True, slots=True)
 class _Source:
-    """The columns of one source: its key columns, its figures, its filter (the range, and
-    the users when given)."""
+    """The columns of one source: its key columns, its figures (`messages` None where the
+    source has no message count) and its filter (the range, and the users when given)."""
 
-    def __init__(self, s: AsyncSession, first_day: dt.date, last_day: dt.date,
-                 *, raw_calls: bool, users: Sequence[str] = ()) -> None:
-        self.raw_calls = raw_calls
-        if raw_calls:
-            t: Any = LlmCall
-            day = (cast(func.timezone("UTC", LlmCall.created_at), Date) if _postgres(s)
-                   else func.date(LlmCall.created_at))
-            self.keys: dict[str, Any] = {
-                "day": day, "user": LlmCall.user_id, "model": LlmCall.model,
-                "stage": LlmCall.stage}
-            self.calls: ColumnElement[Any] = func.count()
-            self.unpriced: ColumnElement[Any] = func.sum(
-                case((LlmCall.cost_usd.is_(None), 1), else_=0))
-            self.messages: ColumnElement[Any] | None = None
-            start = dt.datetime.combine(first_day, dt.time(), dt.UTC)
-            stop = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), dt.UTC)
-            self.where = [LlmCall.created_at >= start, LlmCall.created_at < stop]
-        else:
-            t = UserTokenUsage
-            self.keys = {"day": UserTokenUsage.period_start, "user": UserTokenUsage.user_id,
-                         "model": UserTokenUsage.model}
-            self.calls = func.sum(UserTokenUsage.llm_call_count)
-            self.unpriced = func.sum(UserTokenUsage.unpriced_call_count)
-            self.messages = func.sum(UserTokenUsage.message_count)
-            self.where = [UserTokenUsage.period_type == PERIOD_DAY,
-                          UserTokenUsage.period_start >= first_day,
-                          UserTokenUsage.period_start <= last_day]
-        if users:
-            self.where.append(self.keys["user"].in_(list(users)))
-        self.tokens = [func.sum(getattr(t, name)) for name in TOKEN_FIGURES]
-        self.cost = (func.sum(t.cost_usd, type_=Numeric(28, 9)) if _postgres(s)
-                     else func.sum(cast(func.round(t.cost_usd * NANO), BigInteger)))
-        self.nano_cost = not _postgres(s)
+    table: Any
+    keys: dict[str, Any]
+    calls: ColumnElement[Any]
+    unpriced: ColumnElement[Any]
+    messages: ColumnElement[Any] | None
+    where: list[ColumnElement[bool]]
+    postgres: bool
 
     def figures(self) -> list[ColumnElement[Any]]:
-        messages = self.messages if self.messages is not None else func.count()
-        return [*self.tokens, self.calls, self.unpriced, messages, self.cost]
+        t = self.table
+        tokens = [func.sum(getattr(t, name)) for name in TOKEN_FIGURES]
+        cost = (func.sum(t.cost_usd, type_=Numeric(28, 9)) if self.postgres
+                else func.sum(cast(func.round(t.cost_usd * NANO), BigInteger)))
+        messages = self.messages if self.messages is not None else null()
+        return [*tokens, self.calls, self.unpriced, messages, cost]
+
+    def total_tokens(self) -> ColumnElement[Any]:
+        return func.sum(self.table.total_tokens)
 
     def read(self, values: tuple[Any, ...]) -> tuple[UsageFigures, int | None]:
         """A row's figures, in the order of figures(); the message count None for llm_calls."""
@@ -106,14 +95,41 @@ class _Source:
     def _cost(self, value: Any) -> Decimal | None:
         if value is None:
             return None
-        if self.nano_cost:
+        if not self.postgres:  # whole nano-dollars
             return (Decimal(int(value)) / NANO).quantize(COST_QUANTUM)
         return Decimal(str(value)).quantize(COST_QUANTUM)
 
 
-def _source(s: AsyncSession, first_day: dt.date, last_day: dt.date,
-            keys: tuple[GroupKey, ...], users: Sequence[str]) -> _Source:
-    return _Source(s, first_day, last_day, raw_calls="stage" in keys, users=users)
+def _rollup(first_day: dt.date, last_day: dt.date, postgres: bool) -> _Source:
+    t = UserTokenUsage
+    return _Source(
+        t, {"day": t.period_start, "user": t.user_id, "model": t.model},
+        calls=func.sum(t.llm_call_count), unpriced=func.sum(t.unpriced_call_count),
+        messages=func.sum(t.message_count),
+        where=[t.period_type == PERIOD_DAY, t.period_start >= first_day,
+               t.period_start <= last_day],
+        postgres=postgres)
+
+
+def _calls(first_day: dt.date, last_day: dt.date, postgres: bool) -> _Source:
+    """llm_calls; a call's day is the UTC day of its created_at (the rollup's day)."""
+    t = LlmCall
+    day = cast(func.timezone("UTC", t.created_at), Date) if postgres else func.date(t.created_at)
+    start = dt.datetime.combine(first_day, dt.time(), dt.UTC)
+    stop = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), dt.UTC)
+    return _Source(
+        t, {"day": day, "user": t.user_id, "model": t.model, "stage": t.stage},
+        calls=func.count(), unpriced=func.sum(case((t.cost_usd.is_(None), 1), else_=0)),
+        messages=None, where=[t.created_at >= start, t.created_at < stop], postgres=postgres)
+
+
+def _source(s: AsyncSession, first_day: dt.date, last_day: dt.date, *, raw_calls: bool,
+            users: Sequence[str]) -> _Source:
+    postgres = s.get_bind().dialect.name == "postgresql"
+    source = (_calls if raw_calls else _rollup)(first_day, last_day, postgres)
+    if users:
+        source.where.append(source.keys["user"].in_(list(users)))
+    return source
 
 
 def _grouped(source: _Source, keys: tuple[GroupKey, ...]) -> Select[Any]:
@@ -132,14 +148,13 @@ async def grouped_usage(
     """Usage of [first_day, last_day] (of `users` only, when given) grouped by `keys`: by
     day in day order when the day is a key, else the largest token totals first (the top
     users); ties by the keys."""
-    source = _source(s, first_day, last_day, keys, users)
+    source = _source(s, first_day, last_day, raw_calls="stage" in keys, users=users)
     columns = [source.keys[k] for k in keys]
     query = _grouped(source, keys)
     if "day" in keys:
         query = query.order_by(*columns)
     else:
-        total = source.tokens[TOKEN_FIGURES.index("total_tokens")]
-        query = query.order_by(total.desc(), *columns)
+        query = query.order_by(source.total_tokens().desc(), *columns)
     if limit is not None:
         query = query.limit(limit).offset(offset)
     rows = []
@@ -155,7 +170,8 @@ async def grouped_count(
     users: Sequence[str] = (),
 ) -> int:
     """How many rows grouped_usage has in all (for paging)."""
-    inner = _grouped(_source(s, first_day, last_day, keys, users), keys).subquery()
+    source = _source(s, first_day, last_day, raw_calls="stage" in keys, users=users)
+    inner = _grouped(source, keys).subquery()
     return int(await s.scalar(select(func.count()).select_from(inner)) or 0)
 
 
@@ -165,6 +181,6 @@ async def usage_totals(
 ) -> tuple[UsageFigures, int | None]:
     """The sums over every row of the range (of `users` only, when given), from the rollup
     or from llm_calls."""
-    source = _Source(s, first_day, last_day, raw_calls=raw_calls, users=users)
+    source = _source(s, first_day, last_day, raw_calls=raw_calls, users=users)
     row = (await s.execute(select(*source.figures()).where(*source.where))).one()
     return source.read(tuple(row))
