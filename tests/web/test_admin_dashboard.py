@@ -244,3 +244,14 @@ async def test_a_range_without_usage_says_so(page: Page, seeded: InProcessGatewa
     drawn = await page.locator('canvas[data-testid="chart-model-tokens"]').evaluate(
         "canvas => Chart.getChart(canvas).data.labels.length")
     assert drawn == 31  # every day of the range, each with no bar
+
+
+async def test_the_page_is_served_under_the_chat_pages_policy(seeded: InProcessGateway) -> None:
+    async with seeded.client() as client:
+        chat, admin = await client.get("/"), await client.get("/admin")
+        assets = [await client.get(path) for path in (
+            "/static/admin/admin.js", "/static/admin/admin.css", "/static/vendor/chart.umd.js")]
+    assert admin.status_code == 200 and "Chatgate usage" in admin.text
+    assert admin.headers["content-security-policy"] == chat.headers["content-security-policy"]
+    assert "script-src 'self';" in admin.headers["content-security-policy"]
+    assert [a.status_code for a in assets] == [200, 200, 200]
