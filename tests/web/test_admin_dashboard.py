@@ -156,6 +156,9 @@ async def test_the_charts_draw_what_the_api_returns(
             f"{totals['total_tokens']:,}"
         assert await page.get_by_test_id("total-refusals").inner_text() == \
             str(api["refusals"]["total"])
+        assert await page.get_by_test_id("total-cost").inner_text() == f"{totals['cost_usd']:.6f}"
+        assert await page.get_by_test_id("total-unpriced").inner_text() == \
+            "and 1 call without a price"  # bob's local model
 
         by_model = api["model"]["rows"]
         _assert_bars(await _drawn(page, "chart-model-tokens"), DAYS,
@@ -200,8 +203,11 @@ async def test_the_charts_draw_what_the_api_returns(
         # nothing wider than the screen: the tables scroll inside their box
         width = await page.evaluate("() => document.documentElement.scrollWidth")
         assert width <= viewport.width
-        await shot(page, Path(os.environ.get("CHATGATE_SHOTS_DIR", tmp_path)),
-                   f"admin-{seeded.runtime.db.backend}-{viewport.name}")
+        folder = Path(os.environ.get("CHATGATE_SHOTS_DIR", tmp_path))
+        name = f"admin-{seeded.runtime.db.backend}-{viewport.name}"
+        await shot(page, folder, name)
+        await page.evaluate("() => window.scrollTo(0, 0)")
+        await page.screenshot(path=str(folder / f"{name}-first-screen.png"))
         assert csp_violations == []
 
 

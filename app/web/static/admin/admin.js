@@ -180,7 +180,10 @@ const MESSAGES = ["Messages", (r) => tokens(r.message_count), true];
 function showTotals(usage, refusals) {
   const t = usage.totals;
   $("total-tokens").textContent = tokens(t.total_tokens);
-  $("total-cost").textContent = usd(t.cost_usd, t.unpriced_call_count);
+  const unpriced = t.unpriced_call_count;
+  $("total-cost").textContent = t.cost_usd === null && unpriced ? "unknown" : usd(t.cost_usd);
+  $("total-unpriced").textContent = unpriced
+    ? `and ${tokens(unpriced)} call${unpriced === 1 ? "" : "s"} without a price` : "";
   $("total-calls").textContent = tokens(t.llm_call_count);
   $("total-messages").textContent = tokens(t.message_count);
   $("total-refusals").textContent = tokens(refusals.total);
