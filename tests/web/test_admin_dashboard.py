@@ -203,7 +203,7 @@ async def test_the_charts_draw_what_the_api_returns(
         # nothing wider than the screen: the tables scroll inside their box
         width = await page.evaluate("() => document.documentElement.scrollWidth")
         assert width <= viewport.width
-        folder = Path(os.environ.get("CHATGATE_SHOTS_DIR", tmp_path))
+        folder = Path(os.environ.get("ADMIN_SHOTS_DIR", tmp_path))
         name = f"admin-{seeded.runtime.db.backend}-{viewport.name}"
         await shot(page, folder, name)
         await page.evaluate("() => window.scrollTo(0, 0)")
