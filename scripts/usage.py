@@ -33,7 +33,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import resolve_database_url, run_cli
+from app.cli import FLAG, resolve_database_url, run_cli
 from app.store.migrations import migrated_database
 from app.usage import admin_reports
 from app.usage import rollups as usage_rollups
@@ -141,8 +141,8 @@ def report_command(
     first: str = typer.Option(..., "--from", help="first UTC day, YYYY-MM-DD"),
     last: str = typer.Option(..., "--to", help="last UTC day (included), YYYY-MM-DD"),
     by: str = typer.Option("day", "--by", help="day, user, model or stage"),
-    as_json: bool = typer.Option(False, "--json", help="the API's JSON, every row"),
-    as_csv: bool = typer.Option(False, "--csv", help="the API's CSV"),
+    as_json: bool = typer.Option(False, "--json", **FLAG, help="the API's JSON, every row"),
+    as_csv: bool = typer.Option(False, "--csv", **FLAG, help="the API's CSV"),
     database_url: str | None = DbOption,
 ) -> None:
     """Every user's usage of a range of UTC days, as the admin dashboard shows it."""

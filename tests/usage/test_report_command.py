@@ -80,3 +80,19 @@ async def test_bad_arguments_are_one_sentence_and_exit_2(
     assert result.returncode == 2, result.stdout + result.stderr
     assert words in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_help_shows_the_flags_as_flags() -> None:
+    shown = run_script("usage.py", "report", "--help", env={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    lines = {word: next(line for line in shown.stdout.splitlines() if word in line)
+             for word in ("--json", "--csv", "--by")}
+    assert "<bool>" not in lines["--json"] + lines["--csv"]
+    assert "day, user, model or stage" in lines["--by"]
+
+
+def test_a_bad_database_url_is_one_sentence() -> None:
+    result = run_script("usage.py", "report", *RANGE, "--database-url", "nonsense")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert len((result.stdout + result.stderr).strip().splitlines()) == 1
