@@ -138,19 +138,7 @@ class TurnLoop(Generic[ChunkT, OutT]):
                                     await held
                         break
                     except UpstreamError as exc:
-                        if (resume is None or self.continuations_left <= 0
-                                or not answer.can_continue()):
-                            raise
-                        # the failed call's end, for its record; what its filters hold is
-                        # not said: the next call writes it again (flushed only if none does)
-                        answer.fail(_failure(exc), flush=False)
-                        self._report_warnings()
-                        following = await resume(exc)
-                        if following is None:
-                            raise
-                        self.continuations_left -= 1
-                        answer.reopen()
-                        chunks = following
+                        chunks = await self._continuation(exc, resume)
                 last = answer.end()
                 self._report_warnings()
                 if last:
@@ -163,6 +151,23 @@ class TurnLoop(Generic[ChunkT, OutT]):
             self.fail(INTERNAL_FAILURE, flush=False)
         finally:
             await run_shielded(self._finish())
+
+    async def _continuation(self, exc: UpstreamError, resume: Resume[ChunkT] | None
+                            ) -> AsyncGenerator[ChunkT, None]:
+        """The chunks of the call that finishes the answer `exc` broke off; raises `exc`
+        when there is none. The failed call ends first, for its record, without a flush:
+        what its filters hold is not said (the next call writes it again; it is flushed at
+        the final failure when no call comes)."""
+        if resume is None or self.continuations_left <= 0 or not self.answer.can_continue():
+            raise exc
+        self.answer.fail(_failure(exc), flush=False)
+        self._report_warnings()
+        following = await resume(exc)
+        if following is None:
+            raise exc
+        self.continuations_left -= 1
+        self.answer.reopen()
+        return following
 
     def fail(self, failure: TurnFailure, *, flush: bool) -> OutT | None:
         """The answer failed: logged, the answer told, its last warnings reported."""
