@@ -11,6 +11,7 @@ call alike: the model list tried in order before the first token (each failed tr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -25,6 +26,10 @@ from app.upstream import UpstreamClient, UpstreamError
 from app.upstream.router import Attempt
 
 S = TypeVar("S")
+#: The pause before a model is asked to finish the answer it broke off itself (no other
+#: model in its list, or all of them cooling down): a server that just dropped a stream
+#: often drops the next one at once.
+SAME_MODEL_BACKOFF_S = 0.5
 Messages = Sequence[Mapping[str, Any]]
 #: Sends the request to one model's client: the shell's own kind of stream.
 Send = Callable[[UpstreamClient, Messages], Awaitable[S]]
@@ -92,6 +97,8 @@ class ModelCalls:
         first = failed_call()
         messages = continuation_messages(self.messages, said)
         chain = self._router.continuation_chain(self.chain, failed)
+        if chain[0] == failed:  # no other model: the same one, after a pause
+            await asyncio.sleep(SAME_MODEL_BACKOFF_S)
         attempts: list[Attempt] = []
         started = utcnow()
         try:

@@ -245,3 +245,24 @@ async def test_a_model_server_killed_mid_answer_is_continued_on_the_native_api(
     rows = await call_rows(gateway, stored["id"])
     assert [(r.server, r.status) for r in rows] == [("a", "failed"), ("b", "complete")]
     assert all(r.completion_tokens > 0 and (r.cost_usd or 0) > 0 for r in rows)
+
+
+async def test_a_model_with_no_other_finishes_its_own_answer_after_a_pause(
+    live_backend: str, start_gateway: StartGateway, demos: list[DemoLlm], tmp_path: Path
+) -> None:
+    flaky = demo(demos, abort_after=9)
+    path = tmp_path / "solo.toml"
+    path.write_text(f'[servers.a]\nbase_url = "{flaky.base_url}"\n\n'
+                    '[[models]]\nname = "solo"\nserver = "a"\nmodel_id = "demo-1"\n')
+    gateway = start_gateway(live_backend, env={"CHATGATE_MODELS_FILE": str(path)})
+    text = f"alone {uuid.uuid4().hex[:6]}"
+    async with await keyed_client(gateway, "solo") as client:
+        thread_id = await new_thread(client, "titled")
+        started = time.monotonic()
+        result = await post_turn(client, thread_id, text)
+        took = time.monotonic() - started
+        [_, stored] = await messages(client, thread_id)
+    assert result.text == stored["content"] == demo_answer(text)
+    assert stored["status"] == "complete" and took >= 0.5  # the pause before asking again
+    rows = await call_rows(gateway, stored["id"])
+    assert [(r.server, r.status) for r in rows] == [("a", "failed"), ("a", "complete")]
