@@ -86,11 +86,16 @@ async def test_usage_by_day_and_by_model(seeded: LiveGateway) -> None:
     assert days[DAY1.isoformat()]["total_tokens"] == 25 + 1200 + 1500 + 833
     assert days[DAY1.isoformat()]["message_count"] == 3
     assert days[DAY1.isoformat()]["llm_call_count"] == 4
+    # the reasoning tokens the provider reported (part of completion_tokens); 0 when none
+    assert days[DAY1.isoformat()]["reasoning_tokens"] == 150
+    assert days[DAY2.isoformat()]["reasoning_tokens"] == 0
     models = {row["model"]: row for row in by_model["rows"]}
     assert set(models) == {"gpt-4o", "gpt-4o-mini", "local-llama"}
     # an unpriced model: cost null, not 0, with the number of calls it is missing
     assert models["local-llama"]["cost_usd"] is None
     assert models["local-llama"]["unpriced_call_count"] == 2
+    assert (models["gpt-4o"]["reasoning_tokens"], models["local-llama"]["reasoning_tokens"]) == (
+        150, 0)
     assert models["gpt-4o"]["cost_usd"] == pytest.approx(0.0045 + 0.00375 + 0.00233 + 0.00525)
     assert by_day["totals"] == by_model["totals"]
     assert by_day["totals"]["unpriced_call_count"] == 2
