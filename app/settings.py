@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,12 @@ DEFAULT_SYSTEM_PROMPT = (
     "where awaiting says whether you are waiting for the user to answer a question, make a "
     "decision or finish a task."
 )
+
+
+ReasoningFormat = Literal["think", "think-prefilled", "none"]
+REASONING_FORMATS: tuple[ReasoningFormat, ...] = ("think", "think-prefilled", "none")
+#: A reasoning tag's name: what may stand between `<` and `>` with nothing to escape.
+REASONING_TAG = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class Settings(BaseSettings):
@@ -36,6 +43,14 @@ class Settings(BaseSettings):
     #: The models the OpenAI-compatible endpoint offers (`/v1/models`), comma-separated; each
     #: is sent upstream by name. Empty: the one `upstream_model`.
     models: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: How the model server's answers carry the model's thinking inline (spec v1.2,
+    #: "Reasoning"): `think`, a leading <think>...</think> block; `think-prefilled`, the chat
+    #: template put the opener into the prompt, so the answer starts inside the thinking and
+    #: closes it with </think>; `none`, the content is all answer. A `reasoning_content`
+    #: (or `reasoning`) delta field is reasoning whatever this says.
+    reasoning_format: ReasoningFormat = "think"
+    #: The tag's name (`think`: <think> and </think>): letters, digits, `-` and `_`.
+    reasoning_tag: str = "think"
     upstream_temperature: float = 0.7
     upstream_max_tokens: int = 1024
     upstream_connect_timeout_s: float = 5.0
@@ -130,6 +145,24 @@ class Settings(BaseSettings):
     followup_poll_s: float = 1.0
     followup_lease_s: float = 120.0
     followup_max_attempts: int = 3
+
+    @field_validator("reasoning_format", mode="before")
+    @classmethod
+    def _known_reasoning_format(cls, value: Any) -> Any:
+        if value not in REASONING_FORMATS:
+            raise ValueError(
+                f"CHATGATE_REASONING_FORMAT must be one of {', '.join(REASONING_FORMATS)}, "
+                f"not {value!r}")
+        return value
+
+    @field_validator("reasoning_tag", mode="before")
+    @classmethod
+    def _plain_reasoning_tag(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not REASONING_TAG.fullmatch(value):
+            raise ValueError(
+                "CHATGATE_REASONING_TAG must be a tag name of letters, digits, '-' and '_' "
+                f"(such as think), not {value!r}")
+        return value
 
     @field_validator("models", mode="before")
     @classmethod
