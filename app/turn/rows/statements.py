@@ -179,16 +179,17 @@ def finish_params(finished: FinishedMessage) -> dict[str, Any]:
         raise ValueError("a finished message cannot be streaming")
     content, metadata = clean_message(finished.content, finished.metadata)
     now = utcnow()
+    reasoning = stored_reasoning(finished.reasoning)
     return {"message_id": finished.message_id, "now": now, "new_content": content,
             "new_metadata": metadata, "new_status": finished.status,
-            "new_completed_at": now, "new_updated_at": now,
-            "new_reasoning": stored_reasoning(finished.reasoning),
-            "new_reasoning_ms": finished.reasoning_ms}
+            "new_completed_at": now, "new_updated_at": now, "new_reasoning": reasoning,
+            "new_reasoning_ms": finished.reasoning_ms if reasoning is not None else None}
 
 
 def stored_reasoning(reasoning: str | None) -> str | None:
     """An answer's reasoning as its column holds it: storable text, NULL when there was
-    none (an empty reasoning is none: the page shows no "Thought for" for it)."""
+    none (an empty reasoning is none, and has no thinking time: the page shows no "Thought
+    for" for it)."""
     return clean_text(reasoning) if reasoning else None
 
 

@@ -549,12 +549,13 @@ async def test_a_finish_stores_the_reasoning_apart_and_its_calls_reasoning_token
         db: Database) -> None:
     """The answer's reasoning and thinking time in their own columns (the text and the
     metadata untouched by them), each call's reasoning tokens in its row and in the day's
-    rollup; an answer without reasoning stores NULL, a call that reported none adds 0."""
+    rollup; an answer without reasoning stores NULL for both, a call that reported none
+    adds 0."""
     thread = await new_thread(db)
     _, thought = await turn(db, thread, "q", "Hello!", reasoning="I should greet.",
                             reasoning_ms=1250, metadata={"tokens": 150},
                             calls=[call("r1", 100, 50, reasoning=30)])
-    _, plain = await turn(db, thread, "q2", "Plain.", reasoning="", reasoning_ms=None,
+    _, plain = await turn(db, thread, "q2", "Plain.", reasoning="", reasoning_ms=7,
                           calls=[call("r1", 10, 5), call("r1", 10, 5, stage="title",
                                                              reasoning=2)])
     assert (thought.content, thought.reasoning, thought.reasoning_ms) == (
