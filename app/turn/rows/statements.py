@@ -183,7 +183,13 @@ def finish_params(finished: FinishedMessage) -> dict[str, Any]:
     return {"message_id": finished.message_id, "now": now, "new_content": content,
             "new_metadata": metadata, "new_status": finished.status,
             "new_completed_at": now, "new_updated_at": now, "new_reasoning": reasoning,
-            "new_reasoning_ms": finished.reasoning_ms if reasoning is not None else None}
+            "new_reasoning_ms": _thinking_ms(finished.reasoning_ms, reasoning)}
+
+
+def _thinking_ms(ms: int | None, reasoning: str | None) -> int | None:
+    """The thinking time as stored: none without reasoning, never negative (the wall clock
+    may step back while a model thinks)."""
+    return max(0, ms) if ms is not None and reasoning is not None else None
 
 
 def stored_reasoning(reasoning: str | None) -> str | None:

@@ -562,6 +562,9 @@ async def test_a_finish_stores_the_reasoning_apart_and_its_calls_reasoning_token
         "Hello!", "I should greet.", 1250)
     assert thought.meta == {"tokens": 150}
     assert (plain.reasoning, plain.reasoning_ms) == (None, None)
+    _, stepped = await turn(db, thread, "q3", "Later.", reasoning="hmm", reasoning_ms=-40,
+                            calls=[])
+    assert (stepped.reasoning, stepped.reasoning_ms) == ("hmm", 0)
     async with db.read() as s:
         stored = await s.get(Message, thought.id)
         tokens = (await s.execute(select(LlmCall.message_id, LlmCall.stage,
