@@ -26,8 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-#: The reasoning formats a model's output may use (the reasoning issue's setting).
-REASONING_FORMATS = ("none", "tag", "field")
+#: How a model's answers carry its thinking (the `reasoning_format` setting's values).
+REASONING_FORMATS = ("think", "think-prefilled", "none")
+_TAG_NAME = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _MODEL_FIELDS = frozenset({
     "name", "server", "model_id", "max_tokens", "temperature", "connect_timeout_s",
@@ -269,7 +270,11 @@ def _model(entry: Any, index: int, servers: Mapping[str, ModelServer],
                 f"{where}: field 'reasoning_format' must be one of {', '.join(REASONING_FORMATS)}")
         changes["reasoning_format"] = fmt
     if "reasoning_tag" in entry:
-        changes["reasoning_tag"] = _text(entry, "reasoning_tag", where, "")
+        tag = _text(entry, "reasoning_tag", where, "")
+        if not _TAG_NAME.match(tag):
+            raise ModelsFileError(
+                f"{where}: field 'reasoning_tag' must be letters, digits, '-' and '_'")
+        changes["reasoning_tag"] = tag
     if "continuation" in entry:
         if not isinstance(entry["continuation"], bool):
             raise ModelsFileError(f"{where}: field 'continuation' must be true or false")

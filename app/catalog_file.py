@@ -37,8 +37,7 @@ def model_defaults(settings: Settings) -> ModelDefaults:
         first_token_timeout_s=settings.first_token_timeout_s,
         read_timeout_s=settings.upstream_read_timeout_s, max_answer_s=settings.max_answer_s,
         max_retries=settings.upstream_max_retries,
-        reasoning_format=getattr(settings, "reasoning_format", None),
-        reasoning_tag=getattr(settings, "reasoning_tag", None))
+        reasoning_format=settings.reasoning_format, reasoning_tag=settings.reasoning_tag)
 
 
 def load_catalog(settings: Settings, environ: Mapping[str, str] | None = None

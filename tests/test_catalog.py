@@ -36,7 +36,7 @@ model_id = "gpt-4o"
 max_tokens = 2048
 first_token_timeout_s = 12.5
 prices = { prompt = 2.5, completion = 10.0 }
-reasoning_format = "tag"
+reasoning_format = "think-prefilled"
 reasoning_tag = "think"
 fallbacks = ["fast"]
 
@@ -62,7 +62,7 @@ def test_a_good_file_makes_every_model_with_its_server_and_defaults() -> None:
     assert (smart.model_id, smart.max_tokens, smart.first_token_timeout_s) == (
         "gpt-4o", 2048, 12.5)
     assert smart.prices == (2.5, 10.0)
-    assert (smart.reasoning_format, smart.reasoning_tag) == ("tag", "think")
+    assert (smart.reasoning_format, smart.reasoning_tag) == ("think-prefilled", "think")
     assert smart.continuation and not fast.continuation
     # a model with fallbacks goes to them instead of retrying its own server
     assert smart.max_retries == 0 and fast.max_retries == 1
@@ -83,8 +83,10 @@ def test_a_good_file_makes_every_model_with_its_server_and_defaults() -> None:
      "model 'smart': field 'max_tokens' must be a whole number above 0"),
     (("continuation = false", 'continuation = "no"'),
      "model 'fast': field 'continuation' must be true or false"),
-    (('reasoning_format = "tag"', 'reasoning_format = "xml"'),
-     "model 'smart': field 'reasoning_format' must be one of none, tag, field"),
+    (('reasoning_format = "think-prefilled"', 'reasoning_format = "xml"'),
+     "model 'smart': field 'reasoning_format' must be one of think, think-prefilled, none"),
+    (('reasoning_tag = "think"', 'reasoning_tag = "th ink"'),
+     "model 'smart': field 'reasoning_tag' must be letters, digits, '-' and '_'"),
     (("max_tokens = 2048", "max_tokenz = 2048"), "model 'smart': field 'max_tokenz' is unknown"),
     (('base_url = "http://127.0.0.1:8001/v1"', 'base_url = "ftp://x"'),
      "server 'local': field 'base_url' must be an http(s) URL"),
