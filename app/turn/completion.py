@@ -203,7 +203,6 @@ class CompletionCall:
             self.choices, lease, self.draft.recorder, log=log, name="completion",
             finish=self.finish)
         self._loop.handlers = handlers
-        self._loop.continuations_left = deps.settings.max_continuations
         self.calls = ModelCalls(deps, request.model, self.draft.recorder,
                                 params=request.params)
 

@@ -92,8 +92,6 @@ class TurnLoop(Generic[ChunkT, OutT]):
         self.handlers: Sequence[TurnHandler] = ()
         self._lease, self._recorder, self._finish, self._log = lease, recorder, finish, log
         self._failed_event, self._error_event = f"{name}_failed", f"{name}_error"
-        #: Continuations this answer may still have (the shell sets it with `resume`).
-        self.continuations_left = 1
 
     async def run(
         self, open_chunks: Callable[[], Awaitable[AsyncGenerator[ChunkT, None]]], *,
@@ -158,14 +156,13 @@ class TurnLoop(Generic[ChunkT, OutT]):
         when there is none. The failed call ends first, for its record, without a flush:
         what its filters hold is not said (the next call writes it again; it is flushed at
         the final failure when no call comes)."""
-        if resume is None or self.continuations_left <= 0 or not self.answer.can_continue():
+        if resume is None or not self.answer.can_continue():
             raise exc
         self.answer.fail(_failure(exc), flush=False)
         self._report_warnings()
         following = await resume(exc)
         if following is None:
             raise exc
-        self.continuations_left -= 1
         self.answer.reopen()
         return following
 

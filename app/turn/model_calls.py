@@ -50,7 +50,8 @@ class ModelCalls:
         #: The messages of the answering call (the continuation's own after one).
         self.messages: Messages = ()
         self.started_at = utcnow()
-        self.continued = False
+        #: Calls that may still finish this answer after a mid-answer failure.
+        self.continuations_left = deps.settings.max_continuations
 
     def context(self, spec: ModelSpec | None = None) -> CallContext:
         """What a call to `spec` (default: the answering model) is recorded and priced by."""
@@ -86,13 +87,15 @@ class ModelCalls:
     async def resume(self, exc: UpstreamError, said: str, send: Send[S],
                      failed_call: Callable[[], CallRecord]) -> S | None:
         """After a mid-answer failure of the answering model, the call that finishes the
-        answer, or None when its model does not continue answers or the failure is not one
-        to continue after. `failed_call` is the failed call's record (the answer's state
+        answer, or None when its model does not continue answers, the failure is not one to
+        continue after, or the answer had its continuations (the failure is counted against
+        the server all the same). `failed_call` is the failed call's record (the answer's state
         is still that call's); it is recorded once another call answers. When none does,
         the tries are recorded and the failure raised: the finish records the failed call."""
         failed = self.spec
-        self._router.failed(failed, exc)
-        if not failed.continuation or not continuable(exc.code, exc.http_status):
+        self._router.failed(failed, exc)  # counted against its server, continued or not
+        if (self.continuations_left <= 0 or not failed.continuation
+                or not continuable(exc.code, exc.http_status)):
             return None
         first = failed_call()
         messages = continuation_messages(self.messages, said)
@@ -109,7 +112,8 @@ class ModelCalls:
             raise
         self._recorder.add_call(first)
         self._record(attempts)
-        self.spec, self.messages, self.continued = spec, messages, True
+        self.spec, self.messages = spec, messages
+        self.continuations_left -= 1
         self.started_at = attempts[-1].finished_at if attempts else started
         return stream
 

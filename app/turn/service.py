@@ -114,7 +114,6 @@ class Turn:
         self._loop: TurnLoop[UpstreamChunk, TurnEvent] = TurnLoop(
             self.answer, self._lease, self.draft.recorder, log=log, name="turn",
             finish=self.finish)
-        self._loop.continuations_left = deps.settings.max_continuations
         catalog = deps.models.catalog
         self.calls = ModelCalls(deps, model if model and catalog.get(model) else
                                 catalog.default, self.draft.recorder)

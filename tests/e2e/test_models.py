@@ -266,3 +266,25 @@ async def test_a_model_with_no_other_finishes_its_own_answer_after_a_pause(
     assert stored["status"] == "complete" and took >= 0.5  # the pause before asking again
     rows = await call_rows(gateway, stored["id"])
     assert [(r.server, r.status) for r in rows] == [("a", "failed"), ("a", "complete")]
+
+
+async def test_without_continuations_a_cut_answer_fails_and_counts_against_its_server(
+    live_backend: str, start_gateway: StartGateway, demos: list[DemoLlm], tmp_path: Path
+) -> None:
+    dying = demo(demos, abort_after=9)
+    healthy = demo(demos)
+    gateway = start_gateway(live_backend, env={
+        **models_file(tmp_path, dying.base_url, healthy.base_url),
+        "CHATGATE_MAX_CONTINUATIONS": "0"})
+    text = f"no second chance {uuid.uuid4().hex[:6]}"
+    async with await keyed_client(gateway, "once") as client:
+        thread_id = await new_thread(client, "titled")
+        result = await post_turn(client, thread_id, text)
+        [_, stored] = await messages(client, thread_id)
+    assert result.one("error")["code"] in ("upstream_error", "upstream_truncated")  # a cut body
+    assert stored["status"] == "failed" and demo_answer(text).startswith(stored["content"])
+    assert 0 < len(stored["content"]) < len(demo_answer(text))
+    rows = await call_rows(gateway, stored["id"])
+    assert [(r.server, r.status) for r in rows] == [("a", "failed")]
+    assert healthy.requests(10) == []
+    assert await metric(gateway, "chatgate_model_server_failures_total", server="a") == 1
