@@ -27,6 +27,7 @@ R = F + inline then differs from what streamed, and it cannot happen with one ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, Literal, NamedTuple
 
 from app.stream import spec
@@ -57,14 +58,21 @@ class ReasoningSplit:
         "_content",
         "_head",
         "_opener",
-        "_out",
         "_prefilled",
         "_reasoning",
         "_reasoning_records",
         "_state",
         "_tail",
+        "feed",
+        "pending",
         "unclosed",
     )
+
+    feed: Callable[[str], str]
+    """The next piece of the content channel T; returns the visible text now final. Reasoning
+    it made final waits in `pending` (take it with take_reasoning()). An attribute, not a
+    method: once T is known to be all content it is the content MarkerFilter's own feed, so
+    a plain answer pays nothing per chunk for the split."""
 
     def __init__(self, reasoning_format: ReasoningFormat = "think", tag: str = "think") -> None:
         if reasoning_format not in REASONING_FORMATS:
@@ -76,10 +84,12 @@ class ReasoningSplit:
         self._prefilled = reasoning_format == "think-prefilled"
         self._state = _CONTENT if reasoning_format == "none" else _LEAD
         self._content = MarkerFilter()
+        self.feed = self._content.feed if self._state == _CONTENT else self._feed_undecided
         self._reasoning = MarkerFilter()
         self._head = ""  # LEAD: T so far (leading WS and a possible opener prefix)
         self._tail = ""  # INLINE: a possible closer prefix at the end of the reasoning
-        self._out: list[str] = []  # reasoning made final by a content feed, not taken yet
+        #: Reasoning made final by a content feed, not taken yet (a list: cheap to test).
+        self.pending: list[str] = []
         self._reasoning_records: list[FilterWarning] = []
         self._closed = False
         #: The inline reasoning never closed (known at close()).
@@ -87,11 +97,8 @@ class ReasoningSplit:
 
     # ----------------------------------------------------------------- feeding
 
-    def feed(self, chunk: str) -> str:
-        """The next piece of the content channel T; returns the visible text now final.
-        Reasoning it made final waits in take_reasoning()."""
-        if self._state == _CONTENT:
-            return self._content.feed(chunk)
+    def _feed_undecided(self, chunk: str) -> str:
+        """`feed` until T is known to be all content (then `feed` is the content filter's)."""
         if self._closed:
             raise ValueError("ReasoningSplit.feed() after close()")
         if self._state == _LEAD:
@@ -120,7 +127,7 @@ class ReasoningSplit:
         self._closed = True
         final = self._reasoning.close()
         if final:
-            self._out.append(final)
+            self.pending.append(final)
         self._note_reasoning_markers()
         if self.unclosed:
             end = self._content.chars_fed  # nothing was fed to it: 0
@@ -130,7 +137,7 @@ class ReasoningSplit:
 
     def take_reasoning(self) -> str:
         """The reasoning made final since the last call (maybe "")."""
-        out = self._out
+        out = self.pending
         if not out:
             return ""
         text = out[0] if len(out) == 1 else "".join(out)
@@ -154,7 +161,7 @@ class ReasoningSplit:
         if self._prefilled:  # the model began inside its thinking: reasoning from 0
             self._state = _INLINE
             return self._inline(head, closing=closing)
-        self._state = _CONTENT
+        self._to_content()
         return self._content.feed(head)
 
     def _inline(self, text: str, *, closing: bool) -> str:
@@ -164,7 +171,7 @@ class ReasoningSplit:
         if k >= 0:
             self._tail = ""
             self._to_reasoning(text[:k])
-            self._state = _CONTENT
+            self._to_content()
             return self._content.feed(text[k + len(closer):])
         keep = 0 if closing else _closer_prefix_at_end(text, closer)
         if keep:
@@ -177,11 +184,15 @@ class ReasoningSplit:
             self.unclosed = True
         return ""
 
+    def _to_content(self) -> None:
+        self._state = _CONTENT
+        self.feed = self._content.feed
+
     def _to_reasoning(self, text: str) -> None:
         if text:
             piece = self._reasoning.feed(text)
             if piece:
-                self._out.append(piece)
+                self.pending.append(piece)
             if not self._reasoning_records:
                 self._note_reasoning_markers()
 

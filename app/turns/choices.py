@@ -42,6 +42,7 @@ class ChoicePiece:
     text: str = ""
     tool_calls: tuple[dict[str, Any], ...] = ()
     finish_reason: str | None = None
+    reasoning: str = ""
 
 
 @dataclass(slots=True)
@@ -60,6 +61,12 @@ class ChoiceChunk:
                        for piece in self.pieces)
 
     @property
+    def reasoning(self) -> str:
+        """The reasoning field text of every choice in this chunk (the first of it ends the
+        first-token wait too: a model thinks before it answers)."""
+        return "".join(piece.reasoning for piece in self.pieces)
+
+    @property
     def finish_reason(self) -> str | None:
         return next((p.finish_reason for p in self.pieces if p.finish_reason), None)
 
@@ -69,7 +76,8 @@ class ChoiceChunk:
         choice 0 (the closing usage chunk has no choices) has no text."""
         for piece in self.pieces:
             if piece.index == 0:
-                return UpstreamChunk(piece.text, self.usage, self.model, piece.finish_reason)
+                return UpstreamChunk(piece.text, self.usage, self.model, piece.finish_reason,
+                                     piece.reasoning)
         return UpstreamChunk("", self.usage, self.model)
 
 
