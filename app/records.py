@@ -90,6 +90,8 @@ class FinishedMessage:
     metadata: dict[str, Any]
     status: MessageStatus
     llm_calls: list[CallRecord] = field(default_factory=list)
+    reasoning: str | None = None
+    reasoning_ms: int | None = None
 
 
 def checkpoint_entry(call: CallRecord) -> dict[str, Any]:

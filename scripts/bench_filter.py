@@ -104,10 +104,9 @@ Feeder = MarkerFilter | ReasoningSplit | PassThrough
 
 def run(factory: Callable[[], Feeder], chunks: list[str]) -> Timing:
     f = factory()
-    feed = f.feed
     start = time.perf_counter()
     for chunk in chunks:
-        feed(chunk)
+        f.feed(chunk)  # looked up per chunk, as the answer's code does
     f.close()
     seconds = time.perf_counter() - start
     if isinstance(f, ReasoningSplit):

@@ -98,7 +98,10 @@ class ReasoningSplit:
     # ----------------------------------------------------------------- feeding
 
     def _feed_undecided(self, chunk: str) -> str:
-        """`feed` until T is known to be all content (then `feed` is the content filter's)."""
+        """`feed` until T is known to be all content (then `feed` is the content filter's;
+        a caller that kept this bound method still gets there)."""
+        if self._state == _CONTENT:
+            return self._content.feed(chunk)
         if self._closed:
             raise ValueError("ReasoningSplit.feed() after close()")
         if self._state == _LEAD:

@@ -40,7 +40,7 @@ from app.turn.opening import (
 from app.turn.persist import TurnStore
 from app.turn.rows import ThreadGuard
 from app.turns.answer import AnswerStream
-from app.turns.events import Started, TurnEvent
+from app.turns.events import AnswerOut, Started, TurnEvent
 from app.turns.finish import (
     StoreResult,
     TurnOutcome,
@@ -101,7 +101,7 @@ class Turn:
         self.finishing = False
         self._closing: list[TurnEvent] = []
         self.store_result: StoreResult | None = None
-        self._loop: TurnLoop[UpstreamChunk, TurnEvent] = TurnLoop(
+        self._loop: TurnLoop[UpstreamChunk, TurnEvent | AnswerOut] = TurnLoop(
             self.answer, self._lease, self.draft.recorder, log=log, name="turn",
             finish=self.finish)
 
@@ -128,8 +128,12 @@ class Turn:
         started = Started(self.view.thread_id, self.view.user_message_id, self.message_id)
         async with aclosing(self._loop.run(self._open_chunks, first=(started,),
                                            prepare=self._prepare, stage="llm_calls")) as events:
-            async for event in events:
-                yield event
+            async for out in events:
+                if isinstance(out, tuple):  # a chunk that ended the thinking: its two events
+                    yield out[0]
+                    yield out[1]
+                else:
+                    yield out
         for event in self.closing_events:
             yield event
 

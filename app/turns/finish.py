@@ -121,6 +121,8 @@ def finished_message(
         metadata=answer.sanitized.merge_into(metadata),
         status=answer.status,
         llm_calls=list(recorder.calls),
+        reasoning=answer.reasoning or None,
+        reasoning_ms=answer.reasoning_ms if answer.reasoning else None,
     )
 
 

@@ -20,9 +20,9 @@ class ProviderUsage:
 class UpstreamChunk:
     """One chunk: its answer text (may be empty), and the usage, model name and finish reason
     when this chunk carries them, and its reasoning field text (the delta's
-    `reasoning_content` or `reasoning`; empty for most models). Read-only by convention, not frozen: one is built for every
-    chunk of every answer, and a frozen dataclass's __init__ (object.__setattr__ per field)
-    costs about four times a plain slots one's."""
+    `reasoning_content` or `reasoning`; empty for most models). Read-only by convention, not
+    frozen: one is built for every chunk of every answer, and a frozen dataclass's __init__
+    (object.__setattr__ per field) costs about four times a plain slots one's."""
 
     text: str
     usage: ProviderUsage | None = None

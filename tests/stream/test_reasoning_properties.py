@@ -132,3 +132,16 @@ def test_field_deltas_in_any_arrival_order_keep_the_content_untouched(
     assert content_warnings(split.warnings) == content_warnings(alone.warnings)
     if all(channel == 1 for channel in order[:len(field_chunks)]):
         assert "".join(thoughts) == split_reasoning(content, field).reasoning
+
+
+@SIDE
+@given(data=st.data(), content=content_text, fmt=formats)
+def test_a_feed_kept_from_before_the_decision_still_splits_right(
+    data: st.DataObject, content: str, fmt: ReasoningFormat
+) -> None:
+    """`feed` changes once T is known to be content; a caller that kept the first one (a
+    bound method taken once) gets the same result."""
+    split = ReasoningSplit(fmt)
+    feed = split.feed
+    text = "".join(feed(chunk) for chunk in data.draw(chunkings(content))) + split.close()
+    assert text == split_reasoning(content, reasoning_format=fmt).text
