@@ -19,8 +19,8 @@ import pytest
 from tests.e2e.helpers import new_thread
 from tests.stream.streaming import random_pieces
 from tests.stream.test_reasoning_conformance import CASES
-from tests.support.gateway import InProcessGateway
-from tests.support.gateway.sse import post_turn
+from tests.support.gateway import InProcessGateway, StartGateway
+from tests.support.gateway.sse import SseEvent, iter_sse, parse_sse, post_turn
 from tests.support.scripted_upstream import completion_chunk, finish_chunk, usage_chunk
 from tests.turn.openai.model_server import ModelServer, chunk, raw_body
 
@@ -120,3 +120,48 @@ async def test_the_wire_body_names_the_field_reasoning_content(
              if line.startswith("data: {")]
     assert "".join(c["choices"][0]["delta"].get("reasoning_content", "")
                    for c in lines if c["choices"]) == "I should greet them."
+
+
+@pytest.mark.parametrize("after", ["in_reasoning", "at_the_turn", "in_answer"])
+async def test_resume_replays_both_channels_from_the_last_event_id(
+    start_gateway: StartGateway, live_backend: str, model_server: ModelServer, after: str
+) -> None:
+    """Last-Event-ID counts reasoning and deltas alike: a client that had events 1..N and
+    dropped gets N+1.. of both channels from the running turn's log, each once, whichever
+    channel N was."""
+    events = [reasoning_chunk(piece) for piece in ["First ", "I ", "plan."]]
+    events += [completion_chunk(p) for p in ["<think>", " then ", "more</think>Ans", "wer."]]
+    events += [finish_chunk("stop"), usage_chunk(11, 7, 18)]
+    key = f"resume.{after}"
+    model_server.bodies[key] = raw_body(events)
+    model_server.paces[key] = 0.05  # the turn still runs when the client drops
+    keep = {"in_reasoning": 1, "at_the_turn": 5, "in_answer": 6}[after]
+    gateway = start_gateway(live_backend, upstream=model_server.base_url, env={
+        "CHATGATE_RESUME_GRACE_S": "30", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
+        "CHATGATE_TITLE_CALLS": "false", "CHATGATE_SUMMARY_CALLS": "false",
+        "CHATGATE_UPSTREAM_MODEL": "scripted-1"})
+    async with gateway.client(await gateway.api_key("resume-reasoning")) as client:
+        thread_id = await new_thread(client)
+        had: list[SseEvent] = []
+        async with client.stream("POST", f"/api/threads/{thread_id}/messages",
+                                 json={"content": ask(key)[0]["content"]}) as response:
+            async for event in iter_sse(response):
+                if event.event == "message_start":
+                    message_id = event.data["assistant_message_id"]
+                elif event.event in ("reasoning", "delta"):
+                    had.append(event)
+                    if len(had) == keep:
+                        break
+        async with client.stream(
+            "GET", f"/api/threads/{thread_id}/messages/{message_id}/stream",
+            headers={"Last-Event-ID": had[-1].id or ""},
+        ) as response:
+            body = (await response.aread()).decode()
+    assert response.status_code == 200, body
+    resumed = [e for e in parse_sse(body) if e.event in ("reasoning", "delta")]
+    pieces = had + resumed
+    assert [int(e.id or 0) for e in pieces] == list(range(1, len(pieces) + 1))
+    assert [e.event for e in pieces] == ["reasoning"] * 5 + ["delta"] * 2
+    assert "".join(e.data["text"] for e in pieces if e.event == "reasoning") == (
+        "First I plan. then more")
+    assert "".join(e.data["text"] for e in pieces if e.event == "delta") == "Answer."
