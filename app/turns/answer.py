@@ -38,6 +38,8 @@ class AnswerStream:
     def __init__(self, *, keep_raw: bool = False, reasoning_format: ReasoningFormat = "think",
                  reasoning_tag: str = "think", clock: Clock = utcnow) -> None:
         self._split = ReasoningSplit(reasoning_format, reasoning_tag)
+        #: The reasoning format and tag the split runs with (a trace replays with them).
+        self.reasoning_format, self.reasoning_tag = reasoning_format, reasoning_tag
         self._parts: list[str] = []
         self._thoughts: list[str] = []
         self._seq = 0
@@ -59,8 +61,9 @@ class AnswerStream:
         self.raw_bytes = 0
         #: The raw chunks themselves, only when asked for (stream traces replay them).
         self.raw_chunks: list[str] | None = [] if keep_raw else None
-        #: The raw reasoning field deltas, likewise.
-        self.raw_reasoning: list[str] | None = [] if keep_raw else None
+        #: The raw reasoning field deltas, likewise, each with its place: how many raw
+        #: content chunks came before it (a replay feeds both channels in their order).
+        self.raw_reasoning: list[tuple[int, str]] | None = [] if keep_raw else None
         self.filter_closed = False
 
     def feed(self, chunk: UpstreamChunk) -> AnswerOut | None:
@@ -141,7 +144,7 @@ class AnswerStream:
     def _feed_reasoning(self, raw: str) -> str:
         self.raw_bytes += len(raw.encode("utf-8", "surrogatepass"))
         if self.raw_reasoning is not None:
-            self.raw_reasoning.append(raw)
+            self.raw_reasoning.append((self.text_chunks, raw))
         return self._split.feed_reasoning(clean_text(raw, self.sanitized))
 
     def _close(self) -> AnswerOut | None:
