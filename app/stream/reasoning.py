@@ -7,7 +7,8 @@ content runs through its own MarkerFilter, so both are marker-safe in the same w
 
     split = ReasoningSplit()                 # format `think`, tag `think`
     split.feed_reasoning(field_delta)        # -> reasoning text now final
-    split.feed(content_delta)                # -> visible text now final
+    split.feed(content_delta)                # -> visible text now final (hot path:
+                                             #    split.feeder.feed(content_delta))
     split.take_reasoning()                   # reasoning a content delta made final
     split.close()                            # end: last visible text (and take_reasoning())
 
@@ -15,7 +16,8 @@ What it holds, as the spec bounds it: before the split is decided, the leading W
 most len(`<think>`) - 1 characters (a prefix of the opener); inside inline reasoning, at
 most len(`</think>`) - 1 (a prefix of the closer) besides what R's filter holds. Once the
 first non-WS character of T cannot start the opener, T goes straight to the content filter
-and nothing more is held for reasoning: a plain answer pays one method call per chunk.
+and nothing more is held for reasoning; from then on `split.feeder` is the content filter
+itself, so a plain answer fed through it pays one attribute read per chunk for the split.
 
 R is F followed by the inline reasoning. In a real stream the field deltas come before the
 content (a server either parses the thinking into the field or leaves it inline), so that
@@ -27,7 +29,6 @@ R = F + inline then differs from what streamed, and it cannot happen with one ch
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final, Literal, NamedTuple
 
 from app.stream import spec
@@ -63,16 +64,17 @@ class ReasoningSplit:
         "_reasoning_records",
         "_state",
         "_tail",
-        "feed",
+        "feeder",
         "pending",
         "unclosed",
     )
 
-    feed: Callable[[str], str]
-    """The next piece of the content channel T; returns the visible text now final. Reasoning
-    it made final waits in `pending` (take it with take_reasoning()). An attribute, not a
-    method: once T is known to be all content it is the content MarkerFilter's own feed, so
-    a plain answer pays nothing per chunk for the split."""
+    feeder: ReasoningSplit | MarkerFilter
+    """What to feed the content channel to, for a caller on the hot path: this split until T
+    is known to be all content, then the content MarkerFilter itself. A plain answer then
+    pays one attribute read per chunk for the split, not a call: `split.feeder.feed(chunk)`
+    is `split.feed(chunk)`, minus the delegation. Only the split itself makes reasoning
+    final (`pending`), so a caller that fed the content filter has none to take."""
 
     def __init__(self, reasoning_format: ReasoningFormat = "think", tag: str = "think") -> None:
         if reasoning_format not in REASONING_FORMATS:
@@ -84,7 +86,7 @@ class ReasoningSplit:
         self._prefilled = reasoning_format == "think-prefilled"
         self._state = _CONTENT if reasoning_format == "none" else _LEAD
         self._content = MarkerFilter()
-        self.feed = self._content.feed if self._state == _CONTENT else self._feed_undecided
+        self.feeder = self._content if self._state == _CONTENT else self
         self._reasoning = MarkerFilter()
         self._head = ""  # LEAD: T so far (leading WS and a possible opener prefix)
         self._tail = ""  # INLINE: a possible closer prefix at the end of the reasoning
@@ -97,9 +99,9 @@ class ReasoningSplit:
 
     # ----------------------------------------------------------------- feeding
 
-    def _feed_undecided(self, chunk: str) -> str:
-        """`feed` until T is known to be all content (then `feed` is the content filter's;
-        a caller that kept this bound method still gets there)."""
+    def feed(self, chunk: str) -> str:
+        """The next piece of the content channel T; returns the visible text now final.
+        Reasoning it made final waits in `pending` (take it with take_reasoning())."""
         if self._state == _CONTENT:
             return self._content.feed(chunk)
         if self._closed:
@@ -128,6 +130,7 @@ class ReasoningSplit:
         else:
             visible = ""
         self._closed = True
+        self.feeder = self._content  # no longer itself: no reference cycle is left
         final = self._reasoning.close()
         if final:
             self.pending.append(final)
@@ -189,7 +192,7 @@ class ReasoningSplit:
 
     def _to_content(self) -> None:
         self._state = _CONTENT
-        self.feed = self._content.feed
+        self.feeder = self._content
 
     def _to_reasoning(self, text: str) -> None:
         if text:

@@ -82,8 +82,9 @@ class AnswerStream:
         self.raw_bytes += len(raw.encode("utf-8", "surrogatepass"))
         if self.raw_chunks is not None:
             self.raw_chunks.append(raw)
-        text = split.feed(clean_text(raw, self.sanitized))
-        if split.pending or thought:
+        feeder = split.feeder  # the content filter itself once the answer is known plain
+        text = feeder.feed(clean_text(raw, self.sanitized))
+        if feeder is split or thought:  # only the split itself makes reasoning final
             return self._both(thought + split.take_reasoning(), text)
         return self._delta(text)
 

@@ -135,13 +135,17 @@ def test_field_deltas_in_any_arrival_order_keep_the_content_untouched(
 
 
 @SIDE
-@given(data=st.data(), content=content_text, fmt=formats)
-def test_a_feed_kept_from_before_the_decision_still_splits_right(
-    data: st.DataObject, content: str, fmt: ReasoningFormat
+@given(data=st.data(), content=content_text, field=field_text, fmt=formats)
+def test_feeding_the_feeder_is_feeding_the_split(
+    data: st.DataObject, content: str, field: str, fmt: ReasoningFormat
 ) -> None:
-    """`feed` changes once T is known to be content; a caller that kept the first one (a
-    bound method taken once) gets the same result."""
+    """`feeder` (the split, then the content filter once T is known to be content) gives
+    what `feed` gives, on both channels, wherever the chunks were cut."""
     split = ReasoningSplit(fmt)
-    feed = split.feed
-    text = "".join(feed(chunk) for chunk in data.draw(chunkings(content))) + split.close()
-    assert text == split_reasoning(content, reasoning_format=fmt).text
+    thought = split.feed_reasoning(field)
+    text = "".join(split.feeder.feed(chunk) for chunk in data.draw(chunkings(content)))
+    text += split.close()
+    thought += split.take_reasoning()
+    whole = split_reasoning(content, field, reasoning_format=fmt)
+    assert (text, thought, split.warnings) == (whole.text, whole.reasoning, whole.warnings)
+    assert split.feeder is split.content_filter
