@@ -89,7 +89,10 @@ class Turn:
     def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
         self._lease = lease or TurnLease(None, None)
-        self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off")
+        reasoning_format, reasoning_tag = deps.reasoning
+        self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off",
+                                   reasoning_format=reasoning_format,
+                                   reasoning_tag=reasoning_tag)
         self.draft = ContextDraft(summary=view.thread_summary)
         self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
                         "message_id": str(view.message_id)}
