@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
 from typing import Any
 
 import openai
 import pytest
 
+from app.replay import replay
+from app.store.db import Database
+from app.turn.rows import traces
 from tests.e2e.helpers import new_thread
 from tests.stream.streaming import random_pieces
 from tests.stream.test_reasoning_conformance import CASES
@@ -165,3 +169,33 @@ async def test_resume_replays_both_channels_from_the_last_event_id(
     assert "".join(e.data["text"] for e in pieces if e.event == "reasoning") == (
         "First I plan. then more")
     assert "".join(e.data["text"] for e in pieces if e.event == "delta") == "Answer."
+
+
+async def test_a_traced_reasoning_stream_replays_both_channels(
+    start_gateway: StartGateway, live_backend: str, model_server: ModelServer
+) -> None:
+    """The stream trace of a thinking answer keeps both channels: its replay through the
+    same split gives what the client saw, text and reasoning."""
+    [case] = [c for c in CASES if c["id"] == "r-field-and-inline"]
+    key = prepare(model_server, case, "trace")
+    gateway = start_gateway(live_backend, upstream=model_server.base_url, env={
+        "CHATGATE_TRACE_STREAMS": "all", "CHATGATE_TITLE_CALLS": "false",
+        "CHATGATE_SUMMARY_CALLS": "false", "CHATGATE_UPSTREAM_MODEL": MODEL,
+        "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10"})
+    async with gateway.client(await gateway.api_key("tracer")) as client:
+        thread_id = await new_thread(client)
+        result = await post_turn(client, thread_id, ask(key)[0]["content"])
+    message_id = result.one("message_start")["assistant_message_id"]
+    db = Database(gateway.database_url)
+    try:
+        async with db.transaction() as session:
+            trace = await traces.load_trace(session, uuid.UUID(message_id))
+    finally:
+        await db.dispose()
+    assert trace is not None
+    assert "".join(text for _, text in trace.reasoning_chunks) == case["reasoning_input"]
+    replayed = replay(trace)
+    shown = "".join(e.data["text"] for e in result.of("reasoning"))
+    assert replayed.matches
+    assert (replayed.content, replayed.reasoning) == (result.text, shown) == (
+        case["text"], case["reasoning"])
