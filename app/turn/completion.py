@@ -210,7 +210,7 @@ class CompletionCall:
         try:
             if self.view is not None:
                 self._lease.checkpoint(self.view.message_id, lambda: self.choices.first.content,
-                                       self._calls_so_far)
+                                       self._calls_so_far, lambda: self.choices.first.reasoning)
             for handler in self._handlers:
                 await handler.before_main(self.draft)
             settings = self.deps.settings

@@ -46,9 +46,5 @@ class TurnDeps:
     @property
     def reasoning(self) -> tuple[ReasoningFormat, str]:
         """The reasoning format and tag name every answer is split with
-        (CHATGATE_REASONING_FORMAT, CHATGATE_REASONING_TAG). Read by name: the settings
-        that define and validate them are another change's, and until they are in, every
-        answer is split with the spec's defaults (`think`, `think`)."""
-        settings = self.settings
-        return (getattr(settings, "reasoning_format", "think"),
-                getattr(settings, "reasoning_tag", "think"))
+        (CHATGATE_REASONING_FORMAT, CHATGATE_REASONING_TAG)."""
+        return self.settings.reasoning_format, self.settings.reasoning_tag

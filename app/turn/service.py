@@ -127,7 +127,8 @@ class Turn:
         """The turn's events in order. Closing or cancelling this iterator interrupts the
         turn; it is stored either way (the loop's finish, app.turn.loop)."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
-        self._lease.checkpoint(self.message_id, lambda: self.answer.content, self._calls_so_far)
+        self._lease.checkpoint(self.message_id, lambda: self.answer.content, self._calls_so_far,
+                               lambda: self.answer.reasoning)
         started = Started(self.view.thread_id, self.view.user_message_id, self.message_id)
         async with aclosing(self._loop.run(self._open_chunks, first=(started,),
                                            prepare=self._prepare, stage="llm_calls")) as events:

@@ -1,10 +1,7 @@
 """Every public reasoning case on a gateway configured for its format
 (CHATGATE_REASONING_FORMAT): the native SSE stream and the stored row (the messages API's
 `reasoning`), and, for the formats other than the default, /v1 with the openai SDK,
-streamed and not (the default's are in test_reasoning_surfaces.py).
-
-The settings and the stored reasoning are another change's (the reasoning storage); until
-they are in, this module is skipped, and it runs as soon as they are."""
+streamed and not (the default's are in test_reasoning_surfaces.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +12,6 @@ from typing import Any
 import openai
 import pytest
 
-from app.settings import Settings
 from tests.e2e.helpers import messages as thread_messages
 from tests.e2e.helpers import new_thread
 from tests.stream.test_reasoning_conformance import CASES
@@ -26,10 +22,6 @@ from tests.turn.openai.test_reasoning_surfaces import ask, prepare
 
 MODEL = "scripted-1"
 FORMATS = ["think", "think-prefilled", "none"]
-
-pytestmark = pytest.mark.skipif(
-    "reasoning_format" not in Settings.model_fields,
-    reason="no CHATGATE_REASONING_FORMAT setting yet (the reasoning storage change adds it)")
 
 
 @pytest.fixture(scope="module", params=FORMATS)

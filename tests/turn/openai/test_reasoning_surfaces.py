@@ -20,6 +20,7 @@ import pytest
 from app.replay import replay
 from app.store.db import Database
 from app.turn.rows import traces
+from tests.e2e.helpers import messages as thread_messages
 from tests.e2e.helpers import new_thread
 from tests.stream.streaming import random_pieces
 from tests.stream.test_reasoning_conformance import CASES
@@ -144,7 +145,8 @@ async def test_resume_replays_both_channels_from_the_last_event_id(
         "CHATGATE_RESUME_GRACE_S": "30", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
         "CHATGATE_TITLE_CALLS": "false", "CHATGATE_SUMMARY_CALLS": "false",
         "CHATGATE_UPSTREAM_MODEL": "scripted-1"})
-    async with gateway.client(await gateway.api_key("resume-reasoning")) as client:
+    async with gateway.client(await gateway.api_key("resume-reasoning"),
+                              over_http=True) as client:
         thread_id = await new_thread(client)
         had: list[SseEvent] = []
         async with client.stream("POST", f"/api/threads/{thread_id}/messages",
@@ -199,3 +201,37 @@ async def test_a_traced_reasoning_stream_replays_both_channels(
     assert replayed.matches
     assert (replayed.content, replayed.reasoning) == (result.text, shown) == (
         case["text"], case["reasoning"])
+
+
+async def test_a_running_answers_checkpoint_keeps_the_reasoning_so_far(
+    start_gateway: StartGateway, live_backend: str, model_server: ModelServer
+) -> None:
+    """While a model still thinks, the checkpoint writes what the user saw of the thinking
+    into the streaming row (a crash keeps it)."""
+    events = [reasoning_chunk(f"step {n}. ") for n in range(40)]
+    events += [completion_chunk("Done."), finish_chunk("stop"), usage_chunk(11, 7, 18)]
+    key = "checkpoint.thinking"
+    model_server.bodies[key] = raw_body(events)
+    model_server.paces[key] = 0.05  # two seconds of thinking
+    gateway = start_gateway(live_backend, upstream=model_server.base_url, env={
+        "CHATGATE_CHECKPOINT_INTERVAL_S": "0.2", "CHATGATE_TITLE_CALLS": "false",
+        "CHATGATE_SUMMARY_CALLS": "false", "CHATGATE_UPSTREAM_MODEL": MODEL,
+        "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10"})
+    async with gateway.client(await gateway.api_key("checkpointed"), over_http=True) as client:
+        thread_id = await new_thread(client)
+        seen = ""
+        checkpointed: dict[str, Any] | None = None
+        async with client.stream("POST", f"/api/threads/{thread_id}/messages",
+                                 json={"content": ask(key)[0]["content"]}) as response:
+            async for event in iter_sse(response):
+                if event.event == "reasoning":
+                    seen += event.data["text"]
+                if checkpointed is None and len(seen) > 40:
+                    rows = await thread_messages(client, thread_id)
+                    if rows[-1]["status"] == "streaming" and rows[-1]["reasoning"]:
+                        checkpointed = rows[-1]
+        stored = (await thread_messages(client, thread_id))[-1]
+    assert checkpointed is not None, "no checkpoint of the reasoning while it streamed"
+    assert seen.startswith(checkpointed["reasoning"]) and checkpointed["content"] == ""
+    assert (stored["status"], stored["content"]) == ("complete", "Done.")
+    assert stored["reasoning"] == seen.strip() and stored["reasoning_ms"] >= 0
