@@ -303,7 +303,7 @@ def closed_outcome(outcome: Outcome, closing: Closing, text: str, tool_calls: li
     failure = closing.failure
     outcome.text, outcome.tool_calls, outcome.reasoning = text, tool_calls, reasoning
     outcome.usage = usage(closing.prompt_tokens, closing.completion_tokens,
-                          closing.reasoning_tokens)
+                          closing.reasoning_tokens or 0)
     outcome.chatgate = extension(closing)
     if failure is not None:
         outcome.status = "failed"
