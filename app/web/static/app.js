@@ -248,7 +248,8 @@ function onMessageAction(event) {
   if (!button) return;
   const node = button.closest(".message");
   if (button.dataset.action === "copy") {
-    copyText(messageText(node)).then((ok) => flash(button, ok ? "copied" : "copy-failed"));
+    copyText(messageText(node))
+      .then((ok) => flash(button, ok ? "copied" : "copy-failed", { labelled: true }));
   } else if (button.dataset.action === "retry") {
     retry(node);
   }

@@ -1,0 +1,64 @@
+"""The page's rough edges, each as a user meets it, in a real Chromium against a real gateway
+at desktop and phone size: Copy says it copied, notices look like what they are, a stopped
+answer says "stopped", refusals name their cause, long words wrap, the dark theme follows the
+system. Each test saves screenshots of its states in its tmp_path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, Page, expect
+
+from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
+from tests.web.page_helpers import (
+    BROWSER_TESTS,
+    VIEWPORTS,
+    Viewport,
+    shot,
+    sized_page,
+    store_answers,
+)
+
+pytestmark = BROWSER_TESTS
+AUTH_OFF = {"CHATGATE_AUTH_MODE": "off"}
+ACCENT = "rgb(47, 111, 222)"
+MUTED = "rgb(107, 116, 128)"
+
+
+def viewport_ids(viewport: Viewport) -> str:
+    return viewport.name
+
+
+@pytest.fixture
+def web_gateway(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> LiveGateway:
+    """A gateway subprocess of this test alone (fresh SQLite, auth off), fast demo model."""
+    return start_gateway_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
+
+
+async def open_thread(page: Page, url: str, thread_id: str) -> None:
+    await page.goto(f"{url}/#thread={thread_id}")
+    await expect(page.locator(".thread-item.active")).to_have_count(1)
+    await expect(page.locator(".message").first).to_be_visible()
+
+
+# ---------- copy ----------
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_copy_says_copied_and_shows_it(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    thread_id, _ = await store_answers(web_gateway.database_url, ["Some **bold** words."])
+    async with sized_page(browser, viewport, clipboard=True) as page:
+        await open_thread(page, web_gateway.url, thread_id)
+        button = page.locator(".message.assistant [data-testid=message-copy]")
+        await expect(button).to_have_css("color", MUTED)
+        await button.click()
+        await page.mouse.move(0, 0)  # a hovered button has its own colour
+        await expect(button).to_have_text("Copied")
+        await expect(button).to_have_css("color", ACCENT)
+        await shot(page, tmp_path, f"copied-{viewport.name}")
+        assert await page.evaluate("navigator.clipboard.readText()") == "Some **bold** words."
+        await expect(button).to_have_text("Copy", timeout=5_000)
+        await expect(button).to_have_css("color", MUTED)
