@@ -62,3 +62,31 @@ async def test_copy_says_copied_and_shows_it(
         assert await page.evaluate("navigator.clipboard.readText()") == "Some **bold** words."
         await expect(button).to_have_text("Copy", timeout=5_000)
         await expect(button).to_have_css("color", MUTED)
+
+
+# ---------- notices ----------
+
+RED = "rgb(179, 38, 30)"
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_news_is_not_red_and_errors_are(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    thread_id, _ = await store_answers(web_gateway.database_url, ["Hi"], title="Old name")
+    async with sized_page(browser, viewport) as page:
+        await open_thread(page, web_gateway.url, thread_id)
+        notice = page.locator("#notice")
+        await page.click("[data-testid=rename-thread]")
+        await page.fill("[data-testid=rename-input]", "   ")
+        await page.click("[data-testid=rename-save]")
+        await expect(notice).to_have_text("A title needs 1 to 200 characters.")
+        await expect(notice).to_have_css("color", RED)
+        await shot(page, tmp_path, f"notice-error-{viewport.name}")
+        await page.click("#rename-cancel")
+
+        page.once("dialog", lambda dialog: dialog.accept())
+        await page.click("[data-testid=delete-thread]")
+        await expect(notice).to_have_text("Thread deleted.")
+        await expect(notice).to_have_css("color", ACCENT)
+        await shot(page, tmp_path, f"notice-info-{viewport.name}")

@@ -30,8 +30,11 @@ const NEAR_BOTTOM_PX = 80;
 
 // ---------- small helpers ----------
 
-function notify(message) {
+/** One line under the header. `kind` says how it looks: "error" (something failed, in red)
+ *  or "info" (news, such as a deleted thread or a reconnection, in the accent colour). */
+function notify(message, kind = "error") {
   ui.notice.textContent = message || "";
+  ui.notice.dataset.kind = kind;
 }
 
 function fail(error) {
@@ -195,7 +198,7 @@ async function deleteCurrentThread() {
   }
   state.threads = state.threads.filter((t) => t.id !== id);
   closeThread();
-  notify("Thread deleted.");
+  notify("Thread deleted.", "info");
 }
 
 function openRename() {
@@ -348,7 +351,7 @@ async function followTurn(turn, response) {
     signal: turn.controller.signal,
     ids: () => ({ threadId: turn.threadId, messageId: turn.reply.dataset.messageId }),
     onEvent: (event) => applyTurnEvent(turn, event),
-    onRetry: (waiting) => notify(waiting ? "Connection lost; reconnecting…" : ""),
+    onRetry: (waiting) => notify(waiting ? "Connection lost; reconnecting…" : "", "info"),
   });
   notify("");
   await settleTurn(turn);
