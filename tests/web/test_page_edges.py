@@ -15,6 +15,7 @@ from tests.web.page_helpers import (
     BROWSER_TESTS,
     VIEWPORTS,
     Viewport,
+    send,
     shot,
     sized_page,
     store_answers,
@@ -90,3 +91,34 @@ async def test_news_is_not_red_and_errors_are(
         await expect(notice).to_have_text("Thread deleted.")
         await expect(notice).to_have_css("color", ACCENT)
         await shot(page, tmp_path, f"notice-info-{viewport.name}")
+
+
+# ---------- long words ----------
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_a_long_word_wraps_inside_the_users_bubble(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    word = "https://example.com/" + "averyveryverylongpathsegment" * 12
+    async with sized_page(browser, viewport) as page:
+        await page.goto(web_gateway.url + "/")
+        await page.click("#new-thread")
+        await send(page, f"Look at {word} please")
+        bubble = page.locator(".message.user")
+        await expect(bubble.locator(".content")).to_have_text(f"Look at {word} please")
+        # One read of every size, so a redraw between two reads cannot mix two bubbles.
+        sizes = await page.evaluate("""() => {
+            const bubble = document.querySelector('.message.user');
+            const content = bubble.querySelector('.content');
+            const frame = document.getElementById('messages').getBoundingClientRect();
+            const box = bubble.getBoundingClientRect();
+            return {left: box.left - frame.left, right: frame.right - box.right,
+                    text: content.scrollWidth, room: content.clientWidth,
+                    page: document.documentElement.scrollWidth, window: window.innerWidth};
+        }""")
+        assert sizes["left"] >= 0 and sizes["right"] >= 0, sizes
+        assert sizes["text"] <= sizes["room"], sizes
+        assert sizes["page"] <= sizes["window"], sizes
+        await expect(bubble.locator(".content")).to_have_text(f"Look at {word} please")
+        await shot(page, tmp_path, f"long-word-{viewport.name}")
