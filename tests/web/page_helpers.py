@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from playwright.async_api import Browser, Page, expect
@@ -42,11 +42,14 @@ VIEWPORTS = [DESKTOP, PHONE]
 
 @asynccontextmanager
 async def sized_page(
-    browser: Browser, viewport: Viewport, *, clipboard: bool = False
+    browser: Browser, viewport: Viewport, *, clipboard: bool = False,
+    color_scheme: Literal["light", "dark"] = "light",
 ) -> AsyncIterator[Page]:
-    """A fresh page of that size; uncaught page errors fail the test."""
+    """A fresh page of that size, in a system set to that colour scheme; uncaught page errors
+    fail the test."""
     context = await browser.new_context(
         viewport={"width": viewport.width, "height": viewport.height},
+        color_scheme=color_scheme,
         permissions=["clipboard-read", "clipboard-write"] if clipboard else [],
     )
     page = await context.new_page()

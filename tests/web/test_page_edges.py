@@ -122,3 +122,55 @@ async def test_a_long_word_wraps_inside_the_users_bubble(
         assert sizes["page"] <= sizes["window"], sizes
         await expect(bubble.locator(".content")).to_have_text(f"Look at {word} please")
         await shot(page, tmp_path, f"long-word-{viewport.name}")
+
+
+# ---------- dark theme ----------
+
+THEMED_ANSWER = "Some **bold**, `code` and a [link](https://example.com).\n\n```\nx = 1\n```"
+
+
+def luminance(css: str) -> float:
+    """The relative luminance (WCAG) of an `rgb(r, g, b)` colour."""
+    channels = [int(part) / 255 for part in css[css.index("(") + 1:css.index(")")].split(",")[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(one: str, two: str) -> float:
+    light, dark = sorted((luminance(one), luminance(two)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+async def test_the_theme_follows_the_system_and_stays_legible(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, scheme: str, tmp_path: Path
+) -> None:
+    thread_id, _ = await store_answers(web_gateway.database_url, [THEMED_ANSWER])
+    async with sized_page(browser, viewport, color_scheme=scheme) as page:  # type: ignore[arg-type]
+        await open_thread(page, web_gateway.url, thread_id)
+        colours = await page.evaluate("""() => {
+            const style = (selector) => getComputedStyle(document.querySelector(selector));
+            return {
+                page: style('html').backgroundColor,
+                answer: style('.message.assistant').backgroundColor,
+                text: style('.message.assistant .content').color,
+                muted: style('.message.assistant .footer').color,
+                link: style('.message.assistant .content a').color,
+                user: style('.message.user').backgroundColor,
+                userText: style('.message.user .content').color,
+                input: style('#message-input').backgroundColor,
+                inputText: style('#message-input').color,
+                send: style('#send').backgroundColor,
+                sendText: style('#send').color,
+                code: style('.message.assistant pre').backgroundColor,
+                codeText: style('.message.assistant pre code').color,
+            };
+        }""")
+        await shot(page, tmp_path, f"theme-{scheme}-{viewport.name}")
+    dark = luminance(colours["page"]) < 0.05
+    assert dark == (scheme == "dark"), colours
+    for text, ground in [("text", "answer"), ("link", "answer"), ("userText", "user"),
+                         ("inputText", "input"), ("sendText", "send"), ("codeText", "code")]:
+        assert contrast(colours[text], colours[ground]) >= 4.5, (text, ground, colours)
+    assert contrast(colours["muted"], colours["answer"]) >= 3, colours
