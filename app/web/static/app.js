@@ -18,6 +18,7 @@ const ui = {
   toBottom: $("scroll-bottom"),
 };
 const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null,
+                creating: null,
                 /** Bumped by every send: a history answer asked for before it is stale. */
                 turnsStarted: 0 };
 
@@ -117,11 +118,16 @@ function renderHeader() {
   ui.remove.hidden = !state.currentId;
 }
 
-async function createThread() {
-  const thread = await callApi("POST", "/api/threads", {});
-  state.threads.unshift({ ...thread, message_count: 0, preview: "" });
-  await openThread(thread.id);
-  return thread.id;
+/** A new thread, opened; a send made while "New thread" is still on its way goes to that
+ *  thread rather than making a second one. */
+function createThread() {
+  state.creating ??= (async () => {
+    const thread = await callApi("POST", "/api/threads", {});
+    state.threads.unshift({ ...thread, message_count: 0, preview: "" });
+    await openThread(thread.id);
+    return thread.id;
+  })().finally(() => { state.creating = null; });
+  return state.creating;
 }
 
 async function openThread(id) {
@@ -270,7 +276,8 @@ function retry(answerNode) {
 // ---------- one turn ----------
 
 async function sendMessage(text, { fromComposer }) {
-  const threadId = state.currentId || (await createThread());
+  const threadId = state.creating ? await state.creating
+    : state.currentId || (await createThread());
   state.turnsStarted += 1;
   const turn = newTurn(threadId, text);
   state.turn = turn;
