@@ -14,8 +14,12 @@ from app.store.models import Message, Thread, table_of
 from app.store.ownership import owned_id
 from app.store.records import ThreadSummary
 from app.store.visibility import visible_sql
+from app.stream.plain import plain_text
 
 PREVIEW_CHARS = 120
+#: How much of the message the preview is made from: markup takes room that the plain words
+#: of the preview do not.
+PREVIEW_SOURCE_CHARS = 4 * PREVIEW_CHARS
 _THREADS, _MESSAGES = table_of(Thread), table_of(Message)
 LockedSelect = TypeVar("LockedSelect", bound=Select[Any])
 
@@ -52,10 +56,13 @@ def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:
     return query
 
 
-def _preview(text: str | None) -> str | None:
-    if text is None:
+def _preview(source: str | None) -> str | None:
+    """The start of a message as one line of plain words (a list shows no markdown)."""
+    if source is None:
         return None
-    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+    text = plain_text(source)
+    cut = len(source) > PREVIEW_SOURCE_CHARS or len(text) > PREVIEW_CHARS
+    return text[:PREVIEW_CHARS] + "…" if cut else text
 
 
 async def list_threads(s: AsyncSession, user_id: str) -> list[ThreadSummary]:
@@ -68,7 +75,7 @@ async def list_threads(s: AsyncSession, user_id: str) -> list[ThreadSummary]:
         .scalar_subquery()
     )
     preview = (
-        select(func.substr(Message.content, 1, PREVIEW_CHARS + 1))
+        select(func.substr(Message.content, 1, PREVIEW_SOURCE_CHARS + 1))
         .where(Message.thread_id == Thread.id, visible_sql(), Message.content != "")
         .order_by(Message.created_at.desc(), Message.id.desc())
         .limit(1)

@@ -174,3 +174,29 @@ async def test_the_theme_follows_the_system_and_stays_legible(
                          ("inputText", "input"), ("sendText", "send"), ("codeText", "code")]:
         assert contrast(colours[text], colours[ground]) >= 4.5, (text, ground, colours)
     assert contrast(colours["muted"], colours["answer"]) >= 3, colours
+
+
+# ---------- plain previews and titles ----------
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_the_list_shows_plain_titles_and_previews(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    async with sized_page(browser, viewport) as page:
+        await page.goto(web_gateway.url + "/")
+        await page.click("#new-thread")
+        await send(page, "# **Bold** heading and `code`")
+        if viewport.name == "phone":
+            await page.click("[data-testid=toggle-threads]")
+        item = page.locator(".thread-item")
+        await expect(item.locator(".title")).to_have_text("Bold heading and code")
+        await expect(page.locator("#thread-title")).to_have_text("Bold heading and code")
+        preview = await item.locator(".preview").inner_text()
+        # The demo answers "about **# **Bold** heading and `code`**." and a list: a `#`
+        # inside a line is a character, the rest is markup.
+        assert preview.startswith(
+            "Here is what I can tell you about # Bold heading and code. This answer comes")
+        for markup in ("**", "`", " - "):
+            assert markup not in preview, preview
+        await shot(page, tmp_path, f"plain-list-{viewport.name}")
