@@ -5,11 +5,14 @@ system. Each test saves screenshots of its states in its tmp_path."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from app.keys import repository as api_keys
+from app.store.db import Database
 from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import (
     BROWSER_TESTS,
@@ -19,6 +22,7 @@ from tests.web.page_helpers import (
     shot,
     sized_page,
     store_answers,
+    wait_turns_over,
 )
 
 pytestmark = BROWSER_TESTS
@@ -200,3 +204,69 @@ async def test_the_list_shows_plain_titles_and_previews(
         for markup in ("**", "`", " - "):
             assert markup not in preview, preview
         await shot(page, tmp_path, f"plain-list-{viewport.name}")
+
+
+# ---------- keys and budgets ----------
+
+NEEDS_KEY = "This gateway needs an API key: set it under API key."
+NOT_ACCEPTED = ("This API key was not accepted: it is wrong or has been revoked. "
+                "Check it under API key.")
+BUDGET = re.compile(r"This key has used up its daily budget; it is renewed at midnight UTC "
+                    r"\(in (\d+ h( \d+ min)?|\d+ min|\d+ s)\)\.")
+
+
+async def revoke(database_url: str, plaintext: str) -> None:
+    db = Database(database_url)
+    try:
+        async with db.transaction() as session:
+            row = await api_keys.authenticate(session, plaintext)
+            assert row is not None
+            assert await api_keys.revoke_key(session, row.id)
+    finally:
+        await db.dispose()
+
+
+async def refused_with(page: Page, notice: str | re.Pattern[str], text: str) -> None:
+    """Send `text`; the send is refused with `notice` and the composer keeps the text."""
+    await page.fill("#message-input", text)
+    await page.click("#send")
+    await expect(page.locator("#notice")).to_have_text(notice)
+    await expect(page.locator("#notice")).to_have_css("color", RED)
+    await expect(page.locator("#message-input")).to_have_value(text)
+
+
+async def use_key(page: Page, key: str) -> None:
+    if not await page.locator("#api-key").is_visible():
+        if await page.locator("[data-testid=toggle-threads]").is_visible():
+            await page.click("[data-testid=toggle-threads]")
+        await page.click("#settings summary")
+    await page.fill("#api-key", key)
+    await page.press("#api-key", "Enter")
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_missing_wrong_revoked_keys_and_a_spent_budget_each_say_so(
+    browser: Browser, start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm,
+    viewport: Viewport, tmp_path: Path,
+) -> None:
+    gateway = start_gateway_process("sqlite", upstream=demo_llm)  # auth mode: keys
+    async with sized_page(browser, viewport) as page:
+        await page.goto(gateway.url + "/")
+        await refused_with(page, NEEDS_KEY, "First question")
+        await shot(page, tmp_path, f"key-missing-{viewport.name}")
+
+        await use_key(page, "cg-this-is-not-a-key")
+        await refused_with(page, NOT_ACCEPTED, "First question")
+        await shot(page, tmp_path, f"key-wrong-{viewport.name}")
+
+        key = await gateway.api_key("alice", tokens=1)
+        await use_key(page, key)
+        await page.click("#send")
+        await wait_turns_over(page, 1)
+        await refused_with(page, BUDGET, "Second question")
+        await expect(page.locator(".message")).to_have_count(2)  # nothing more was stored
+        await shot(page, tmp_path, f"budget-spent-{viewport.name}")
+
+        await revoke(gateway.database_url, key)
+        await refused_with(page, NOT_ACCEPTED, "Second question")
+        await shot(page, tmp_path, f"key-revoked-{viewport.name}")

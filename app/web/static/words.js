@@ -2,7 +2,7 @@
 // The gateway's own wording (error codes, upstream messages) stays in tooltips for whoever
 // needs the detail.
 
-import { ApiError } from "./api.js";
+import { ApiError, getApiKey } from "./api.js";
 
 /** A failed request or stream, as a sentence a user can act on. */
 export function explain(error) {
@@ -15,7 +15,17 @@ export function explain(error) {
 }
 
 function explainStatus(error) {
-  if (error.status === 401) return "This gateway needs an API key: set it under API key.";
+  if (error.status === 401) {
+    // The gateway says the same for a wrong and a revoked key (nothing to help a guesser);
+    // the page knows whether it sent one.
+    return getApiKey() ? "This API key was not accepted: it is wrong or has been revoked. "
+      + "Check it under API key." : "This gateway needs an API key: set it under API key.";
+  }
+  if (error.code === "budget_exceeded") {
+    // The gateway's own sentence says when the budget renews; the wait makes it concrete.
+    const wait = error.retryAfter ? ` (in ${duration(error.retryAfter)})` : "";
+    return `${sentence(error.message)}${wait}.`;
+  }
   if (error.status === 429 || error.status === 503) {
     const wait = error.retryAfter ? ` in ${error.retryAfter} s` : " in a moment";
     return error.status === 429 ? `Too many requests; try again${wait}.`
@@ -26,6 +36,22 @@ function explainStatus(error) {
   if (error.code === "invalid_title") return "A title needs 1 to 200 characters.";
   if (error.status >= 500) return "The gateway had a problem; try again.";
   return error.message; // 4xx: the gateway's message names the field and the limit
+}
+
+/** The gateway's message as a sentence: a capital first letter, no final stop (added by the
+ *  caller after whatever it appends). */
+function sentence(message) {
+  const text = String(message || "").trim().replace(/\.$/, "");
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+/** A wait in words: "45 s", "12 min", "3 h 5 min". */
+export function duration(seconds) {
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.ceil(seconds / 60);
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
 }
 
 const FAILURES = {
