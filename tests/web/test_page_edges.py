@@ -270,3 +270,24 @@ async def test_missing_wrong_revoked_keys_and_a_spent_budget_each_say_so(
         await revoke(gateway.database_url, key)
         await refused_with(page, NOT_ACCEPTED, "Second question")
         await shot(page, tmp_path, f"key-revoked-{viewport.name}")
+
+
+# ---------- the character limit ----------
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_a_long_paste_is_refused_in_characters_not_bytes(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    async with sized_page(browser, viewport) as page:
+        await page.goto(web_gateway.url + "/")
+        await page.click("#new-thread")
+        await expect(page.locator(".thread-item.active")).to_have_count(1)
+        megabyte = "word " * 200_000  # 1 MB: refused before the body is read whole
+        await refused_with(page, "This message is 1,000,000 characters; the limit is 32,000 "
+                           "characters. Shorten it, or send it in parts.", megabyte)
+        await shot(page, tmp_path, f"too-long-1mb-{viewport.name}")
+        await refused_with(page, "This message is 40,000 characters; the limit is 32,000 "
+                           "characters. Shorten it, or send it in parts.", "é" * 40_000)
+        await expect(page.locator(".message")).to_have_count(0)
+        await shot(page, tmp_path, f"too-long-40k-{viewport.name}")

@@ -290,7 +290,9 @@ async function sendMessage(text, { fromComposer }) {
       turn.userNode.remove();
       turn.reply.remove();
       if (!ui.messages.children.length) showEmptyState();
-      fail(await errorFrom(response));
+      const error = await errorFrom(response);
+      error.sentChars = [...text].length; // characters as the gateway counts them
+      fail(error);
       return;
     }
     if (fromComposer && ui.input.value === text) ui.input.value = "";

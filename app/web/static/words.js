@@ -31,11 +31,25 @@ function explainStatus(error) {
     return error.status === 429 ? `Too many requests; try again${wait}.`
       : `The gateway is busy; try again${wait}.`;
   }
+  if (error.code === "content_too_long" || error.code === "body_too_large") return tooLong(error);
   if (error.status === 404) return "This thread no longer exists.";
   if (error.code === "thread_busy") return "This thread is still answering; wait for it to finish.";
   if (error.code === "invalid_title") return "A title needs 1 to 200 characters.";
   if (error.status >= 500) return "The gateway had a problem; try again.";
   return error.message; // 4xx: the gateway's message names the field and the limit
+}
+
+const count = new Intl.NumberFormat("en");
+
+/** A message over the character limit, in characters (never the body's bytes). The limit is
+ *  the gateway's, read from its sentence; the length is what the page sent. */
+function tooLong(error) {
+  const limit = /the limit is (\d+)/.exec(error.message || "");
+  if (!limit) return sentence(error.message) + ".";
+  const length = error.sentChars ? `This message is ${count.format(error.sentChars)} characters`
+    : "This message is too long";
+  return `${length}; the limit is ${count.format(Number(limit[1]))} characters. `
+    + "Shorten it, or send it in parts.";
 }
 
 /** The gateway's message as a sentence: a capital first letter, no final stop (added by the
