@@ -60,7 +60,7 @@ function renderFooter(footer, message) {
   const parts = [];
   const status = statusWords(message);
   if (status.text) {
-    const badge = el("span", `status ${message.status}`, status.text);
+    const badge = el("span", `status ${status.kind || message.status}`, status.text);
     badge.dataset.testid = "message-status";
     if (status.detail) badge.title = status.detail;
     parts.push(badge);

@@ -92,6 +92,10 @@ export function statusWords(message) {
     return { text: `failed: ${FAILURES[code] || "the answer could not be finished"}`, detail };
   }
   if (message.status === "interrupted") {
+    // The user's own Stop is no interruption: it did what was asked.
+    if (meta.interrupted_reason === "stop_request") {
+      return { text: "stopped", detail: "", kind: "stopped" };
+    }
     const reason = INTERRUPTIONS[meta.interrupted_reason];
     return { text: reason ? `interrupted: ${reason}` : "interrupted", detail: "" };
   }
