@@ -18,6 +18,7 @@ from tests.web.page_helpers import (
     BROWSER_TESTS,
     VIEWPORTS,
     Viewport,
+    active_thread_id,
     send,
     shot,
     sized_page,
@@ -291,3 +292,62 @@ async def test_a_long_paste_is_refused_in_characters_not_bytes(
                            "characters. Shorten it, or send it in parts.", "é" * 40_000)
         await expect(page.locator(".message")).to_have_count(0)
         await shot(page, tmp_path, f"too-long-40k-{viewport.name}")
+
+
+# ---------- an answer cut at the token limit; regenerate ----------
+
+CONTINUE = "Continue from exactly where your last answer was cut off."
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_an_answer_cut_at_the_limit_says_so_and_continues(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    async with sized_page(browser, viewport) as page:
+        await page.goto(web_gateway.url + "/")
+        await page.click("#new-thread")
+        await send(page, "[truncated] Tell me about tides")
+        cut = page.locator(".message.assistant").first
+        await expect(cut.locator("[data-testid=message-cut]")).to_have_text(
+            "cut at the token limit")
+        await expect(cut.locator("[data-testid=message-status]")).to_have_count(0)  # complete
+        await shot(page, tmp_path, f"cut-{viewport.name}")
+        thread_id = await active_thread_id(page)
+        await page.reload()
+        await expect(page.locator(".message.assistant [data-testid=message-cut]")).to_be_visible()
+
+        await cut.locator("[data-testid=message-continue]").click()
+        await wait_turns_over(page, 2)
+        await expect(page.locator(".message.user .content").nth(1)).to_have_text(CONTINUE)
+        later = page.locator(".message.assistant").nth(1)
+        await expect(later.locator("[data-testid=message-cut]")).to_have_count(0)
+        # The note stays on the cut answer; Continue is offered on the last answer only.
+        await expect(cut.locator("[data-testid=message-cut]")).to_be_visible()
+        await expect(cut.locator("[data-testid=message-continue]")).to_be_hidden()
+        await shot(page, tmp_path, f"continued-{viewport.name}")
+    async with web_gateway.client() as client:
+        stored = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
+    assert [m["role"] for m in stored] == ["user", "assistant"] * 2
+    assert stored[1]["metadata"]["stream"]["finish_reason"] == "length"
+    assert stored[2]["content"] == CONTINUE
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_regenerate_any_answer(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    async with sized_page(browser, viewport) as page:
+        await page.goto(web_gateway.url + "/")
+        await page.click("#new-thread")
+        await send(page, "Tell me about tides")
+        await send(page, "And about moons")
+        first = page.locator(".message.assistant").first
+        await expect(first.locator("[data-testid=message-retry]")).to_have_count(0)
+        await first.locator("[data-testid=message-regenerate]").click()
+        await wait_turns_over(page, 3)
+        await expect(page.locator(".message.user .content")).to_have_text(
+            ["Tell me about tides", "And about moons", "Tell me about tides"])
+        await expect(page.locator(".message.assistant").nth(2)).to_contain_text(
+            "Tell me about tides")
+        await expect(page.locator("[data-testid=message-regenerate]")).to_have_count(3)
+        await shot(page, tmp_path, f"regenerated-{viewport.name}")

@@ -28,6 +28,9 @@ const RENDER_EVERY_MS = 80;
 const SETTLE_TRIES = 12;
 const SETTLE_PAUSE_MS = 250;
 const NEAR_BOTTOM_PX = 80;
+/** What Continue sends after an answer cut at the token limit: the model sees its cut answer
+ *  in the history and goes on from there. */
+const CONTINUE_TEXT = "Continue from exactly where your last answer was cut off.";
 
 // ---------- small helpers ----------
 
@@ -259,13 +262,16 @@ function onMessageAction(event) {
   if (button.dataset.action === "copy") {
     copyText(messageText(node))
       .then((ok) => flash(button, ok ? "copied" : "copy-failed", { labelled: true }));
-  } else if (button.dataset.action === "retry") {
+  } else if (["retry", "regenerate"].includes(button.dataset.action)) {
     retry(node);
+  } else if (button.dataset.action === "continue" && !state.turn) {
+    sendMessage(CONTINUE_TEXT, { fromComposer: false }).catch(fail);
   }
 }
 
-/** Retry sends the user's text of the exchange again as a new turn: the failed answer stays
- *  in the history as it was stored, and the new one follows it. */
+/** Retry (a failed answer) and Regenerate (any other) send the user's text of the exchange
+ *  again as a new turn: the earlier answer stays in the history as it was stored, and the new
+ *  one follows it. */
 function retry(answerNode) {
   let node = answerNode.previousElementSibling;
   while (node && !node.classList.contains("user")) node = node.previousElementSibling;

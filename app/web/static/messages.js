@@ -73,8 +73,23 @@ function renderFooter(footer, message) {
     span.title = `prompt ${usage.prompt_tokens ?? "?"}, completion ${usage.completion_tokens ?? "?"}`;
     parts.push(span);
   }
+  if (cutAtLimit(message)) {
+    const note = el("span", "cut-note", "cut at the token limit");
+    note.dataset.testid = "message-cut";
+    note.title = "The model stopped because the answer reached its token limit "
+      + "(finish_reason: length).";
+    parts.push(note);
+  }
   if (message.status !== "streaming") parts.push(...actionButtons(message));
   footer.replaceChildren(...parts);
+}
+
+/** A complete answer the model ended only because it reached its token limit: it looks
+ *  finished but is not. */
+export function cutAtLimit(message) {
+  const stream = message.metadata && message.metadata.stream;
+  return message.role === "assistant" && message.status === "complete"
+    && Boolean(stream) && stream.finish_reason === "length";
 }
 
 function timeNode(iso) {
@@ -89,6 +104,12 @@ function actionButtons(message) {
   if (message.content) buttons.push(actionButton("copy", "Copy", "Copy this message"));
   if (message.role === "assistant" && ["failed", "interrupted"].includes(message.status)) {
     buttons.push(actionButton("retry", "Retry", "Send the question of this exchange again"));
+  } else if (message.role === "assistant" && message.status === "complete") {
+    buttons.push(actionButton("regenerate", "Regenerate",
+      "Ask the question of this exchange again for a new answer"));
+  }
+  if (cutAtLimit(message)) {
+    buttons.push(actionButton("continue", "Continue", "Ask the model to go on from where it was cut"));
   }
   return buttons;
 }
