@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import Select, and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -101,6 +101,45 @@ async def delete_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> 
         delete(Thread).where(Thread.id == thread_id, Thread.user_id == user_id)
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def lock_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Thread | None:
+    """The user's thread, held (on PostgreSQL) until the transaction ends: a turn opening on
+    it waits, as it takes the same lock."""
+    query = select(Thread).where(Thread.id == owned_id(_THREADS, thread_id, user_id, "owned"))
+    result = await s.execute(with_thread_lock(s, query))
+    return result.scalar_one_or_none()
+
+
+async def last_user_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:
+    """The thread's latest visible message written by its user."""
+    result = await s.execute(
+        select(Message)
+        .where(Message.thread_id == thread_id, Message.role == "user", visible_sql())
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(1))
+    return result.scalar_one_or_none()
+
+
+async def is_streaming(s: AsyncSession, thread_id: uuid.UUID) -> bool:
+    """An answer of the thread is still being written."""
+    result = await s.execute(
+        select(Message.id)
+        .where(Message.thread_id == thread_id, Message.status == "streaming")
+        .limit(1))
+    return result.first() is not None
+
+
+async def delete_from(s: AsyncSession, message: Message) -> int:
+    """Delete `message` and every message after it in its thread (history order: created_at,
+    then id), and mark the thread active; returns how many went. Their llm_calls rows stay
+    (billing data) with the message id set to NULL."""
+    later = or_(Message.created_at > message.created_at,
+                and_(Message.created_at == message.created_at, Message.id >= message.id))
+    result = await s.execute(
+        delete(Message).where(Message.thread_id == message.thread_id, later))
+    await touch_thread(s, message.thread_id)
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def set_title(s: AsyncSession, thread_id: uuid.UUID, title: str | None) -> None:

@@ -351,3 +351,45 @@ async def test_regenerate_any_answer(
             "Tell me about tides")
         await expect(page.locator("[data-testid=message-regenerate]")).to_have_count(3)
         await shot(page, tmp_path, f"regenerated-{viewport.name}")
+
+
+# ---------- edit and resend ----------
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_edit_and_resend_the_last_question(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    async with sized_page(browser, viewport) as page:
+        await page.goto(web_gateway.url + "/")
+        await page.click("#new-thread")
+        await send(page, "First question")
+        await send(page, "Tell me about tdies")
+        edits = page.locator(".message.user [data-testid=message-edit]")
+        await expect(edits.nth(0)).to_be_hidden()  # only the last question
+        await edits.nth(1).click()
+        await expect(page.locator("#message-input")).to_have_value("Tell me about tdies")
+        await expect(page.locator("[data-testid=editing]")).to_be_visible()
+        await page.click("[data-testid=cancel-edit]")
+        await expect(page.locator("#message-input")).to_have_value("")
+        await expect(page.locator("[data-testid=editing]")).to_be_hidden()
+
+        await edits.nth(1).click()
+        await page.fill("#message-input", "Tell me about tides")
+        await shot(page, tmp_path, f"editing-{viewport.name}")
+        await page.click("#send")
+        await expect(page.locator(".message.user .content")).to_have_text(
+            ["First question", "Tell me about tides"])
+        await wait_turns_over(page, 2)
+        await expect(page.locator(".message.assistant").nth(1)).to_contain_text(
+            "Tell me about tides")
+        await expect(page.locator("[data-testid=editing]")).to_be_hidden()
+        await shot(page, tmp_path, f"edited-{viewport.name}")
+        thread_id = await active_thread_id(page)
+        await page.reload()
+        await expect(page.locator(".message")).to_have_count(4)
+        await expect(page.locator(".message.user .content")).to_have_text(
+            ["First question", "Tell me about tides"])
+    async with web_gateway.client() as client:
+        stored = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
+    assert "tdies" not in " ".join(m["content"] for m in stored)

@@ -15,10 +15,12 @@ const ui = {
   rename: $("rename-thread"), remove: $("delete-thread"), renameForm: $("rename-form"),
   renameInput: $("rename-input"), renameCancel: $("rename-cancel"),
   composer: $("composer"), input: $("message-input"), send: $("send"), stop: $("stop"),
-  toBottom: $("scroll-bottom"),
+  toBottom: $("scroll-bottom"), editing: $("editing"), cancelEdit: $("cancel-edit"),
 };
 const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null,
                 creating: null,
+                /** The last question being edited: {threadId, node}, or null. */
+                editing: null,
                 /** Bumped by every send: a history answer asked for before it is stale. */
                 turnsStarted: 0 };
 
@@ -136,6 +138,7 @@ function createThread() {
 async function openThread(id) {
   // Shown already, with an answer streaming in: reading it again would wipe that answer.
   if (id === state.currentId && state.turn && state.turn.threadId === id) return;
+  if (state.editing && state.editing.threadId !== id) cancelEdit();
   state.currentId = id;
   history.replaceState(null, "", `#thread=${id}`);
   closeRename();
@@ -148,6 +151,7 @@ async function openThread(id) {
 }
 
 function closeThread() {
+  if (state.editing) cancelEdit();
   state.currentId = null;
   if (state.watch) state.watch.abort();
   history.replaceState(null, "", location.pathname);
@@ -264,6 +268,8 @@ function onMessageAction(event) {
       .then((ok) => flash(button, ok ? "copied" : "copy-failed", { labelled: true }));
   } else if (["retry", "regenerate"].includes(button.dataset.action)) {
     retry(node);
+  } else if (button.dataset.action === "edit" && !state.turn) {
+    startEdit(node);
   } else if (button.dataset.action === "continue" && !state.turn) {
     sendMessage(CONTINUE_TEXT, { fromComposer: false }).catch(fail);
   }
@@ -277,6 +283,43 @@ function retry(answerNode) {
   while (node && !node.classList.contains("user")) node = node.previousElementSibling;
   if (!node || state.turn) return;
   sendMessage(messageText(node), { fromComposer: false }).catch(fail);
+}
+
+// ---------- edit and resend ----------
+
+/** The last question goes back into the composer; Send replaces it and its answer. */
+function startEdit(node) {
+  state.editing = { threadId: state.currentId, messageId: node.dataset.messageId };
+  ui.input.value = messageText(node);
+  ui.editing.hidden = false;
+  ui.input.focus();
+  ui.input.setSelectionRange(ui.input.value.length, ui.input.value.length);
+}
+
+function cancelEdit({ clear = true } = {}) {
+  if (state.editing && clear) ui.input.value = "";
+  state.editing = null;
+  ui.editing.hidden = true;
+}
+
+/** Take the edited exchange back on the gateway, then send the new text as a new turn. A
+ *  refusal (an answer streaming, a newer question) keeps the text in the composer. */
+async function sendEdited(text) {
+  const { threadId, messageId } = state.editing;
+  if (threadId !== state.currentId || !messageId) return cancelEdit({ clear: false });
+  try {
+    await callApi("DELETE", threadPath(threadId, `/messages/${encodeURIComponent(messageId)}`));
+  } catch (error) {
+    if (error.status !== 404) return fail(error); // 404: already gone, which is the goal
+  }
+  // Looked up now: a refresh may have redrawn the bubbles since Edit was clicked.
+  const node = ui.messages.querySelector(`[data-message-id="${CSS.escape(messageId)}"]`);
+  if (node) {
+    while (node.nextElementSibling) node.nextElementSibling.remove();
+    node.remove();
+  }
+  cancelEdit({ clear: false });
+  await sendMessage(text, { fromComposer: true });
 }
 
 // ---------- one turn ----------
@@ -558,7 +601,8 @@ function submit(event) {
   if (!text.trim() || state.turn) return;
   notify("");
   // The composer keeps the text until the gateway has accepted it: a refused send loses nothing.
-  sendMessage(text, { fromComposer: true }).catch(fail);
+  if (state.editing) sendEdited(text).catch(fail);
+  else sendMessage(text, { fromComposer: true }).catch(fail);
 }
 
 function wireKey() {
@@ -596,6 +640,7 @@ function wireComposer() {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) submit(event);
   });
   ui.stop.addEventListener("click", () => stopTurn());
+  ui.cancelEdit.addEventListener("click", () => cancelEdit());
   ui.messages.addEventListener("click", onMessageAction);
   ui.messages.addEventListener("scroll", updateScrollButton, { passive: true });
   ui.toBottom.addEventListener("click", scrollToEnd);

@@ -102,6 +102,10 @@ function timeNode(iso) {
 function actionButtons(message) {
   const buttons = [];
   if (message.content) buttons.push(actionButton("copy", "Copy", "Copy this message"));
+  if (message.role === "user" && message.id) {
+    // Offered on the thread's last question only (the CSS hides the others).
+    buttons.push(actionButton("edit", "Edit", "Change this message and send it again"));
+  }
   if (message.role === "assistant" && ["failed", "interrupted"].includes(message.status)) {
     buttons.push(actionButton("retry", "Retry", "Send the question of this exchange again"));
   } else if (message.role === "assistant" && message.status === "complete") {
