@@ -20,9 +20,20 @@ async def create_thread(request: Request) -> JSONResponse:
     return JSONResponse(created, status_code=201)
 
 
+#: Longest search text (a search box, not a document).
+MAX_QUERY_CHARS = 200
+
+
 async def list_threads(request: Request) -> JSONResponse:
+    """GET /api/threads[?q=words]: the user's threads, or those matching the words."""
     principal = await authenticate(request)
-    rows = await threads.list_threads(runtime(request).db, principal.user_id)
+    query = request.query_params.get("q", "")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ApiError(422, "invalid_query",
+                       f"'q' is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    if bodies.NUL in query:
+        raise ApiError(422, "invalid_query", bodies.NUL_REFUSED.format(field="'q'"))
+    rows = await threads.list_threads(runtime(request).db, principal.user_id, query)
     return JSONResponse({"threads": rows})
 
 

@@ -14,6 +14,7 @@ from app.store.db import Database
 from app.store.models import Message
 from app.store.visibility import is_hidden
 from app.threads import repository as thread_store
+from app.threads import search_repository as thread_search
 
 log = get_logger("services.threads")
 
@@ -35,9 +36,14 @@ async def create_thread(db: Database, user_id: str, title: str | None) -> dict[s
     return {"id": str(thread.id), "title": thread.title, "created_at": iso_utc(thread.created_at)}
 
 
-async def list_threads(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def list_threads(db: Database, user_id: str, query: str = "") -> list[dict[str, Any]]:
+    """The user's threads, newest activity first; with a `query`, those whose title or
+    visible text matches it (app.threads.search_repository)."""
     async with db.read() as session:
         summaries = await thread_store.list_threads(session, user_id)
+        if query.strip():
+            found = await thread_search.matching_thread_ids(session, user_id, query)
+            summaries = [t for t in summaries if t.id in found]
     return [
         {"id": str(t.id), "title": t.title, "message_count": t.message_count,
          "preview": t.preview, "updated_at": iso_utc(t.updated_at)}

@@ -393,3 +393,35 @@ async def test_edit_and_resend_the_last_question(
     async with web_gateway.client() as client:
         stored = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
     assert "tdies" not in " ".join(m["content"] for m in stored)
+
+
+# ---------- search ----------
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
+async def test_search_threads_by_title_and_text(
+    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+) -> None:
+    await store_answers(web_gateway.database_url, ["The **derailleur** needs oil."],
+                        title="Bike repair")
+    await store_answers(web_gateway.database_url, ["Because of the Moon."], title="Tides")
+    await store_answers(web_gateway.database_url, ["Bread needs time."], title="Baking")
+    async with sized_page(browser, viewport) as page:
+        await page.goto(web_gateway.url + "/")
+        if viewport.name == "phone":
+            await page.click("[data-testid=toggle-threads]")
+        titles = page.locator(".thread-item .title")
+        await expect(titles).to_have_count(3)
+        box = page.locator("[data-testid=thread-search]")
+        await box.fill("derail")  # a word of an answer, as it is typed
+        await expect(titles).to_have_text(["Bike repair"])
+        await shot(page, tmp_path, f"search-text-{viewport.name}")
+        await box.fill("tid")  # part of a title
+        await expect(titles).to_have_text(["Tides"])
+        await box.fill("zeppelin")
+        await expect(titles).to_have_count(0)
+        await expect(page.locator("[data-testid=list-empty]")).to_have_text(
+            "No thread matches “zeppelin”.")
+        await shot(page, tmp_path, f"search-none-{viewport.name}")
+        await box.fill("")
+        await expect(titles).to_have_count(3)

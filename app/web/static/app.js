@@ -10,7 +10,7 @@ import { explain } from "./words.js";
 const $ = (id) => document.getElementById(id);
 const ui = {
   threadList: $("thread-list"), newThread: $("new-thread"), apiKey: $("api-key"),
-  settings: $("settings"), toggleThreads: $("toggle-threads"),
+  settings: $("settings"), toggleThreads: $("toggle-threads"), search: $("thread-search"),
   title: $("thread-title"), notice: $("notice"), messages: $("messages"),
   rename: $("rename-thread"), remove: $("delete-thread"), renameForm: $("rename-form"),
   renameInput: $("rename-input"), renameCancel: $("rename-cancel"),
@@ -83,10 +83,18 @@ function threadPath(id, rest = "") {
 
 // ---------- threads ----------
 
+/** The thread list, or with words in the search box the threads whose title or text
+ *  holds them (the gateway's full-text search). An answer that arrives for an older search
+ *  is dropped. */
 async function refreshThreads() {
+  const query = ui.search.value.trim();
+  const asked = (state.threadsAsked = (state.threadsAsked || 0) + 1);
   try {
-    const body = await callApi("GET", "/api/threads");
+    const path = query ? `/api/threads?q=${encodeURIComponent(query)}` : "/api/threads";
+    const body = await callApi("GET", path);
+    if (asked !== state.threadsAsked) return;
     state.threads = body.threads || [];
+    state.listQuery = query;
     renderThreadList();
   } catch (error) {
     fail(error);
@@ -95,8 +103,21 @@ async function refreshThreads() {
 
 function renderThreadList() {
   ui.threadList.replaceChildren(...state.threads.map(threadItem));
-  if (state.threads.length === 0) ui.threadList.append(el("p", "list-empty", "No threads yet."));
+  if (state.threads.length === 0) {
+    const text = state.listQuery ? `No thread matches “${state.listQuery}”.` : "No threads yet.";
+    const empty = el("p", "list-empty", text);
+    empty.dataset.testid = "list-empty";
+    ui.threadList.append(empty);
+  }
   renderHeader();
+}
+
+/** Search as one types, once the typing pauses. */
+const SEARCH_PAUSE_MS = 250;
+
+function onSearchInput() {
+  clearTimeout(state.searchTimer);
+  state.searchTimer = setTimeout(refreshThreads, SEARCH_PAUSE_MS);
 }
 
 function threadItem(thread) {
@@ -116,7 +137,10 @@ function threadItem(thread) {
 
 function renderHeader() {
   const current = state.threads.find((t) => t.id === state.currentId);
-  ui.title.textContent = state.currentId ? (current && current.title) || "Untitled thread"
+  // A search may leave the open thread out of the list: its title is remembered.
+  if (current) state.currentTitle = current.title;
+  else if (!state.currentId) state.currentTitle = null;
+  ui.title.textContent = state.currentId ? state.currentTitle || "Untitled thread"
     : "No thread open";
   ui.title.title = ui.title.textContent; // the whole title, when the header cuts it short
   ui.rename.hidden = !state.currentId;
@@ -139,6 +163,7 @@ async function openThread(id) {
   // Shown already, with an answer streaming in: reading it again would wipe that answer.
   if (id === state.currentId && state.turn && state.turn.threadId === id) return;
   if (state.editing && state.editing.threadId !== id) cancelEdit();
+  if (id !== state.currentId) state.currentTitle = null;
   state.currentId = id;
   history.replaceState(null, "", `#thread=${id}`);
   closeRename();
@@ -238,6 +263,7 @@ async function saveRename(event) {
     const updated = await callApi("PATCH", threadPath(id), { title: ui.renameInput.value });
     const thread = state.threads.find((t) => t.id === id);
     if (thread) thread.title = updated.title;
+    state.currentTitle = updated.title;
     closeRename();
     notify("");
     renderThreadList();
@@ -623,6 +649,7 @@ function wireThreads() {
     setThreadsOpen(false);
     createThread().catch(fail);
   });
+  ui.search.addEventListener("input", onSearchInput);
   ui.toggleThreads.addEventListener("click",
     () => setThreadsOpen(!document.body.classList.contains("threads-open")));
   ui.rename.addEventListener("click", openRename);
