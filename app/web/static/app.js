@@ -18,8 +18,14 @@ const ui = {
   toBottom: $("scroll-bottom"), editing: $("editing"), cancelEdit: $("cancel-edit"),
 };
 const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null,
+                /** A "New thread" on its way (a promise of its id), or null. */
                 creating: null,
-                /** The last question being edited: {threadId, node}, or null. */
+                /** The open thread's title, kept while a search leaves it out of the list. */
+                currentTitle: null,
+                /** The search the list shows, its pending timer, and a count of the list's
+                 *  reads (only the latest read is drawn). */
+                listQuery: "", searchTimer: null, threadsAsked: 0,
+                /** The last question being edited: {threadId, messageId}, or null. */
                 editing: null,
                 /** Bumped by every send: a history answer asked for before it is stale. */
                 turnsStarted: 0 };
@@ -88,7 +94,8 @@ function threadPath(id, rest = "") {
  *  is dropped. */
 async function refreshThreads() {
   const query = ui.search.value.trim();
-  const asked = (state.threadsAsked = (state.threadsAsked || 0) + 1);
+  state.threadsAsked += 1;
+  const asked = state.threadsAsked;
   try {
     const path = query ? `/api/threads?q=${encodeURIComponent(query)}` : "/api/threads";
     const body = await callApi("GET", path);
@@ -210,8 +217,12 @@ async function loadHistory(id, { refresh = false } = {}) {
     const stick = !refresh || nearBottom();
     const top = ui.messages.scrollTop;
     const messages = body.messages || [];
+    const unfolded = refresh ? unfoldedReasoning() : new Set();
     if (messages.length === 0) showEmptyState();
     else ui.messages.replaceChildren(...messages.map(messageNode));
+    for (const box of ui.messages.querySelectorAll(".message details.reasoning")) {
+      if (unfolded.has(box.closest(".message").dataset.messageId)) box.open = true;
+    }
     if (stick) scrollToEnd();
     else {
       ui.messages.scrollTop = top;
@@ -221,6 +232,12 @@ async function loadHistory(id, { refresh = false } = {}) {
   } catch (error) {
     fail(error);
   }
+}
+
+/** The answers whose reasoning the reader has unfolded: a refresh keeps them unfolded. */
+function unfoldedReasoning() {
+  const open = ui.messages.querySelectorAll(".message details.reasoning[open]");
+  return new Set([...open].map((box) => box.closest(".message").dataset.messageId));
 }
 
 async function deleteCurrentThread() {
@@ -420,7 +437,10 @@ async function rejoinTurn(threadId, messages) {
 
 function newTurnState(threadId) {
   return { threadId, text: "", controller: new AbortController(), usage: null, error: null,
-           endStatus: null, started: false, renderTimer: null, heardNotice: false };
+           endStatus: null, started: false, renderTimer: null, heardNotice: false,
+           /** The reasoning so far, and the thinking time as this page saw it (the stored
+            *  reasoning_ms replaces it once the answer is stored). */
+           reasoning: "", thinkStart: null, thinkMs: null };
 }
 
 function newTurn(threadId, text) {
@@ -467,7 +487,12 @@ function applyTurnEvent(turn, event) {
   if (event.event === "message_start") {
     if (data.user_message_id && turn.userNode) turn.userNode.dataset.messageId = data.user_message_id;
     if (data.assistant_message_id) turn.reply.dataset.messageId = data.assistant_message_id;
+  } else if (event.event === "reasoning" && typeof data.text === "string") {
+    turn.reasoning += data.text;
+    turn.thinkStart ??= Date.now();
+    scheduleRender(turn);
   } else if (event.event === "delta" && typeof data.text === "string") {
+    if (turn.thinkStart !== null && turn.thinkMs === null) turn.thinkMs = Date.now() - turn.thinkStart;
     turn.text += data.text;
     scheduleRender(turn);
   } else if (event.event === "usage") {
@@ -480,6 +505,8 @@ function applyTurnEvent(turn, event) {
   } else if (event.event === "catch_up" && data.message) {
     // The events were no longer kept: the stored message is the answer.
     turn.text = data.message.content || "";
+    turn.reasoning = data.message.reasoning || "";
+    turn.thinkMs = data.message.reasoning_ms ?? null;
     turn.endStatus = data.message.status;
     scheduleRender(turn);
   }
@@ -497,7 +524,8 @@ function scheduleRender(turn) {
 function renderLive(turn) {
   const stick = nearBottom();
   updateMessage(turn.reply, { role: "assistant", content: turn.text, status: "streaming",
-                              usage: turn.usage });
+                              usage: turn.usage, reasoning: turn.reasoning,
+                              reasoning_ms: turn.thinkMs });
   if (stick) scrollToEnd();
 }
 
@@ -514,7 +542,8 @@ async function settleTurn(turn) {
     // The stored row cannot be read (yet): keep what arrived, and how the stream ended.
     const status = turn.endStatus || (turn.error ? "failed" : "interrupted");
     updateMessage(turn.reply, { role: "assistant", content: turn.text, usage: turn.usage,
-                                status, metadata: turn.error ? { error: turn.error } : {} });
+                                status, metadata: turn.error ? { error: turn.error } : {},
+                                reasoning: turn.reasoning, reasoning_ms: turn.thinkMs });
   }
   if (nearBottom()) scrollToEnd();
 }

@@ -3,7 +3,7 @@
 // drawn from a message object, live or stored, so both look the same.
 
 import { renderMarkdown } from "./markdown.js";
-import { statusWords, timeWords, usageWords } from "./words.js";
+import { statusWords, thoughtWords, timeWords, usageWords } from "./words.js";
 
 export const EMPTY_ANSWER = "The model returned no text.";
 
@@ -39,8 +39,37 @@ export function updateMessage(node, message) {
   node.classList.toggle("streaming", message.status === "streaming");
   node.classList.toggle("synthetic", Boolean(message.metadata && message.metadata.synthetic));
   textOf.set(node, message.content || "");
+  renderReasoning(node, message);
   renderContent(node.querySelector(".content"), message);
   renderFooter(node.querySelector(".footer"), message);
+}
+
+/** An answer's reasoning (the model's thinking, apart from its answer): a folded section
+ *  above the answer, "Thinking…" while only thinking has come, then "Thought for N s". It is
+ *  rendered as markdown like the answer; the section stays open or folded as the reader left
+ *  it while the answer streams on. */
+function renderReasoning(node, message) {
+  let box = node.querySelector(":scope > details.reasoning");
+  const text = message.role === "assistant" ? message.reasoning || "" : "";
+  if (!text) {
+    if (box) box.remove();
+    return;
+  }
+  if (!box) {
+    box = el("details", "reasoning");
+    box.dataset.testid = "reasoning";
+    const summary = el("summary", "reasoning-summary");
+    summary.dataset.testid = "reasoning-summary";
+    const body = el("div", "reasoning-content");
+    body.dataset.testid = "reasoning-content";
+    box.append(summary, body);
+    node.insertBefore(box, node.querySelector(".content"));
+  }
+  const thinking = message.status === "streaming" && !message.content;
+  box.classList.toggle("thinking", thinking);
+  box.querySelector("summary").textContent = thinking ? "Thinking…"
+    : thoughtWords(message.reasoning_ms);
+  box.querySelector(".reasoning-content").replaceChildren(renderMarkdown(text));
 }
 
 function renderContent(content, message) {

@@ -113,6 +113,14 @@ export function usageWords(usage) {
   return parts.join(" · ");
 }
 
+/** How long the model thought, from the answer's `reasoning_ms`. */
+export function thoughtWords(ms) {
+  if (typeof ms !== "number" || ms < 0) return "Thought";
+  if (ms < 1000) return "Thought for less than a second";
+  const seconds = Math.round(ms / 1000);
+  return seconds < 60 ? `Thought for ${seconds} s` : `Thought for ${duration(seconds)}`;
+}
+
 /** A message's time: the clock for today, the date and clock otherwise. */
 export function timeWords(iso) {
   const when = new Date(iso);
