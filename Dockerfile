@@ -8,16 +8,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /srv/chatgate
 
-# Dependencies first: this layer is rebuilt only when pyproject.toml changes.
-COPY pyproject.toml README.md ./
-RUN mkdir -p app && touch app/__init__.py \
-    && pip install . \
-    && pip uninstall -y chatgate
+# Dependencies first, exactly as locked (scripts/lock: one version of each, its files'
+# sha256 checked): two builds install the same packages. This layer is rebuilt only when
+# requirements.lock changes.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 
+COPY pyproject.toml README.md ./
 COPY app ./app
 COPY alembic ./alembic
 COPY alembic.ini ./
 COPY scripts ./scripts
+# --no-deps: the project's dependencies are the lock's, installed above.
 RUN pip install --no-deps . \
     && useradd --create-home --uid 10001 chatgate \
     && mkdir -p /srv/chatgate/var && chown chatgate /srv/chatgate/var

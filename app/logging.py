@@ -68,6 +68,9 @@ def configure_logging(level: str = "INFO", log_format: LogFormat = "auto") -> No
     # and at DEBUG everything does.
     logging.getLogger("httpx").setLevel(
         logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING)
+    # alembic announces each of its plugins at INFO when it is first imported, which may
+    # be after this (the store is imported once the settings passed): seven lines of noise.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     for name in UVICORN_LOGGERS:
         # uvicorn's CLI (the Docker entry point) gives its loggers plain-text handlers that do
         # not propagate: hand them to the JSON root handler, tracebacks included.

@@ -12,7 +12,11 @@ from app.threads import events_endpoints as events
 from app.turn import endpoints as turns
 from app.turn import resume_endpoints as resume
 from app.turn.openai import chat as openai_chat
+from app.turn.openai import responses as openai_responses
 from app.usage.endpoints import usage_routes
+
+#: Every method a client may send to an unknown `/v1` route.
+ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 def api_routes() -> list[BaseRoute]:
@@ -37,5 +41,8 @@ def api_routes() -> list[BaseRoute]:
         Route("/v1/chat/completions", openai_chat.chat_completions, methods=["POST"]),
         Route("/v1/models", openai_chat.list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", openai_chat.get_model, methods=["GET"]),
-        Route("/v1/{rest:path}", openai_chat.unknown_route),
+        Route("/v1/responses", openai_responses.create_response, methods=["POST"]),
+        Route("/v1/responses/{response_id}", openai_responses.get_response, methods=["GET"]),
+        # every method: an unknown /v1 route is OpenAI's 404, never a 405
+        Route("/v1/{rest:path}", openai_chat.unknown_route, methods=ANY_METHOD),
     ]

@@ -3,13 +3,20 @@ free loopback port when no upstream is configured (and say so), then run the gat
 uvicorn (CHATGATE_WORKERS worker processes, PostgreSQL only above 1). Auth is off when
 binding to loopback unless CHATGATE_AUTH_MODE is set explicitly.
 
+Everything an operator can get wrong is checked before anything says it is listening: the
+settings, the workers' database, the port, the database itself. Each ends the start as one
+sentence and exit 2 (app.startup). The application is imported only after the settings pass:
+a wrong value is refused in a fraction of a second, not after two seconds of imports.
+
     python -m app.serve [--host 127.0.0.1] [--port 8000] [--demo-port 8001]
+    python -m app.serve --prepare-only [--no-migrate] [--host 0.0.0.0] [--port 8000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import ipaddress
 import os
 import signal
@@ -23,14 +30,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-import uvicorn
-from sqlalchemy.engine import make_url
 
+from app.database_urls import backend_name, redacted
 from app.logging import configure_logging, get_logger
-from app.main import create_app
-from app.settings import Settings, get_settings
-from app.store.migrations import upgrade_to_head
-from app.store.unavailable import is_unavailable, unavailable_sentence
+from app.settings import Settings
+from app.startup import ConfigError, checked_settings, one_sentence_on_error
 
 log = get_logger("serve")
 
@@ -118,12 +122,31 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def prepare(host: str, port: int, demo_port: int | None = None, *,
+            migrate_database: bool = True) -> Settings:
+    """Everything an operator can get wrong, checked before anything says it is listening:
+    the settings, the workers' database, the ports, the database itself (migrated to head).
+    Each ends the process with one sentence and exit 2. The Docker entry point runs this
+    alone (`--prepare-only`) before it starts uvicorn itself."""
+    base = checked_settings()
+    configure_logging(base.log_level, base.log_format)
+    with one_sentence_on_error():
+        check_workers(base.workers, base.database_url)
+        check_port_free(host, port, "--port")
+        if demo_port is not None and not base.upstream_base_url:
+            check_port_free("127.0.0.1", demo_port, "--demo-port")
+        if migrate_database:
+            migrate(base.database_url)
+    return base
+
+
 def run(host: str, port: int, demo_port: int | None = None) -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    base = get_settings()
-    configure_logging(base.log_level, base.log_format)
-    check_workers(base.workers, base.database_url)
-    migrate(base.database_url)
+    base = prepare(host, port, demo_port)
+    import uvicorn
+
+    from app.main import create_app
+
     with _upstream(base, demo_port) as upstream_url:
         settings = effective_settings(base, host, upstream_url)
         warn_if_open_to_the_network(settings, host)
@@ -142,13 +165,28 @@ def check_workers(workers: int, database_url: str) -> None:
     """Several workers need PostgreSQL. On SQLite every write of every worker queues on the
     one file lock, across processes by SQLite's sleeping busy handler (the workers add CPU
     but no write throughput), and the thread events bus is in-process: a page would miss the
-    messages another worker stored. Exit 2 with that sentence rather than run that way."""
-    if workers > 1 and make_url(database_url).get_backend_name() == "sqlite":
-        sys.stderr.write(
-            f"error: CHATGATE_WORKERS={workers} needs PostgreSQL (CHATGATE_DATABASE_URL="
+    messages another worker stored. Refused with that sentence rather than run that way."""
+    if workers > 1 and backend_name(database_url) == "sqlite":
+        raise ConfigError(
+            f"CHATGATE_WORKERS={workers} needs PostgreSQL (CHATGATE_DATABASE_URL="
             "postgresql+asyncpg://...): on SQLite all workers would queue on one write lock "
-            "and miss each other's thread events; use 1 worker\n")
-        raise SystemExit(2)
+            "and miss each other's thread events; use 1 worker")
+
+
+def check_port_free(host: str, port: int, option: str) -> None:
+    """Bind the address as uvicorn will (SO_REUSEADDR) and let it go: a port another process
+    listens on is refused here, before the database is migrated and the gateway says it is
+    listening. (Another process may still take it in between: uvicorn then fails as before.)"""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as error:
+            reason = error.strerror or str(error)
+            if error.errno == errno.EADDRINUSE:
+                reason = "another process listens there; stop it or choose another port"
+            raise ConfigError(f"{option} {port} on {host} cannot be used: {reason}") from None
 
 
 def _export_for_workers(settings: Settings) -> None:
@@ -170,16 +208,17 @@ def _export_for_workers(settings: Settings) -> None:
 
 
 def migrate(database_url: str) -> None:
-    """Bring the database to head, or say in one sentence why it cannot be reached (exit 2):
-    a wrong path or host is an operator's typo, not a stack trace to read."""
+    """Bring the database to head, or raise the store's one-sentence error for a database
+    that cannot be reached or does not exist: a wrong path or host is an operator's typo, not
+    a stack trace to read."""
+    from app.store.migrations import reached_or_raise, upgrade_to_head
+
     try:
         asyncio.run(upgrade_to_head(database_url))
     except Exception as error:
-        if not is_unavailable(error):
-            raise
-        sys.stderr.write(f"error: {unavailable_sentence(database_url, error)}\n")
-        raise SystemExit(2) from None
-    log.info("database_migrated", database_url=_redacted(database_url))
+        reached_or_raise(database_url, error)
+        raise
+    log.info("database_migrated", database_url=redacted(database_url))
 
 
 @contextmanager
@@ -197,10 +236,6 @@ def _upstream(settings: Settings, demo_port: int | None) -> Iterator[str | None]
         yield url
 
 
-def _redacted(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="scripts/serve", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -208,7 +243,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--demo-port", type=int, default=None,
                         help="port of the demo model server (default: a free one)")
+    parser.add_argument("--prepare-only", action="store_true",
+                        help="check the settings, the port and the database, migrate it, and "
+                             "exit (the Docker entry point, which runs uvicorn itself)")
+    parser.add_argument("--no-migrate", action="store_true",
+                        help="with --prepare-only: leave the schema alone")
     args = parser.parse_args(argv)
+    if args.prepare_only:
+        prepare(args.host, args.port, migrate_database=not args.no_migrate)
+        return
     run(args.host, args.port, args.demo_port)
 
 

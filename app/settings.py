@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.database_urls import database_url_problem
+from app.turns.pricing import load_price_table
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant. The user's message may start with an HTML comment "
@@ -17,6 +22,25 @@ DEFAULT_SYSTEM_PROMPT = (
     "where awaiting says whether you are waiting for the user to answer a question, make a "
     "decision or finish a task."
 )
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class SettingRefused(ValueError):
+    """A value a validator refuses: `allowed` says what the setting must be (the sentence
+    `CHATGATE_X must be <allowed>, not '<value>'`, app.startup), `reason` why this one is
+    not, when the value alone does not show it (a file that does not exist)."""
+
+    def __init__(self, allowed: str, reason: str | None = None) -> None:
+        super().__init__(allowed if reason is None else f"{allowed} ({reason})")
+        self.allowed = allowed
+        self.reason = reason
+
+
+def _http_url(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and " " not in value
 
 
 class Settings(BaseSettings):
@@ -112,7 +136,7 @@ class Settings(BaseSettings):
     #: above 1: see app.serve.check_workers).
     workers: int = Field(default=1, ge=1, le=64)
 
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     #: `auto`: readable lines at a terminal, JSON lines otherwise (a container, a file).
     log_format: Literal["auto", "json", "console"] = "auto"
     trace_streams: Literal["off", "errors", "all"] = "errors"
@@ -136,6 +160,61 @@ class Settings(BaseSettings):
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _supported_database(cls, value: str) -> str:
+        problem = database_url_problem(value)
+        if problem is not None:
+            raise SettingRefused(problem)
+        return value
+
+    @field_validator("upstream_base_url", mode="before")
+    @classmethod
+    def _upstream_is_http(cls, value: Any) -> Any:
+        """Empty is unset (scripts/serve starts the demo model server); anything else must be
+        a URL the OpenAI client can call, or every turn would fail on it."""
+        if value in ("", None):
+            return None
+        if isinstance(value, str) and not _http_url(value.strip()):
+            raise SettingRefused("an http(s) URL such as https://api.openai.com/v1")
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _redis_url(cls, value: Any) -> Any:
+        if value in ("", None):
+            return None
+        if isinstance(value, str) and urlsplit(value).scheme not in ("redis", "rediss", "unix"):
+            raise SettingRefused("a Redis URL such as redis://127.0.0.1:6379/0")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case_level(cls, value: Any) -> Any:
+        """`info` is INFO; an unknown level stays as written, for the error to quote."""
+        if isinstance(value, str) and value.strip().upper() in LOG_LEVELS:
+            return value.strip().upper()
+        return value
+
+    @field_validator("price_file", mode="before")
+    @classmethod
+    def _readable_price_file(cls, value: Any) -> Any:
+        """Read once here, so that a missing or malformed file stops the start with its
+        reason instead of the first priced turn."""
+        if value in ("", None):
+            return None
+        if isinstance(value, str):
+            allowed = "a readable JSON price file"
+            if not Path(value).is_file():
+                raise SettingRefused(allowed, "no such file")
+            try:
+                load_price_table(value)
+            except OSError as error:
+                raise SettingRefused(allowed, error.strerror or str(error)) from None
+            except ValueError as error:  # not JSON, not UTF-8, not a table of prices
+                raise SettingRefused(allowed, str(error)[:200]) from None
         return value
 
     @property

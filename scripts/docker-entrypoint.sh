@@ -3,8 +3,11 @@
 #   CHATGATE_WORKERS (2 on PostgreSQL, 1 on SQLite)
 #                                      uvicorn worker processes; above 1 on SQLite is refused
 #                                      (app.serve.check_workers says why)
+#   every CHATGATE_ setting            checked first (app.serve.prepare): a wrong one, a
+#                                      database that cannot be reached or does not exist, a
+#                                      port in use, is one sentence on stderr and exit 2
 #   CHATGATE_PORT (8000)               listening port
-#   CHATGATE_MIGRATE (1)               0: skip `alembic upgrade head` (run it once, as a job,
+#   CHATGATE_MIGRATE (1)               0: skip the migration to head (run it once, as a job,
 #                                      when several instances start at the same time)
 #   CHATGATE_GRACEFUL_SHUTDOWN_S (5)   SIGTERM ends open streams at once (each with a last
 #                                      event); what is still open after this long is cut, and
@@ -17,8 +20,14 @@ case "$database" in
     postgres*) workers="${CHATGATE_WORKERS:-2}" ;;
     *) workers="${CHATGATE_WORKERS:-1}" ;;
 esac
-python -c "import sys; from app.serve import check_workers; check_workers(int(sys.argv[1]), sys.argv[2])" \
-    "$workers" "$database" || exit 2
+export CHATGATE_WORKERS="$workers"
+# The settings, the workers' database, the port and the database itself, checked (and the
+# schema migrated) before uvicorn starts: a wrong one is one sentence on stderr and exit 2.
+if [ "${CHATGATE_MIGRATE:-1}" = "1" ]; then
+    python -m app.serve --prepare-only --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}"
+else
+    python -m app.serve --prepare-only --no-migrate --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}"
+fi
 if [ "$workers" -gt 1 ] && [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
     export PROMETHEUS_MULTIPROC_DIR=/tmp/chatgate-prometheus
 fi
@@ -26,9 +35,6 @@ if [ -n "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
     # Values of an earlier run (a restarted container) would be merged into this one's.
     mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
     find "$PROMETHEUS_MULTIPROC_DIR" -mindepth 1 -delete
-fi
-if [ "${CHATGATE_MIGRATE:-1}" = "1" ]; then
-    alembic upgrade head
 fi
 exec uvicorn app.main:create_app --factory \
     --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}" \

@@ -23,7 +23,7 @@ from rich.table import Column, Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import resolve_database_url, run_cli
+from app.cli import FLAG, resolve_database_url, run_cli
 from app.keys import repository as api_keys
 from app.store.migrations import migrated_database
 from app.users import user_id_problem
@@ -79,7 +79,7 @@ DbOption = typer.Option(None, "--database-url", help="defaults to CHATGATE_DATAB
 @cli.command()
 def create(
     user: str = typer.Option(..., "--user", help="the user the key acts as"),
-    admin: bool = typer.Option(False, "--admin", help="may read every user's usage"),
+    admin: bool = typer.Option(False, "--admin", **FLAG, help="may read every user's usage"),
     name: str = typer.Option("default", "--name", help="a label to recognise the key"),
     database_url: str | None = DbOption,
 ) -> None:
@@ -150,7 +150,7 @@ def budget(
     tokens: int | None = typer.Option(None, "--tokens", min=1, help="tokens per UTC day"),
     cost_usd: float | None = typer.Option(None, "--cost-usd", min=0.000001,
                                           help="USD per UTC day (priced calls only)"),
-    clear: bool = typer.Option(False, "--clear", help="remove the key's budget"),
+    clear: bool = typer.Option(False, "--clear", **FLAG, help="remove the key's budget"),
     database_url: str | None = DbOption,
 ) -> None:
     """Set a key's daily budget (tokens and/or cost); past it, its turns get 429 until

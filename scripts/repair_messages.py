@@ -31,7 +31,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import resolve_database_url, run_cli
+from app.cli import FLAG, resolve_database_url, run_cli
 from app.repair import FIX_RULES, NOTICE_RULES, RepairReport, RollbackReport, ScanFilter
 from app.repair import service as repair_runs
 from app.repair.repository import RunSummary
@@ -48,14 +48,15 @@ UserOpt = Annotated[str | None, typer.Option("--user", help="Only this user's me
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Only messages created at/after (ISO; naive=UTC).")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable report on stdout.")]
+JsonOpt = Annotated[bool, typer.Option("--json", **FLAG, help="Machine-readable report on stdout.")]
 UrlOpt = Annotated[
     str | None, typer.Option("--database-url", help="Default: CHATGATE_DATABASE_URL.")
 ]
 BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Rows per batch.")]
 SamplesOpt = Annotated[int, typer.Option("--samples", min=0, help="Before/after diffs shown.")]
-CheckOpt = Annotated[bool, typer.Option("--check", help="Exit 1 when any row is corrupt.")]
-ApplyOpt = Annotated[bool, typer.Option("--apply", help="Write the fixes (default: dry run).")]
+CheckOpt = Annotated[bool, typer.Option("--check", **FLAG, help="Exit 1 when any row is corrupt.")]
+ApplyOpt = Annotated[
+    bool, typer.Option("--apply", **FLAG, help="Write the fixes (default: dry run).")]
 
 
 def parse_since(value: str | None) -> dt.datetime | None:

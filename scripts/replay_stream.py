@@ -30,7 +30,7 @@ from rich.text import Text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import resolve_database_url, run_cli
+from app.cli import FLAG, resolve_database_url, run_cli
 from app.replay import (
     ReplayResult,
     ReplayStep,
@@ -54,9 +54,10 @@ FileOpt = Annotated[Path | None, typer.Option("--file", help="Replay a trace fil
 UrlOpt = Annotated[
     str | None, typer.Option("--database-url", help="Default: CHATGATE_DATABASE_URL.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Also write the trace to this file.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout.")]
+JsonOpt = Annotated[bool, typer.Option("--json", **FLAG, help="Machine-readable result on stdout.")]
 WarningsOnlyOpt = Annotated[
-    bool, typer.Option("--warnings-only", help="Only the chunks with warnings or divergence.")]
+    bool, typer.Option("--warnings-only", **FLAG,
+                       help="Only the chunks with warnings or divergence.")]
 
 
 def fail(message: str) -> typer.Exit:

@@ -64,7 +64,7 @@ def _clean(text: str) -> str:
     return clean_and_strip_markers(text).text
 
 
-def _folded(message: Mapping[str, Any]) -> ContextItem | None:
+def _folded(message: Mapping[str, Any], at: dt.datetime | None = None) -> ContextItem | None:
     role = message.get("role")
     text = content_text(message.get("content"))
     if role == "assistant":
@@ -74,7 +74,9 @@ def _folded(message: Mapping[str, Any]) -> ContextItem | None:
             text += f"[tool call {function.get('name')}({function.get('arguments', '')})]"
     elif role not in ("user", "tool"):
         return None
-    return ClientItem(str(role), text, _EPOCH) if text else None
+    if not text:
+        return None
+    return ClientItem(str(role), text, _EPOCH) if at is None else ContextItem(str(role), text, at)
 
 
 def last_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
@@ -133,14 +135,19 @@ def _passed(message: Mapping[str, Any]) -> dict[str, Any]:
 def upstream_messages(
     messages: Sequence[Mapping[str, Any]], *, system_prompt: str, budget_chars: int,
     summary: str | None = None, memories: Iterable[ContextItem] = (),
+    times: Sequence[dt.datetime | None] = (),
 ) -> list[dict[str, Any]]:
     """The upstream request's messages (module docstring). `messages` holds a user message
-    (the request parser checks it)."""
+    (the request parser checks it). `times`: when each message was stored, for messages read
+    from a thread (a Responses continuation), so that its history shows the times a
+    thread's does."""
     last = last_user_index(messages)
     if last is None:
         raise ValueError("messages hold no user message")
     instructions = [escaped_message(m) for m in messages if m.get("role") in SYSTEM_ROLES]
-    earlier = [item for m in messages[:last] if (item := _folded(m)) is not None]
+    at = list(times) + [None] * (len(messages) - len(times))
+    earlier = [item for i, m in enumerate(messages[:last])
+               if (item := _folded(m, at[i])) is not None]
     marker = build_msg_context(earlier, budget_chars=budget_chars, summary=summary,
                                memories=memories)
     after = [_passed(m) for m in messages[last + 1:] if m.get("role") not in SYSTEM_ROLES]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, ExceptionContext, make_url
+from sqlalchemy.engine import URL, Connection, ExceptionContext
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
@@ -41,6 +41,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from app.database_urls import async_url
 from app.store.errors import DatabaseBusy, DatabaseUnavailable, StoreError
 from app.store.sqlite_driver import (
     ON_LOOP,
@@ -97,19 +98,6 @@ def session_of(runner: Runner) -> AsyncSession:
     if not isinstance(runner, AsyncSession):
         raise TypeError("this store function needs a session (a transaction)")
     return runner
-
-
-#: Driver names an operator may write, and the async driver the store runs on.
-_ASYNC_DRIVERS = {"postgres": "postgresql+asyncpg", "postgresql": "postgresql+asyncpg",
-                  "sqlite": "sqlite+aiosqlite"}
-
-
-def async_url(url: str | URL) -> URL:
-    """The URL with its async driver: `postgres://` and `postgresql://` (what hosting providers
-    hand out as DATABASE_URL) mean asyncpg, `sqlite://` means aiosqlite."""
-    parsed = make_url(url)
-    driver = _ASYNC_DRIVERS.get(parsed.drivername)
-    return parsed.set(drivername=driver) if driver else parsed
 
 
 def _prepare_sqlite_file(url: URL) -> None:

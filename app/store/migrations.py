@@ -23,7 +23,11 @@ from sqlalchemy.pool import NullPool
 from app.store.db import Database, create_engine_for
 from app.store.errors import DatabaseUnavailable, StoreError
 from app.store.search_schema import is_search_schema_object
-from app.store.unavailable import is_unavailable, unavailable_sentence
+from app.store.unavailable import (
+    is_unavailable,
+    missing_database_sentence,
+    unavailable_sentence,
+)
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
@@ -119,6 +123,20 @@ class NotMigrated(StoreError):
     """The database is not at the newest revision (new, wrong, or from an older release)."""
 
 
+class DatabaseMissing(StoreError):
+    """The PostgreSQL server has no database of that name; the message says how to make it."""
+
+
+def reached_or_raise(url: str | URL, error: Exception) -> None:
+    """Turn a failure to reach the database at start into the store's own one-sentence error
+    (DatabaseMissing, DatabaseUnavailable); any other error is a bug and passes on."""
+    missing = missing_database_sentence(url, error)
+    if missing is not None:
+        raise DatabaseMissing(missing) from error
+    if is_unavailable(error):
+        raise DatabaseUnavailable(unavailable_sentence(url, error)) from error
+
+
 @asynccontextmanager
 async def migrated_database(url: str | URL) -> AsyncIterator[Database]:
     """A Database for a script, checked to be at head first and disposed at the end: an
@@ -129,9 +147,8 @@ async def migrated_database(url: str | URL) -> AsyncIterator[Database]:
         try:
             at_head = await is_at_head(db)
         except Exception as error:
-            if not is_unavailable(error):
-                raise
-            raise DatabaseUnavailable(unavailable_sentence(url, error)) from error
+            reached_or_raise(url, error)
+            raise
         if not at_head:
             where = db.url.render_as_string(hide_password=True)
             raise NotMigrated(f"the database {where} is not migrated to the newest revision: "

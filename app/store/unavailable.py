@@ -78,3 +78,18 @@ def unavailable_sentence(url: str | URL, exc: BaseException) -> str:
     cause = list(_chain(exc))[-1]
     reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
     return f"cannot reach the database {where}: {reason[:200]}"
+
+
+def missing_database_sentence(url: str | URL, exc: BaseException) -> str | None:
+    """The operator's next step when the PostgreSQL server answers but has no database of
+    that name (SQLSTATE 3D000), or None for any other error. SQLite creates its file."""
+    if not any(isinstance(error, asyncpg.InvalidCatalogNameError) for error in _chain(exc)):
+        return None
+    parsed = make_url(url)
+    where = parsed.render_as_string(hide_password=True)
+    options = [f"-h {parsed.host}" if parsed.host else "",
+               f"-p {parsed.port}" if parsed.port else "",
+               f"-U {parsed.username}" if parsed.username else ""]
+    command = " ".join([o for o in ["createdb", *options] if o] + [parsed.database or ""])
+    return (f"the database {where} does not exist: create it with `{command}`; "
+            "scripts/serve then creates its tables")

@@ -19,6 +19,7 @@ call is recorded: one llm_calls row with no message, and the rollup of the key's
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import uuid
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -28,6 +29,7 @@ from typing import Any
 import structlog
 
 from app.clock import utcnow
+from app.context.builder import ContextItem
 from app.context.client_history import (
     ClientItem,
     content_text,
@@ -84,6 +86,9 @@ class CompletionRequest:
     messages: list[dict[str, Any]]
     n: int = 1
     params: dict[str, Any] = field(default_factory=dict)
+    #: When each of the first messages was stored: a history read from a thread (a
+    #: Responses continuation) keeps the times a thread's history shows the model.
+    times: tuple[dt.datetime | None, ...] = ()
 
 
 @dataclass
@@ -100,6 +105,9 @@ class Closing:
     thread_id: uuid.UUID | None = None
     message_id: uuid.UUID | None = None
     stored: bool = False
+    #: The main call's output tokens spent on reasoning (part of completion_tokens), 0 when
+    #: the provider says nothing: the Responses API's output_tokens_details.
+    reasoning_tokens: int = 0
 
 
 def offered_models(deps: TurnDeps) -> list[str]:
@@ -150,8 +158,12 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
         deps, user_id, thread_id, None if tool_round else text, history_limit=0,
         admit=guard), admit=guard)
     thread, user, assistant = opened.thread, opened.user, opened.assistant
-    history = tuple(ClientItem(str(m.get("role")), content_text(m.get("content")),
-                               assistant.created_at) for m in request.messages[:last or 0])
+    times = list(request.times) + [None] * len(request.messages)
+    history = tuple(
+        ClientItem(str(m.get("role")), content_text(m.get("content")), assistant.created_at)
+        if (at := times[i]) is None else ContextItem(str(m.get("role")),
+                                                     content_text(m.get("content")), at)
+        for i, m in enumerate(request.messages[:last or 0]))
     return TurnView(
         user_id=user_id, thread_id=thread.id, message_id=assistant.id,
         user_message_id=user.id if user else assistant.id, user_text=text,
@@ -204,7 +216,7 @@ class CompletionCall:
                 self._prompt = upstream_messages(
                     self.request.messages, system_prompt=settings.system_prompt,
                     budget_chars=settings.context_budget_chars, summary=self.draft.summary,
-                    memories=self.draft.memories)
+                    memories=self.draft.memories, times=self.request.times)
             self._started = utcnow()
             self._stream = await open_choice_stream(
                 self.deps.upstream, self._prompt, {**self.request.params,
@@ -284,6 +296,8 @@ class CompletionCall:
             closing.prompt_tokens, closing.completion_tokens = (main.prompt_tokens,
                                                                 main.completion_tokens)
             closing.cost_usd, closing.usage_source = main.cost_usd, main.usage_source
+            # a call record carries the provider's figure once reasoning is recorded
+            closing.reasoning_tokens = getattr(main, "reasoning_tokens", None) or 0
         ordered = [self.choices.choices[i] for i in sorted(self.choices.choices)]
         # Cleaned as the store cleans response_metadata: what the client gets is what is kept.
         closing.metadata = [clean_json(dict(md), SanitizeReport()) if md else None

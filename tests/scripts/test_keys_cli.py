@@ -122,6 +122,21 @@ async def test_admin_key_reads_another_users_usage(gateway: LiveGateway) -> None
     assert report["totals"] == own["totals"]
 
 
+def test_admin_is_a_flag_that_takes_no_value(sqlite_url: str) -> None:
+    """`--admin` alone makes an admin key; `--admin false` is refused, not read as admin,
+    and the help shows no value to give."""
+    user = unique("ops")
+    create_key(sqlite_url, user, "--admin")
+    listed = keys_cli(sqlite_url, "list", "--user", user)
+    assert re.search(rf"{user}\s.*\syes\s", listed.stdout), listed.stdout
+    refused = keys_cli(sqlite_url, "create", "--user", unique("ops"), "--admin", "false")
+    assert refused.returncode == 2
+    assert "unexpected extra argument" in refused.stdout + refused.stderr
+    shown = keys_cli(sqlite_url, "create", "--help")
+    admin_line = next(line for line in shown.stdout.splitlines() if "--admin" in line)
+    assert "<bool>" not in admin_line and "may read every user's usage" in admin_line
+
+
 def test_list_shows_every_value_whole_on_an_80_column_terminal(sqlite_url: str) -> None:
     key_id, plaintext = create_key(sqlite_url, "carol-from-the-night-shift", "--name",
                                    "a laptop with a long name")

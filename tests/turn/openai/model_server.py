@@ -86,5 +86,7 @@ def _key(request: dict[str, Any]) -> str | None:
         return None
     content = users[-1].get("content")
     text = content if isinstance(content, str) else json.dumps(content)
-    found = TAG.search(text or "")
-    return found.group(1) if found else None
+    # the last tag: the user's own text follows the MSG_CONTEXT, whose history may hold
+    # the tags of earlier turns
+    found = TAG.findall(text or "")
+    return str(found[-1]) if found else None

@@ -100,3 +100,36 @@ async def test_a_whole_reply_in_flight_when_its_key_is_revoked_is_refused_and_bi
     totals = await billed_calls(gateway, "eve")
     assert totals["llm_call_count"] == 1
     assert totals["completion_tokens"] > 0 or row["content"] == ""  # what it produced
+
+
+async def test_a_responses_stream_whose_key_is_revoked_raises_and_is_stored_interrupted(
+    start_gateway: StartGateway, live_backend: str, slow_demo_llm: DemoLlm
+) -> None:
+    gateway = started(start_gateway, live_backend, slow_demo_llm)
+    key = await gateway.api_key("trudy")
+    seen, revoked, response_id = "", False, ""
+    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key,
+                                  max_retries=0) as client:
+        stream = await client.responses.create(model="demo-1", input=LONG[0]["content"],
+                                               stream=True)
+        with pytest.raises(openai.APIError) as caught:
+            async with asyncio.timeout(CUT_WITHIN_S):
+                async for event in stream:
+                    if event.type == "response.created":
+                        response_id = event.response.id
+                    if event.type == "response.output_text.delta":
+                        seen += event.delta
+                    if seen and not revoked:
+                        await revoke(gateway, key)
+                        revoked = True
+    assert type(caught.value) is openai.APIError  # raised from the stream, not a status
+    assert caught.value.code == "key_revoked"
+    assert 0 < len(seen) < 2000  # far from the whole [long] answer
+    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", max_retries=0,
+                                  api_key=await gateway.api_key("trudy")) as again:
+        for _ in range(100):  # stored once the finish ran
+            stored = await again.responses.retrieve(response_id)
+            if stored.status != "in_progress":
+                break
+            await asyncio.sleep(0.05)
+    assert stored.status == "incomplete" and stored.output_text == seen

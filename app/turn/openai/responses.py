@@ -1,0 +1,164 @@
+"""`POST /v1/responses`, `GET /v1/responses/{id}`: the OpenAI Responses API over the same
+completion service, turn loop and marker filter as `/v1/chat/completions`, with the same
+keys, limits and error shape (app.turn.openai.errors)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from app.api import bodies
+from app.api.auth import authenticate
+from app.api.event_stream import FrameResponse, RevokedEnding
+from app.api.sse import json_bytes
+from app.api.state import runtime
+from app.kit.shield import run_shielded
+from app.turn.completion import CompletionCall
+from app.turn.openai.chat import run_whole
+from app.turn.openai.errors import (
+    OpenAIError,
+    failure_error,
+    key_revoked,
+    openai_errors,
+    refusal,
+)
+from app.turn.openai.responses_render import (
+    EventWriter,
+    Outcome,
+    closed_outcome,
+    response_object,
+    stored_outcome,
+)
+from app.turn.openai.responses_request import (
+    ResponsesRequest,
+    parse_responses_body,
+    previous_not_found,
+    response_message_id,
+)
+from app.turn.responses import (
+    PreviousResponseNotFound,
+    open_response,
+    response_id,
+    stored_answer,
+)
+from app.turns.choices import ChoiceDelta
+
+
+@openai_errors
+async def create_response(request: Request) -> Response:
+    principal = await authenticate(request)
+    rt = runtime(request)
+    parsed = parse_responses_body(await bodies.json_object(request))
+    try:
+        call = await open_response(rt.gate, principal, parsed.completion(),
+                                   store=parsed.store, previous=parsed.previous_response)
+    except PreviousResponseNotFound:
+        raise previous_not_found(str(parsed.previous_response_id)) from None
+    except Exception as exc:
+        if (error := refusal(exc)) is not None and error.code == "thread_busy":
+            error.param = "previous_response_id"  # the thread was named by the response
+            raise error from None
+        raise
+    outcome = _outcome(call, parsed)
+    revocation = functools.partial(rt.revocations.stream, principal.key_id)
+    if parsed.stream:
+        return ResponseStream(call, outcome, ping_s=rt.settings.keepalive_s,
+                              send_timeout_s=rt.settings.sse_send_timeout_s,
+                              revocation=revocation, shutdown=rt.shutdown.watch)
+    deltas = await run_whole(call, revocation)
+    if call.closing.failure is not None:
+        raise failure_error(call.closing.failure)
+    text, finish = _text_and_finish(deltas)
+    closed_outcome(outcome, call.closing, text, call.choices.choices[0].tool_calls, finish)
+    return JSONResponse(response_object(outcome))
+
+
+@openai_errors
+async def get_response(request: Request) -> Response:
+    principal = await authenticate(request)
+    rt = runtime(request)
+    raw = str(request.path_params["response_id"])
+    message_id = response_message_id(raw)
+    answer = (None if message_id is None else
+              await stored_answer(rt.turn_deps.db, principal.user_id, message_id))
+    if answer is None:
+        raise OpenAIError(404, f"Response with id '{raw}' not found.", "not_found",
+                          "response_id")
+    return JSONResponse(response_object(stored_outcome(answer)))
+
+
+def _outcome(call: CompletionCall, parsed: ResponsesRequest) -> Outcome:
+    """The response as it starts: its id is its stored message's, or a fresh one."""
+    message_id = call.closing.message_id
+    rid = response_id(message_id) if message_id is not None else "resp_" + call.id[-32:]
+    echo: dict[str, Any] = {**parsed.echo, "store": parsed.store,
+                            "previous_response_id": parsed.previous_response_id}
+    return Outcome(id=rid, created_at=call.created, model=call.request.model, echo=echo)
+
+
+def _text_and_finish(deltas: list[ChoiceDelta]) -> tuple[str, str | None]:
+    text = "".join(delta.text for delta in deltas if delta.index == 0)
+    finish = next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None)
+    return text, finish
+
+
+def _frame(event: dict[str, Any]) -> bytes:
+    kind = str(event["type"]).encode()
+    return b"event: " + kind + b"\ndata: " + json_bytes(event) + b"\n\n"
+
+
+def _error_frame(error: OpenAIError) -> bytes:
+    """A stream cut by the gateway (a revoked key, a shutdown): an `error` event that also
+    carries OpenAI's `error` object, which the SDKs raise."""
+    inner = error.body()["error"]
+    assert isinstance(inner, dict)
+    return _frame({"type": "error", "code": inner["code"], "message": inner["message"],
+                   "param": None, "error": inner})
+
+
+REVOKED = RevokedEnding(_error_frame(key_revoked()), lambda: key_revoked().response())
+SHUTTING_DOWN_ENDING = _error_frame(OpenAIError(
+    503, "the gateway is shutting down; send the request again", "shutting_down"))
+
+
+async def _events(call: CompletionCall, writer: EventWriter) -> AsyncGenerator[bytes, None]:
+    for event in writer.opening():
+        yield _frame(event)
+    text: list[str] = []
+    finish: str | None = None
+    async with aclosing(call.deltas()) as deltas:
+        async for delta in deltas:
+            if delta.index != 0:
+                continue
+            text.append(delta.text)
+            finish = delta.finish_reason or finish
+            for event in writer.delta(delta):
+                yield _frame(event)
+    outcome = closed_outcome(writer.outcome, call.closing, "".join(text),
+                             call.choices.choices[0].tool_calls, finish)
+    for event in writer.closing(outcome):
+        yield _frame(event)
+
+
+class ResponseStream(FrameResponse):
+    """The call as the Responses API's event stream; finished however the client left."""
+
+    def __init__(self, call: CompletionCall, outcome: Outcome, *, ping_s: float,
+                 send_timeout_s: float, revocation: Any = None, shutdown: Any = None) -> None:
+        super().__init__(_events(call, EventWriter(outcome)), ping_s=ping_s,
+                         send_timeout_s=send_timeout_s, log_ids=call.log_ids,
+                         revocation=revocation, revoked_ending=REVOKED, shutdown=shutdown,
+                         shutdown_ending=SHUTTING_DOWN_ENDING)
+        self._call = call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await run_shielded(self._call.finish())

@@ -1,0 +1,133 @@
+"""The OpenAI Responses API's stored conversations, over the completion service
+(app.turn.completion): a response is an assistant message, its id `resp_<message id in hex>`.
+
+    call = await open_response(gate, principal, request, store=True, previous=None)
+    answer = await stored_answer(deps, user_id, message_id)        # GET /v1/responses/{id}
+
+`store` (the API's default) keeps the exchange as a Chatgate thread: a new thread, or with
+`previous` the thread of that earlier response, whose messages up to it are the history the
+model is shown (folded into MSG_CONTEXT with their times, as a native turn's). Without
+`store`, only the usage is recorded, as for a chat completion without a thread. No table of
+its own: a response is its message, so the page, the messages API and usage all see it."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from app.keys.service import Principal
+from app.kit.shield import run_shielded
+from app.store.db import Database
+from app.store.models import Message
+from app.threads import repository as thread_store
+from app.turn.completion import (
+    CompletionCall,
+    CompletionFailed,
+    CompletionRequest,
+    ModelNotFound,
+    offered_models,
+    open_completion,
+)
+from app.turn.gate import TurnGate
+from app.turn.opening import CONTEXT_HISTORY_LIMIT
+
+
+class PreviousResponseNotFound(Exception):
+    """`previous_response_id` names no stored response of this user."""
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """An assistant message as a stored response."""
+
+    id: uuid.UUID
+    thread_id: uuid.UUID
+    created_at: dt.datetime
+    status: str
+    content: str
+    metadata: dict[str, Any]
+
+
+def response_id(message_id: uuid.UUID) -> str:
+    return f"resp_{message_id.hex}"
+
+
+async def open_response(gate: TurnGate, principal: Principal, request: CompletionRequest, *,
+                        store: bool, previous: uuid.UUID | None) -> CompletionCall:
+    """The call, opened with the completion service's limits and refusals. Raises
+    PreviousResponseNotFound too. A thread made for it is removed again when the call is
+    refused before its rows were stored: a refused request stores nothing."""
+    deps = gate.deps
+    if request.model not in offered_models(deps):
+        raise ModelNotFound(request.model)
+    thread_id: uuid.UUID | None = None
+    if previous is not None:
+        thread_id, history, times = await _continuation(deps.db, principal.user_id, previous)
+        request = dataclasses.replace(request, messages=[*history, *request.messages],
+                                      times=times)
+    made = None
+    if store and thread_id is None:
+        made = thread_id = await _new_thread(deps.db, principal.user_id)
+    try:
+        return await open_completion(gate, principal, request, thread_id if store else None)
+    except CompletionFailed:
+        raise  # its rows were stored, failed: the thread shows why
+    except BaseException:
+        if made is not None:
+            await run_shielded(_drop_thread(deps.db, principal.user_id, made))
+        raise
+
+
+async def stored_answer(db: Database, user_id: str, message_id: uuid.UUID
+                        ) -> StoredAnswer | None:
+    """The user's assistant message by id; None for another user's, a user message or none."""
+    async with db.read() as session:
+        message = await thread_store.get_message(session, user_id, message_id)
+    if message is None or message.role != "assistant":
+        return None
+    return StoredAnswer(message.id, message.thread_id, message.created_at, message.status,
+                        message.content, dict(message.meta or {}))
+
+
+async def _new_thread(db: Database, user_id: str) -> uuid.UUID:
+    async with db.transaction(quick=True) as session:
+        return (await thread_store.create_thread(session, user_id)).id
+
+
+async def _drop_thread(db: Database, user_id: str, thread_id: uuid.UUID) -> None:
+    async with db.transaction(quick=True) as session:
+        await thread_store.delete_thread(session, user_id, thread_id)
+
+
+async def _continuation(db: Database, user_id: str, previous: uuid.UUID
+                        ) -> tuple[uuid.UUID, list[dict[str, Any]], tuple[dt.datetime, ...]]:
+    """The thread of the earlier response and its messages up to that response, in the chat
+    shape with their times: what a native turn's history would hold (no rows still
+    streaming, no failed answers, no empty rows; an answer that was only a tool call keeps
+    its calls, so that a `function_call_output` can follow it)."""
+    async with db.read() as session:
+        message = await thread_store.get_message(session, user_id, previous)
+        if message is None or message.role != "assistant":
+            raise PreviousResponseNotFound(str(previous))
+        rows = await thread_store.visible_history(session, user_id, message.thread_id,
+                                                  include_synthetic=True)
+    upto = next(i for i, row in enumerate(rows) if row.id == previous)
+    kept = [(row, chat) for row in rows[:upto + 1] if (chat := _as_chat(row)) is not None]
+    kept = kept[-CONTEXT_HISTORY_LIMIT:]
+    return (message.thread_id, [chat for _, chat in kept],
+            tuple(row.created_at for row, _ in kept))
+
+
+def _as_chat(row: Message) -> dict[str, Any] | None:
+    if row.status == "streaming" or (row.role == "assistant" and row.status == "failed"):
+        return None
+    calls = (row.meta or {}).get("tool_calls") if row.role == "assistant" else None
+    if not row.content and not calls:
+        return None
+    chat: dict[str, Any] = {"role": row.role, "content": row.content or None}
+    if calls:
+        chat["tool_calls"] = calls
+    return chat
