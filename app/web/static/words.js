@@ -34,6 +34,9 @@ function explainStatus(error) {
   if (error.code === "content_too_long" || error.code === "body_too_large") return tooLong(error);
   if (error.status === 404) return "This thread no longer exists.";
   if (error.code === "thread_busy") return "This thread is still answering; wait for it to finish.";
+  if (error.code === "not_last_message") {
+    return "A newer message was sent meanwhile: only the last one can be edited.";
+  }
   if (error.code === "invalid_title") return "A title needs 1 to 200 characters.";
   if (error.status >= 500) return "The gateway had a problem; try again.";
   return error.message; // 4xx: the gateway's message names the field and the limit
