@@ -65,6 +65,7 @@ from app.turn.stages.title import TitleStage
 from app.turn.tracing import StreamTracer
 from app.turns.pricing import PriceTable, load_price_table
 from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
+from app.usage.refusals import RefusalTally
 from app.web import web_routes
 
 log = get_logger("main")
@@ -146,6 +147,17 @@ async def leave_process_table(rt: Runtime) -> None:
         log.warning("process_unregister_failed", error=type(exc).__name__)
 
 
+async def flush_refusals(rt: Runtime) -> None:
+    """The refusals counted since the last flush, written before the process leaves."""
+    if rt.gate.refusals is None:
+        return
+    try:
+        await rt.gate.refusals.flush()
+    except Exception as exc:  # the database may be down: those counts are lost, logged
+        log.warning("refusal_flush_failed", error=type(exc).__name__,
+                    refusals=rt.gate.refusals.pending)
+
+
 def begin_shutdown(rt: Runtime) -> None:
     """The process was told to stop: its turns are stopped and stored, and every open
     stream ends now with a last event (a turn's `message_end`, reason `shutting_down`),
@@ -186,7 +198,8 @@ def build_runtime(settings: Settings) -> Runtime:
                     checkpoints=checkpoints, precedence=Precedence(metrics=metrics),
                     openings=OpeningPlaces(settings.max_opening_turns, settings.opening_wait_s,
                                            metrics))
-    gate = TurnGate(deps, metrics, rate_windows(settings, db))
+    gate = TurnGate(deps, metrics, rate_windows(settings, db),
+                    refusals=RefusalTally(db, metrics=metrics))
     runs = turn_runs(settings, metrics)
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                    turn_deps=deps, bus=bus, gate=gate, processes=processes,
@@ -282,6 +295,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 rt.background.start("sqlite_log_merge",
                                     lambda: merge_sqlite_log_forever(rt.db, rt.metrics))
             rt.background.start("revocations", rt.revocations.run_forever)
+            if rt.gate.refusals is not None:
+                rt.background.start("refusal_flush", rt.gate.refusals.run_forever)
             if rt.turn_deps.precedence is not None:
                 rt.background.start("loop_lag", rt.turn_deps.precedence.watch)
             if rt.runs.shared is not None:
@@ -302,6 +317,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await rt.runs.close()  # running turns are stopped and stored
             await rt.background.stop()
             await drain_shielded(SHUTDOWN_DRAIN_S)
+            await flush_refusals(rt)
             await leave_process_table(rt)
             if getattr(app.state, "autonomy", None) is not None:
                 await stop_autonomy(app.state.autonomy)

@@ -15,7 +15,8 @@ library's global one, so two apps in one process do not share or clash).
     chatgate_streams_swept_total{reason}         `streaming` rows a sweep made `interrupted`:
                                                  process_died | stale_streaming
     chatgate_background_failures_total{task}     heartbeat | checkpoint | revocation_check |
-                                                 stale_sweep rounds that failed (database down)
+                                                 stale_sweep | refusal_flush rounds that failed
+                                                 (database down)
     chatgate_checkpoint_writes_total             stream checkpoints written (rows)
     chatgate_database_unavailable_total          requests answered 503 database_unavailable
     chatgate_streams_revoked_total               open SSE streams ended: their key was revoked

@@ -1,7 +1,14 @@
-"""Usage rollups: recompute them from the raw llm_calls rows, or check them against those rows.
+"""Usage of every user at a terminal, and the daily rollups: recomputed from the raw llm_calls
+rows, or checked against those rows.
 
+    python scripts/usage.py report --from 2026-11-01 --to 2026-11-22 [--by day|user|model|stage]
+                                   [--json | --csv] [--database-url URL]
     python scripts/usage.py backfill --from 2026-11-01 --to 2026-11-22 [--database-url URL]
     python scripts/usage.py verify [--day 2026-11-22] [--database-url URL]
+
+report prints what the admin dashboard (/admin) shows: the range's usage grouped by day, user,
+model or stage (a rich table by default, with the totals and the refusals by reason), as the
+JSON of GET /api/admin/usage/report with every row (--json), or as its CSV (--csv).
 
 backfill replaces the daily rollup rows of each UTC day in the range by the sums of that day's
 llm_calls rows (one transaction a day; running it twice changes nothing). verify compares the
@@ -14,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -24,12 +33,16 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import resolve_database_url, run_cli
+from app.cli import FLAG, resolve_database_url, run_cli
 from app.store.migrations import migrated_database
+from app.usage import admin_reports
 from app.usage import rollups as usage_rollups
+from app.usage.admin_reports import AdminUsageQuery
+from app.usage.reports import InvalidUsageQuery
 from app.usage.rollups import Mismatch, Verification
 
-cli = typer.Typer(help="Chatgate usage rollups: backfill and verify.", no_args_is_help=True)
+cli = typer.Typer(help="Chatgate usage: report, and the rollups' backfill and verify.",
+                  no_args_is_help=True)
 console = Console()
 
 
@@ -75,6 +88,84 @@ def _parse_day(value: str, option: str) -> dt.date:
 
 
 DbOption = typer.Option(None, "--database-url", help="defaults to CHATGATE_DATABASE_URL")
+REPORT_BY = ("day", "user", "model", "stage")
+
+
+async def report(url: str | None, query: AdminUsageQuery) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The usage answer (every row) and the refusals answer of the dashboard's API."""
+    async with migrated_database(resolve_database_url(url)) as db:
+        return (await admin_reports.usage_report(db, query),
+                await admin_reports.refusal_report(db, query.start, query.end))
+
+
+def _cost(value: float | None, unpriced: int) -> str:
+    shown = "unknown" if value is None else f"{value:.6f}"
+    return f"{shown} (+{unpriced} unpriced)" if unpriced else shown
+
+
+def usage_table(usage: dict[str, Any]) -> Table:
+    key = admin_reports.KEY_FIELDS[usage["group_by"][0]]
+    # reasoning tokens when the gateway records them (part of the completion tokens)
+    tokens = [name for name in ("total_tokens", "prompt_tokens", "completion_tokens",
+                                "reasoning_tokens") if name in usage["totals"]]
+    table = Table(key, *(name.removesuffix("_tokens").replace("total", "tokens")
+                         for name in tokens), "cost (USD)", "calls", "messages",
+                  title=f"usage {usage['start']} .. {usage['end']} by {usage['group_by'][0]}")
+    for column in table.columns[1:]:
+        column.justify = "right"
+
+    def add(name: str, row: dict[str, Any], **style: Any) -> None:
+        table.add_row(name, *(f"{row[t]:,}" for t in tokens),
+                      _cost(row["cost_usd"], row["unpriced_call_count"]),
+                      f"{row['llm_call_count']:,}", _show(row["message_count"]), **style)
+
+    for row in usage["rows"]:
+        add(str(row[key]), row)
+    table.add_section()
+    add("total", usage["totals"], style="bold")
+    return table
+
+
+def refusals_table(refusals: dict[str, Any]) -> Table:
+    table = Table("reason", "refusals", title="refused turn requests")
+    table.columns[1].justify = "right"
+    for reason, count in refusals["totals"].items():
+        table.add_row(reason, f"{count:,}")
+    table.add_section()
+    table.add_row("total", f"{refusals['total']:,}", style="bold")
+    return table
+
+
+@cli.command("report")
+def report_command(
+    first: str = typer.Option(..., "--from", help="first UTC day, YYYY-MM-DD"),
+    last: str = typer.Option(..., "--to", help="last UTC day (included), YYYY-MM-DD"),
+    by: str = typer.Option("day", "--by", help="day, user, model or stage"),
+    as_json: bool = typer.Option(False, "--json", **FLAG, help="the API's JSON, every row"),
+    as_csv: bool = typer.Option(False, "--csv", **FLAG, help="the API's CSV"),
+    database_url: str | None = DbOption,
+) -> None:
+    """Every user's usage of a range of UTC days, as the admin dashboard shows it."""
+    if by not in REPORT_BY:
+        console.print(f"--by must be one of {', '.join(REPORT_BY)}, not {by!r}", style="red")
+        raise typer.Exit(2)
+    if as_json and as_csv:
+        console.print("--json and --csv exclude each other", style="red")
+        raise typer.Exit(2)
+    query = AdminUsageQuery(_parse_day(first, "--from"), _parse_day(last, "--to"),
+                            admin_reports.group_keys(by), limit=None)
+    try:
+        usage, refusals = asyncio.run(report(database_url, query))
+    except InvalidUsageQuery as exc:
+        console.print(exc.message, style="red")
+        raise typer.Exit(2) from None
+    if as_json:
+        sys.stdout.write(json.dumps(usage, indent=2) + "\n")
+    elif as_csv:
+        sys.stdout.write(admin_reports.usage_csv(usage))
+    else:
+        console.print(usage_table(usage))
+        console.print(refusals_table(refusals))
 
 
 @cli.command("backfill")

@@ -314,6 +314,20 @@ class RateLimitWindow(Base):
     request_count: Mapped[int] = mapped_column(Integer, default=0)
 
 
+class RefusalCount(Base):
+    """Turn requests the limits refused, per UTC day and reason (too_many_streams,
+    rate_limited, budget_exceeded, gateway_busy): the Prometheus counter is per process and
+    forgets on restart, this rollup is what the admin dashboard shows across processes. Each
+    process adds the refusals it counted since its last flush (app.usage.refusals)."""
+
+    __tablename__ = "refusal_counts"
+
+    day: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    reason: Mapped[str] = mapped_column(String(64), primary_key=True)
+    refusal_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
 class Followup(Base):
     __tablename__ = "followups"
     __table_args__ = (

@@ -19,7 +19,8 @@ a few per process at most, and a user's cap or budget must not lose them; their 
 rows still count against the user's cap for the user's own requests. They do take an upstream
 slot, and retry later like a busy thread when none is free.
 
-Every refusal is one log line (user id, code) and one `chatgate_refusals_total{reason}`."""
+Every refusal is one log line (user id, code), one `chatgate_refusals_total{reason}` and one
+count of its UTC day and reason for the admin dashboard (app.usage.refusals, when given)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from app.turn.rows import DayBudget, Refused
 from app.turn.service import Turn, open_turn
 from app.turn.slots import GatewayBusy, TurnRefused
 from app.usage import repository as usage_store
+from app.usage.refusals import RefusalTally
 
 log = get_logger("services.limits")
 
@@ -96,9 +98,10 @@ class TurnGate:
     """Opens a user's turn through the limits (the one service the turn handler calls)."""
 
     def __init__(self, deps: TurnDeps, metrics: GatewayMetrics, windows: RateWindows, *,
-                 clock: Clock = utcnow) -> None:
+                 clock: Clock = utcnow, refusals: RefusalTally | None = None) -> None:
         self.deps = deps
         self.metrics = metrics
+        self.refusals = refusals
         self.windows = windows
         self.clock = clock
         self.max_streams = deps.settings.max_streams_per_user
@@ -127,6 +130,8 @@ class TurnGate:
                 raise GatewayBusy(self.deps.settings.database_retry_after_s) from busy
         except TurnRefused as refused:
             self.metrics.refusals.labels(reason=refused.code).inc()
+            if self.refusals is not None:
+                self.refusals.count(refused.code)
             log.warning("turn_refused", code=refused.code, user_id=principal.user_id,
                         retry_after_s=refused.retry_after_s)
             raise

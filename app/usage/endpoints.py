@@ -2,6 +2,10 @@
 
     GET /api/usage?start=YYYY-MM-DD&end=YYYY-MM-DD&group_by=day|model
     GET /api/admin/usage?user_id=...&start=...&end=...&group_by=day|model   (admin keys only)
+    GET /api/admin/usage/report?start=&end=&group_by=day|user|model|stage[,second]
+        &limit=&offset=&user_id=...&format=json|csv   every user's usage (or the users named),
+                                                 grouped and paged (admin keys)
+    GET /api/admin/refusals?start=&end=&format=json|csv   refused turns per day and reason
 
 The handlers parse the query string into typed values, call app.usage.reports
 (which owns the range rules and the answer's shape) and render its answer; a refused query
@@ -16,13 +20,15 @@ from collections.abc import Awaitable
 from typing import Any, cast
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from app.api.auth import authenticate
 from app.api.errors import ApiError
 from app.api.state import runtime
+from app.usage import admin_reports
 from app.usage import reports as usage_reports
+from app.usage.admin_reports import AdminUsageQuery
 from app.usage.reports import GroupBy, InvalidUsageQuery, UsageQuery
 
 GROUP_BY_CHOICES = ("day", "model")
@@ -77,8 +83,72 @@ async def admin_usage(request: Request) -> JSONResponse:
         runtime(request).db, request.query_params.get("user_id"), query))
 
 
+def _int_param(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not re.fullmatch(r"-?\d{1,9}", raw):
+        raise ApiError(422, "invalid_query", f"'{name}' must be a whole number, got {raw!r}")
+    return int(raw)
+
+
+def _wants_csv(request: Request) -> bool:
+    value = request.query_params.get("format") or "json"
+    if value not in ("json", "csv"):
+        raise ApiError(422, "invalid_query", "'format' must be 'json' or 'csv'")
+    return value == "csv"
+
+
+async def _admin(request: Request) -> None:
+    principal = await authenticate(request)
+    if not principal.is_admin:
+        raise ApiError(403, "forbidden", "an admin API key is required")
+
+
+def _csv(text: str, name: str) -> Response:
+    return Response(text, media_type="text/csv; charset=utf-8", headers={
+        "Content-Disposition": f'attachment; filename="{name}.csv"'})
+
+
+async def admin_usage_report(request: Request) -> Response:
+    """Every user's usage; as CSV every row of the range (no page)."""
+    await _admin(request)
+    as_csv = _wants_csv(request)
+    try:
+        limit, offset = admin_reports.page_bounds(_int_param(request, "limit"),
+                                                  _int_param(request, "offset"))
+        query = AdminUsageQuery(_day_param(request, "start"), _day_param(request, "end"),
+                                admin_reports.group_keys(request.query_params.get("group_by")),
+                                None if as_csv else limit, 0 if as_csv else offset,
+                                admin_reports.chosen_users(
+                                    request.query_params.getlist("user_id")))
+        answer = await admin_reports.usage_report(runtime(request).db, query)
+    except InvalidUsageQuery as exc:
+        raise ApiError(422, exc.code, exc.message) from exc
+    if as_csv:
+        return _csv(admin_reports.usage_csv(answer),
+                    f"usage-{'-'.join(answer['group_by'])}-{answer['start']}-{answer['end']}")
+    return JSONResponse(answer)
+
+
+async def admin_refusals(request: Request) -> Response:
+    await _admin(request)
+    as_csv = _wants_csv(request)
+    try:
+        answer = await admin_reports.refusal_report(
+            runtime(request).db, _day_param(request, "start"), _day_param(request, "end"))
+    except InvalidUsageQuery as exc:
+        raise ApiError(422, exc.code, exc.message) from exc
+    if as_csv:
+        return _csv(admin_reports.refusals_csv(answer),
+                    f"refusals-{answer['start']}-{answer['end']}")
+    return JSONResponse(answer)
+
+
 def usage_routes() -> list[BaseRoute]:
     return [
         Route("/api/usage", my_usage, methods=["GET"]),
         Route("/api/admin/usage", admin_usage, methods=["GET"]),
+        Route("/api/admin/usage/report", admin_usage_report, methods=["GET"]),
+        Route("/api/admin/refusals", admin_refusals, methods=["GET"]),
     ]

@@ -1,4 +1,5 @@
-"""The single-page web UI: `GET /` and `/static/...` (plain HTML + JS + CSS, no build step)."""
+"""The web UI: the chat page at `GET /`, the admin usage dashboard at `GET /admin`, and their
+files under `/static/...` (plain HTML + JS + CSS, no build step)."""
 
 from __future__ import annotations
 
@@ -19,19 +20,31 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
-async def index(_: Request) -> FileResponse:
-    """The page itself; never cached, so a deploy is picked up on reload."""
+def _page(path: Path) -> FileResponse:
+    """A page; never cached, so a deploy is picked up on reload."""
     return FileResponse(
-        STATIC_DIR / "index.html",
+        path,
         media_type="text/html; charset=utf-8",
         headers={"Cache-Control": "no-cache", "Content-Security-Policy": CONTENT_SECURITY_POLICY,
                  "X-Content-Type-Options": "nosniff"},
     )
 
 
+async def index(_: Request) -> FileResponse:
+    return _page(STATIC_DIR / "index.html")
+
+
+async def admin(_: Request) -> FileResponse:
+    """The usage dashboard. The page itself is public like `/`: the figures come from the
+    admin API, which asks for an admin key."""
+    return _page(STATIC_DIR / "admin" / "index.html")
+
+
 def web_routes() -> list[BaseRoute]:
-    """Routes for the gateway app: the page at `/`, its assets under `/static`."""
+    """Routes for the gateway app: the pages at `/` and `/admin`, their assets under
+    `/static`."""
     return [
         Route("/", index, methods=["GET"]),
+        Route("/admin", admin, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
     ]

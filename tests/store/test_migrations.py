@@ -22,7 +22,8 @@ from app.store.search_schema import is_search_schema_object
 from tests.support.databases import drop_database, make_fresh_database_url
 
 TABLES = {"threads", "messages", "llm_calls", "user_token_usage", "api_keys", "followups",
-          "message_repairs", "stream_traces", "rate_limit_windows", "gateway_processes"}
+          "message_repairs", "stream_traces", "rate_limit_windows", "gateway_processes",
+          "refusal_counts"}
 
 
 @pytest.fixture
