@@ -350,6 +350,9 @@ async def test_regenerate_any_answer(
         await expect(page.locator(".message.assistant").nth(2)).to_contain_text(
             "Tell me about tides")
         await expect(page.locator("[data-testid=message-regenerate]")).to_have_count(3)
+        # The reader was at the end: the new answer is shown to its end.
+        await expect(page.locator(".message.assistant").nth(2).locator(".footer")
+                     ).to_be_in_viewport()
         await shot(page, tmp_path, f"regenerated-{viewport.name}")
 
 

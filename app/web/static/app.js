@@ -535,6 +535,9 @@ async function settleTurn(turn) {
   clearTimeout(turn.renderTimer);
   turn.renderTimer = null;
   const stored = await storedTurn(turn);
+  // Read before the redraw: the stored answer may be longer than the last one drawn live
+  // (a render was still pending), and a reader at the end stays at the end.
+  const stick = nearBottom();
   if (stored.user && turn.userNode) updateMessage(turn.userNode, stored.user);
   if (stored.answer) {
     updateMessage(turn.reply, stored.answer);
@@ -545,7 +548,7 @@ async function settleTurn(turn) {
                                 status, metadata: turn.error ? { error: turn.error } : {},
                                 reasoning: turn.reasoning, reasoning_ms: turn.thinkMs });
   }
-  if (nearBottom()) scrollToEnd();
+  if (stick) scrollToEnd();
 }
 
 /** The turn's two stored rows; waits while the answer is still `streaming` (after a Stop the
