@@ -46,7 +46,7 @@ async def sized_page(
     color_scheme: Literal["light", "dark"] = "light",
 ) -> AsyncIterator[Page]:
     """A fresh page of that size, in a system set to that colour scheme; uncaught page errors
-    fail the test."""
+    and anything the page's CSP refuses fail the test."""
     context = await browser.new_context(
         viewport={"width": viewport.width, "height": viewport.height},
         color_scheme=color_scheme,
@@ -55,11 +55,14 @@ async def sized_page(
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    # Whatever the page does, its strict CSP never has to refuse it.
+    page.on("console", lambda message: errors.append(message.text)
+            if "Content Security Policy" in message.text else None)
     try:
         yield page
     finally:
         await context.close()
-    assert errors == [], f"uncaught errors in the page: {errors}"
+    assert errors == [], f"uncaught errors or CSP refusals in the page: {errors}"
 
 
 async def shot(page: Page, folder: Path, name: str) -> Path:
