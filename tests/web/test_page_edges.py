@@ -376,6 +376,10 @@ async def test_edit_and_resend_the_last_question(
         await page.click("[data-testid=cancel-edit]")
         await expect(page.locator("#message-input")).to_have_value("")
         await expect(page.locator("[data-testid=editing]")).to_be_hidden()
+        await edits.nth(1).click()
+        await page.press("#message-input", "Escape")  # the keyboard's way out
+        await expect(page.locator("[data-testid=editing]")).to_be_hidden()
+        await expect(page.locator("#message-input")).to_have_value("")
 
         await edits.nth(1).click()
         await page.fill("#message-input", "Tell me about tides")

@@ -697,6 +697,7 @@ function wireComposer() {
   ui.composer.addEventListener("submit", submit);
   ui.input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) submit(event);
+    else if (event.key === "Escape" && state.editing) cancelEdit();
   });
   ui.stop.addEventListener("click", () => stopTurn());
   ui.cancelEdit.addEventListener("click", () => cancelEdit());
