@@ -34,7 +34,11 @@ _PIPES = re.compile(r"\s*\|\s*")
 
 def plain_text(markdown: str) -> str:
     """The words of `markdown` on one line: markup dropped, white space collapsed."""
-    text = _ESCAPE.sub(lambda m: chr(_HELD + _ESCAPABLE.index(m.group(1))), markdown)
+    # A text that holds such characters itself keeps them and its backslashes as written.
+    hold = _HELD_BACK.search(markdown) is None
+    text = markdown
+    if hold:
+        text = _ESCAPE.sub(lambda m: chr(_HELD + _ESCAPABLE.index(m.group(1))), text)
     text = _FENCE.sub("", text)
     text = _RULE.sub("", text)
     table = _TABLE_RULE.search(text) is not None
@@ -51,5 +55,6 @@ def plain_text(markdown: str) -> str:
     text = _STRIKE.sub(r"\1", text)
     if table:  # cells side by side; a pipe outside a table is just a character
         text = "\n".join(_PIPES.sub(" ", line).strip(" |") for line in text.splitlines())
-    text = _HELD_BACK.sub(lambda m: _ESCAPABLE[ord(m.group(0)) - _HELD], text)
+    if hold:
+        text = _HELD_BACK.sub(lambda m: _ESCAPABLE[ord(m.group(0)) - _HELD], text)
     return " ".join(text.split())

@@ -46,3 +46,8 @@ def test_any_text_gives_one_line_without_surrounding_space(text: str) -> None:
     assert "\n" not in plain and "\r" not in plain
     assert plain == plain.strip()
     assert "  " not in plain
+
+
+@given(st.text(alphabet=st.sampled_from("ab \ue000\ue001\ue012\ue013"), max_size=40))
+def test_private_use_characters_are_never_taken_for_held_escapes(text: str) -> None:
+    assert plain_text(text) == " ".join(text.split())
