@@ -149,3 +149,36 @@ async def test_an_answer_without_reasoning_has_no_section(
         await page.click("#send")
         await wait_turns_over(page, 1)
         await expect(page.locator("[data-testid=reasoning]")).to_have_count(0)
+
+
+async def test_a_reload_while_the_model_thinks_follows_both_channels(
+    browser: Browser, start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm,
+    tmp_path: Path,
+) -> None:
+    """With a resume grace, a reload does not end the answer: the page rejoins it from its
+    first event, the reasoning and then the answer, each once, in the one bubble."""
+    web_gateway = start_gateway_process("sqlite", upstream=demo_llm, env={
+        "CHATGATE_AUTH_MODE": "off", "CHATGATE_RESUME_GRACE_S": "30"})
+    async with sized_page(browser, VIEWPORTS[1]) as page:
+        await page.goto(web_gateway.url + "/")
+        await page.click("#new-thread")
+        await expect(page.locator(".thread-item.active")).to_have_count(1)
+        thread_id = await active_thread_id(page)
+        await page.fill("#message-input", QUESTION)
+        await page.click("#send")
+        summary = page.locator(".message.assistant [data-testid=reasoning-summary]")
+        await expect(summary).to_have_text("Thinking…", timeout=15_000)
+        await page.reload()
+        await expect(page.locator(".message.assistant")).to_have_count(1)
+        await wait_turns_over(page, 1)
+        async with web_gateway.client() as client:
+            rows = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
+        assert rows[1]["status"] == "complete" and rows[1]["reasoning"]
+        answer = await page.locator(".message.assistant .content").inner_text()
+        assert answer.startswith("Here is what I can tell you about Tell me about tides.")
+        assert answer.count("Ask me anything else.") == 1  # each piece once
+        reasoning = await page.locator(
+            ".message.assistant [data-testid=reasoning-content]").text_content()
+        assert reasoning is not None and reasoning.count("so my plan is") == 1
+        await shot(page, tmp_path, "reloaded-while-thinking")
+        await assert_folded_reasoning(page, thought_words(rows[1]["reasoning_ms"]))
