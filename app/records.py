@@ -41,6 +41,9 @@ class CallRecord:
     request: dict[str, Any] = field(default_factory=dict)
     #: Stage-specific facts kept with the call's metadata entry (e.g. what a summary covers).
     details: dict[str, Any] = field(default_factory=dict)
+    #: The provider's `completion_tokens_details.reasoning_tokens` (part of
+    #: completion_tokens); None when it reported none.
+    reasoning_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -76,6 +79,9 @@ class CallRecord:
             "ttft_ms": self.ttft_ms,
             "duration_ms": self.duration_ms,
         }
+        if self.reasoning_tokens is not None:
+            usage = entry["response"]["usage"]
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
         if self.details:
             entry["details"] = dict(self.details)
         return entry
@@ -90,6 +96,8 @@ class FinishedMessage:
     metadata: dict[str, Any]
     status: MessageStatus
     llm_calls: list[CallRecord] = field(default_factory=list)
+    reasoning: str | None = None
+    reasoning_ms: int | None = None
 
 
 def checkpoint_entry(call: CallRecord) -> dict[str, Any]:
@@ -101,6 +109,7 @@ def checkpoint_entry(call: CallRecord) -> dict[str, Any]:
         "cost_usd": call.cost_usd, "usage_source": call.usage_source,
         "started_at": iso_utc(call.started_at), "first_token_at": _iso(call.first_token_at),
         "finished_at": _iso(call.finished_at), "status": call.status, "error": call.error,
+        "reasoning_tokens": call.reasoning_tokens,
     }
 
 
@@ -117,6 +126,7 @@ def call_of_checkpoint(entry: dict[str, Any], *, error: str) -> CallRecord:
         finished_at=_at(entry["finished_at"]), first_token_at=_at(entry["first_token_at"]),
         status=status,
         error=entry.get("error") or (error if status == "interrupted" else None),
+        reasoning_tokens=entry.get("reasoning_tokens"),
     )
 
 

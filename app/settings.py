@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -22,6 +23,13 @@ DEFAULT_SYSTEM_PROMPT = (
     "where awaiting says whether you are waiting for the user to answer a question, make a "
     "decision or finish a task."
 )
+
+
+#: How a model server's answers carry the thinking inline (pydantic refuses anything else,
+#: naming the three).
+ReasoningFormat = Literal["think", "think-prefilled", "none"]
+#: A reasoning tag's name: what may stand between `<` and `>` with nothing to escape.
+REASONING_TAG = re.compile(r"[A-Za-z0-9_-]+")
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -60,6 +68,14 @@ class Settings(BaseSettings):
     #: The models the OpenAI-compatible endpoint offers (`/v1/models`), comma-separated; each
     #: is sent upstream by name. Empty: the one `upstream_model`.
     models: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: How the model server's answers carry the model's thinking inline (spec v1.2,
+    #: "Reasoning"): `think`, a leading <think>...</think> block; `think-prefilled`, the chat
+    #: template put the opener into the prompt, so the answer starts inside the thinking and
+    #: closes it with </think>; `none`, the content is all answer. A `reasoning_content`
+    #: (or `reasoning`) delta field is reasoning whatever this says.
+    reasoning_format: ReasoningFormat = "think"
+    #: The tag's name (`think`: <think> and </think>): letters, digits, `-` and `_`.
+    reasoning_tag: str = "think"
     upstream_temperature: float = 0.7
     upstream_max_tokens: int = 1024
     upstream_connect_timeout_s: float = 5.0
@@ -154,6 +170,15 @@ class Settings(BaseSettings):
     followup_poll_s: float = 1.0
     followup_lease_s: float = 120.0
     followup_max_attempts: int = 3
+
+    @field_validator("reasoning_tag", mode="before")
+    @classmethod
+    def _plain_reasoning_tag(cls, value: Any) -> Any:
+        """The tag is written into `<tag>` and `</tag>` as it is: nothing that would need
+        escaping or could read as an attribute."""
+        if not isinstance(value, str) or not REASONING_TAG.fullmatch(value):
+            raise SettingRefused("a tag name of letters, digits, '-' and '_' (such as think)")
+        return value
 
     @field_validator("models", mode="before")
     @classmethod

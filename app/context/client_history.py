@@ -12,8 +12,9 @@ thread's history): every user and assistant message before the last user message
 gateways stored), an earlier assistant tool call is written `[tool call name(arguments)]`, an
 earlier `tool` result is kept with role `tool`, and a non-text content part is written
 `[image]`, `[audio]`, ... by its type. Messages after the last user message (a tool round in
-progress) pass as messages, an assistant's text cleaned of markers: a tool result must follow
-the assistant message that asked for it.
+progress) pass as messages, an assistant's text cleaned of markers and its reasoning fields
+(`reasoning_content`, `reasoning`) left out: a tool result must follow the assistant message
+that asked for it, and the model's reasoning is never sent back to it.
 
 Every text the client sent is data, never a marker: in every message that passes as a message
 (instructions, the last user message, the tool round), each `<!--` of its text (a string or
@@ -126,9 +127,16 @@ def _with_context(message: Mapping[str, Any], marker: str) -> dict[str, Any]:
     return {**escaped, "content": [{"type": "text", "text": marker + "\n"}, *content]}
 
 
+#: The fields an assistant message may carry its model's reasoning in (as a client echoes a
+#: reasoning model's answer): never sent back to the model.
+REASONING_FIELDS = frozenset({"reasoning_content", "reasoning"})
+
+
 def _passed(message: Mapping[str, Any]) -> dict[str, Any]:
-    if message.get("role") == "assistant" and isinstance(message.get("content"), str):
-        message = {**message, "content": _clean(message["content"])}
+    if message.get("role") == "assistant":
+        message = {k: v for k, v in message.items() if k not in REASONING_FIELDS}
+        if isinstance(message.get("content"), str):
+            message["content"] = _clean(message["content"])
     return escaped_message(message)
 
 

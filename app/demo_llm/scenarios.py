@@ -21,7 +21,7 @@ Awaiting = Literal["question", "decision", "task"]
 SHAPES = (
     "seed-bug", "no-closer", "split-markers", "echo-context", "truncated", "error-mid",
     "error-before", "long", "garbled", "html", "no-metadata", "empty", "cut-clean",
-    "bad-chunk",
+    "bad-chunk", "think", "think-prefilled", "think-field", "think-unclosed", "think-markers",
 )
 #: Keywords that combine with any shape.
 MODIFIERS = ("no-usage", "slow-first", "title-error")
@@ -75,11 +75,32 @@ class Reply:
     """Answer with this HTTP status and an OpenAI error body before any token."""
     error_message: str = ""
     modifiers: frozenset[str] = field(default_factory=frozenset)
+    reasoning_pieces: tuple[str, ...] = ()
+    """Thinking sent in `delta.reasoning_content` deltas before any content ([think-field])."""
+    thinking_pieces: int = 0
+    """How many of the leading `pieces` are the model's inline thinking: paced as thinking
+    (slower, so a page shows "Thinking…" a moment) and counted as reasoning tokens."""
 
     @property
     def text(self) -> str:
         """What the model emits when the stream runs to its end."""
         return "".join(self.pieces)
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning field's text (`reasoning_content`), empty for most scenarios."""
+        return "".join(self.reasoning_pieces)
+
+    @property
+    def thinks(self) -> bool:
+        """Whether the model thinks in this answer (its usage then reports reasoning tokens)."""
+        return bool(self.reasoning_pieces) or self.thinking_pieces > 0
+
+    def thinking_sent(self, content_pieces: int) -> str:
+        """The thinking among what was sent, when `content_pieces` content pieces were: what
+        its reasoning tokens count."""
+        return self.reasoning + "".join(self.pieces[:min(content_pieces,
+                                                           self.thinking_pieces)])
 
 
 def count_tokens(text: str) -> int:
@@ -199,6 +220,8 @@ def plan_completion(chat: ChatInput) -> Reply:
     if "summar" in lowered:
         return Reply(scenario="summary", pieces=(make_summary(chat.user_text),))
     reply = plan_reply(chat)
+    if reply.thinks:  # its pieces tell the thinking from the answer
+        return replace(reply, abort_after=None)
     return replace(reply, pieces=(reply.text,), abort_after=None)
 
 
@@ -366,6 +389,61 @@ def _empty(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
     return Reply(scenario="empty", pieces=(metadata_comment(_metadata(awaiting)),))
 
 
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+#: The METADATA a draft inside the thinking of `[think-markers]` writes: discarded, it is
+#: not the answer's.
+DRAFT_METADATA = {"language": "de"}
+
+
+def thinking_text(chat: ChatInput) -> str:
+    """What the demo model thinks before it answers (markdown, as real models' thinking is)."""
+    quote = topic(chat.user_text) or "your message"
+    return (
+        f"The user asks about **{quote}**. I am the demo model, so my plan is:\n"
+        "- say that the answer comes from the demo model;\n"
+        "- count the words and characters of the message;\n"
+        "- end with the closing line."
+    )
+
+
+def _thinking_then_answer(chat: ChatInput, awaiting: Awaiting | None, scenario: str,
+                          thinking: str) -> Reply:
+    """The inline `thinking` block in pieces (its last piece ends it), then the default
+    answer in pieces."""
+    block = tuple(chunk_text(thinking, chat.user_text + "/thinking"))
+    answer = _normal(chat, awaiting).pieces
+    return Reply(scenario=scenario, pieces=(*block, *answer), thinking_pieces=len(block))
+
+
+def _think(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    thinking = f"{THINK_OPEN}\n{thinking_text(chat)}\n{THINK_CLOSE}\n\n"
+    return _thinking_then_answer(chat, awaiting, "think", thinking)
+
+
+def _think_prefilled(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    thinking = f"{thinking_text(chat)}\n{THINK_CLOSE}\n\n"
+    return _thinking_then_answer(chat, awaiting, "think-prefilled", thinking)
+
+
+def _think_markers(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    draft = (f"Draft: {metadata_comment(DRAFT_METADATA)} no, the answer is in English."
+             "\n")
+    thinking = f"{THINK_OPEN}\n{draft}{thinking_text(chat)}\n{THINK_CLOSE}\n\n"
+    return _thinking_then_answer(chat, awaiting, "think-markers", thinking)
+
+
+def _think_unclosed(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    thinking = f"{THINK_OPEN}\n{thinking_text(chat)}"
+    block = tuple(chunk_text(thinking, chat.user_text + "/thinking"))
+    return Reply(scenario="think-unclosed", pieces=block, thinking_pieces=len(block))
+
+
+def _think_field(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    normal = _normal(chat, awaiting, "think-field")
+    return replace(normal, reasoning_pieces=tuple(
+        chunk_text(thinking_text(chat), chat.user_text + "/thinking")))
+
+
 _SHAPE_BUILDERS: dict[str, Callable[[ChatInput, Awaiting | None], Reply]] = {
     "default": _normal,
     "seed-bug": _seed_bug,
@@ -382,4 +460,9 @@ _SHAPE_BUILDERS: dict[str, Callable[[ChatInput, Awaiting | None], Reply]] = {
     "html": _html,
     "no-metadata": _no_metadata,
     "empty": _empty,
+    "think": _think,
+    "think-prefilled": _think_prefilled,
+    "think-field": _think_field,
+    "think-unclosed": _think_unclosed,
+    "think-markers": _think_markers,
 }

@@ -68,7 +68,7 @@ class ChunkWriter:
         self.model = model
         self.include_usage = include_usage
 
-    def _frame(self, choices: list[dict[str, Any]], usage: dict[str, int] | None) -> bytes:
+    def _frame(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None) -> bytes:
         chunk: dict[str, Any] = {
             "id": self.completion_id, "object": "chat.completion.chunk",
             "created": self.created, "model": self.model, "system_fingerprint": None,
@@ -91,15 +91,19 @@ class ChunkWriter:
         return self._frame([{"index": 0, "delta": {"content": 5}, "finish_reason": None}],
                            None)
 
-    def usage(self, prompt: int, completion: int) -> bytes:
+    def usage(self, prompt: int, completion: int, reasoning: int | None = None) -> bytes:
         """The include_usage chunk: no choices, only usage."""
-        return self._frame([], usage_dict(prompt, completion))
+        return self._frame([], usage_dict(prompt, completion, reasoning))
 
 
-def usage_dict(prompt: int, completion: int) -> dict[str, int]:
-    """OpenAI's usage object."""
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+def usage_dict(prompt: int, completion: int, reasoning: int | None = None) -> dict[str, Any]:
+    """OpenAI's usage object; with `reasoning`, its reasoning tokens (a part of the completion
+    tokens) in `completion_tokens_details`, as reasoning models report them."""
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion}
+    if reasoning is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
 
 
 def error_response(status: int, message: str, code: str, kind: str) -> JSONResponse:
@@ -121,19 +125,26 @@ async def stream_frames(
     reply: Reply, writer: ChunkWriter, settings: DemoSettings, recorder: Recorder, prompt: int,
     shape: Shape = Shape(),
 ) -> AsyncIterator[bytes]:
-    """Role chunk, content deltas (each sent for every choice) at the configured pace, finish
-    chunk, usage, [DONE]; or, for a tool call, its deltas and `tool_calls`."""
+    """Role chunk, reasoning deltas (`reasoning_content`) and content deltas (each sent for
+    every choice) at the configured pace, thinking slower, finish chunk, usage, [DONE]; or,
+    for a tool call, its deltas and `tool_calls`."""
     recorder.stream_started()
     outcome: StreamOutcome = "cancelled"
     sent: list[str] = []
     choices = range(shape.n)
+    think_pause = settings.think_ms / 1000
     try:
         for index in choices:
             yield writer.delta({"role": "assistant", "content": ""}, index=index)
         if shape.tool_call is not None:
             for part in tool_call_deltas(shape.tool_call):
                 yield writer.delta({"tool_calls": [part]})
-            reply = replace(reply, pieces=(), finish_reason="tool_calls")
+            reply = replace(reply, pieces=(), reasoning_pieces=(), thinking_pieces=0,
+                            finish_reason="tool_calls")
+        for piece in reply.reasoning_pieces:
+            await asyncio.sleep(think_pause)
+            for choice in choices:
+                yield writer.delta({"reasoning_content": piece}, index=choice)
         for index, piece in enumerate(reply.pieces):
             if index == reply.abort_after:
                 outcome = "aborted"
@@ -144,19 +155,31 @@ async def stream_frames(
             if index == reply.bad_chunk_after:
                 yield writer.malformed_delta()
             first_pause = settings.slow_first_s if index == 0 and reply.slow_first else 0.0
-            await asyncio.sleep(first_pause + settings.delay_ms / 1000)
+            pace = think_pause if index < reply.thinking_pieces else settings.delay_ms / 1000
+            await asyncio.sleep(first_pause + pace)
             sent.append(piece)
             for choice in choices:
                 yield writer.delta({"content": piece}, index=choice)
         for choice in choices:
             yield writer.delta({}, reply.finish_reason, index=choice)
         if reply.send_usage:  # always, asked or not: only `[no-usage]` leaves it out
-            yield writer.usage(prompt, count_tokens("".join(sent)) * shape.n)
+            yield writer.usage(prompt, *_completion_tokens(reply, "".join(sent), len(sent),
+                                                          shape.n))
         yield b"data: [DONE]\n\n"
         outcome = "completed"
     finally:
         recorder.stream_ended(outcome)
         log.info("demo_stream_end", scenario=reply.scenario, outcome=outcome, pieces=len(sent))
+
+
+def _completion_tokens(reply: Reply, text: str, pieces: int, n: int) -> tuple[int, int | None]:
+    """The completion tokens of what was sent (`pieces` content pieces making `text`, and
+    the reasoning field's), and of those the thinking's when the model thought: per choice,
+    times the `n` choices."""
+    completion = count_tokens(reply.reasoning + text) * n
+    if not reply.thinks:
+        return completion, None
+    return completion, count_tokens(reply.thinking_sent(pieces)) * n
 
 
 def request_shape(body: dict[str, Any], messages: list[dict[str, Any]]) -> Shape:
@@ -215,16 +238,21 @@ async def _completion(reply: Reply, model: str, prompt: int, settings: DemoSetti
         await asyncio.sleep(settings.slow_first_s)
     text: str | None = reply.text
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if reply.reasoning_pieces:
+        message["reasoning_content"] = reply.reasoning
     finish = reply.finish_reason
+    tokens = _completion_tokens(reply, reply.text, len(reply.pieces), shape.n)
     if shape.tool_call is not None:
         text, finish = None, "tool_calls"
         message.update(content=None, tool_calls=[shape.tool_call])
+        message.pop("reasoning_content", None)
+        tokens = (0, None)
     return JSONResponse({
         "id": f"chatcmpl-demo{uuid.uuid4().hex[:20]}", "object": "chat.completion",
         "created": int(time.time()), "model": model, "system_fingerprint": None,
         "choices": [{"index": index, "message": message, "logprobs": None,
                      "finish_reason": finish} for index in range(shape.n)],
-        "usage": usage_dict(prompt, count_tokens(text or "") * shape.n),
+        "usage": usage_dict(prompt, *tokens),
     })
 
 

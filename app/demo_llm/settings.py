@@ -12,6 +12,9 @@ class DemoSettings(BaseSettings):
 
     delay_ms: float = 15.0
     """Pause before each content delta."""
+    think_ms: float = 30.0
+    """Pause before each piece of the model's thinking (the `[think…]` scenarios): slower
+    than the answer, so a page shows "Thinking…" a moment (about 2 s)."""
     slow_first_s: float = 5.0
     """Extra pause before the first content delta in the `[slow-first]` scenario."""
     model: str = "demo-1"

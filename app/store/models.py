@@ -212,6 +212,13 @@ class Message(Base):
     #: The gateway process streaming this row (`gateway_processes.id`) while it is
     #: `streaming`: when that process's heartbeat stops, any live process sweeps the row.
     stream_process: Mapped[str | None] = mapped_column(String(64))
+    #: The answer's visible reasoning (the model's thinking, shown apart from the answer),
+    #: NULL when it had none. A column, not a metadata key: metadata is the model's METADATA
+    #: object, and the history the model is shown reads `content` only, so reasoning is never
+    #: sent back to the model.
+    reasoning: Mapped[str | None] = mapped_column(Text)
+    #: How long the model thought before its answer began (ms), NULL without reasoning.
+    reasoning_ms: Mapped[int | None] = mapped_column(Integer)
 
 
 class GatewayProcess(Base):
@@ -260,6 +267,9 @@ class LlmCall(Base):
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(32))
     error: Mapped[str | None] = mapped_column(Text)
+    #: The provider's `completion_tokens_details.reasoning_tokens` (part of completion_tokens),
+    #: NULL when it reported none.
+    reasoning_tokens: Mapped[int | None] = mapped_column(Integer)
     # The moment the turn was finished; the rollup's UTC day is taken from it.
     created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
 
@@ -282,6 +292,9 @@ class UserTokenUsage(Base):
     # says how many calls the sum is missing, so a partial cost never passes for a full one.
     cost_usd: Mapped[float | None] = mapped_column(Numeric(18, 9, asdecimal=False))
     unpriced_call_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: The reasoning tokens the providers reported (counted in completion_tokens already).
+    reasoning_tokens: Mapped[int] = mapped_column(BigInteger, default=0,
+                                                  server_default=text("0"))
     updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 

@@ -20,7 +20,10 @@ log = get_logger("services.threads")
 
 
 def message_json(message: Message) -> dict[str, Any]:
-    return {
+    """A message as the API shows it. An answer also carries its reasoning and thinking time
+    (null when it had none), apart from its text and metadata: a client shows them apart,
+    and only `content` is the answer."""
+    shown: dict[str, Any] = {
         "id": str(message.id),
         "role": message.role,
         "content": message.content,
@@ -28,6 +31,10 @@ def message_json(message: Message) -> dict[str, Any]:
         "metadata": message.meta,
         "created_at": iso_utc(message.created_at),
     }
+    if message.role == "assistant":
+        shown["reasoning"] = message.reasoning
+        shown["reasoning_ms"] = message.reasoning_ms
+    return shown
 
 
 async def create_thread(db: Database, user_id: str, title: str | None) -> dict[str, Any]:

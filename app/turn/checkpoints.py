@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.clock import Clock, utcnow
 from app.kit.periodic import every
@@ -32,8 +32,18 @@ log = get_logger("services.checkpoints")
 ContentReader = Callable[[], str]
 #: Reads a stream's calls so far (finished side calls, the main call as measured until now).
 UsageReader = Callable[[], Sequence[CallRecord]]
-#: What the last checkpoint wrote of a stream: its text's length and its calls' figures.
-_Written = tuple[int, tuple[tuple[str, int, int], ...]]
+#: What the last checkpoint wrote of a stream: its text's length, its calls' figures and its
+#: reasoning's length.
+_Written = tuple[int, tuple[tuple[str, int, int], ...], int]
+_NOTHING_WRITTEN: _Written = (0, (), 0)
+
+
+class _Readers(NamedTuple):
+    """How a tracked stream's text, calls and reasoning so far are read."""
+
+    content: ContentReader
+    usage: UsageReader | None
+    reasoning: ContentReader | None
 
 
 class Checkpointer:
@@ -42,12 +52,15 @@ class Checkpointer:
     def __init__(self, db: Database, interval_s: float, metrics: GatewayMetrics | None = None,
                  clock: Clock = utcnow) -> None:
         self.db, self.interval_s, self.metrics, self.clock = db, interval_s, metrics, clock
-        self._streams: dict[uuid.UUID, tuple[ContentReader, UsageReader | None]] = {}
+        self._streams: dict[uuid.UUID, _Readers] = {}
         self._written: dict[uuid.UUID, _Written] = {}
 
     def track(self, message_id: uuid.UUID, content: ContentReader,
-              usage: UsageReader | None = None) -> None:
-        self._streams[message_id] = (content, usage)
+              usage: UsageReader | None = None, reasoning: ContentReader | None = None
+              ) -> None:
+        """`reasoning` reads the answer's reasoning so far (`answer.reasoning`): what the
+        user saw of the thinking is kept with the text should the process die."""
+        self._streams[message_id] = _Readers(content, usage, reasoning)
 
     def untrack(self, message_id: uuid.UUID) -> None:
         """The stream ended: its finish writes the row from now on."""
@@ -58,33 +71,40 @@ class Checkpointer:
     def tracked(self) -> int:
         return len(self._streams)
 
-    def _changed(self) -> tuple[dict[uuid.UUID, str], dict[uuid.UUID, list[dict[str, Any]]]]:
-        """The streams whose text grew (content only grows: it is the deltas sent) or whose
-        calls' figures moved since their last checkpoint: their texts and their calls."""
+    def _changed(self) -> tuple[dict[uuid.UUID, str], dict[uuid.UUID, list[dict[str, Any]]],
+                                dict[uuid.UUID, str]]:
+        """The streams whose text or reasoning grew (both only grow: they are the pieces
+        sent) or whose calls' figures moved since their last checkpoint: their texts, their
+        calls and their reasonings."""
         texts: dict[uuid.UUID, str] = {}
         calls: dict[uuid.UUID, list[dict[str, Any]]] = {}
-        for message_id, (read, read_usage) in list(self._streams.items()):
-            text = read()
-            made = list(read_usage()) if read_usage is not None else []
+        reasonings: dict[uuid.UUID, str] = {}
+        for message_id, readers in list(self._streams.items()):
+            text = readers.content()
+            made = list(readers.usage()) if readers.usage is not None else []
+            thought = readers.reasoning() if readers.reasoning is not None else ""
             written: _Written = (len(text), tuple(
-                (call.stage, call.prompt_tokens, call.completion_tokens) for call in made))
-            if written != self._written.get(message_id, (0, ())):
+                (call.stage, call.prompt_tokens, call.completion_tokens) for call in made),
+                len(thought))
+            if written != self._written.get(message_id, _NOTHING_WRITTEN):
                 texts[message_id] = text
-                if read_usage is not None:
+                if readers.usage is not None:
                     calls[message_id] = [checkpoint_entry(call) for call in made]
+                if thought:
+                    reasonings[message_id] = thought
                 self._written[message_id] = written
-        return texts, calls
+        return texts, calls, reasonings
 
     async def write_once(self) -> int:
         """One checkpoint of every changed stream; returns how many streams had changed.
         A failed round is written again in full by the next (nothing counts as written)."""
-        texts, calls = self._changed()
+        texts, calls, reasonings = self._changed()
         if not texts:
             return 0
         try:
             async with self.db.transaction() as session:
                 await message_store.checkpoint_contents(session, texts, now=self.clock(),
-                                                        calls=calls)
+                                                        calls=calls, reasonings=reasonings)
         except BaseException:
             for message_id in texts:
                 self._written.pop(message_id, None)

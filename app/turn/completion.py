@@ -296,8 +296,7 @@ class CompletionCall:
             closing.prompt_tokens, closing.completion_tokens = (main.prompt_tokens,
                                                                 main.completion_tokens)
             closing.cost_usd, closing.usage_source = main.cost_usd, main.usage_source
-            # a call record carries the provider's figure once reasoning is recorded
-            closing.reasoning_tokens = getattr(main, "reasoning_tokens", None) or 0
+            closing.reasoning_tokens = main.reasoning_tokens or 0  # None: none reported
         ordered = [self.choices.choices[i] for i in sorted(self.choices.choices)]
         # Cleaned as the store cleans response_metadata: what the client gets is what is kept.
         closing.metadata = [clean_json(dict(md), SanitizeReport()) if md else None

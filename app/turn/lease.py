@@ -76,12 +76,13 @@ class TurnLease:
         return self.precedence.hold()
 
     def checkpoint(self, message_id: uuid.UUID, content: ContentReader,
-                   usage: UsageReader | None = None) -> None:
-        """From now on, the checkpointer writes this stream's text (and its calls so far) on
-        its schedule."""
+                   usage: UsageReader | None = None, reasoning: ContentReader | None = None
+                   ) -> None:
+        """From now on, the checkpointer writes this stream's text (and its calls and its
+        reasoning so far) on its schedule."""
         self.message_id = message_id
         if self.checkpoints is not None:
-            self.checkpoints.track(message_id, content, usage)
+            self.checkpoints.track(message_id, content, usage, reasoning)
 
     def give_back(self) -> None:
         """Idempotent: a turn may be finished from two places."""

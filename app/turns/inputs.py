@@ -9,11 +9,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class ProviderUsage:
-    """Token counts as the model server reported them."""
+    """Token counts as the model server reported them. `reasoning_tokens`: the part of
+    completion_tokens spent thinking (`completion_tokens_details.reasoning_tokens`), None
+    when the server reported none."""
 
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    reasoning_tokens: int | None = None
 
 
 @dataclass(slots=True)

@@ -40,9 +40,11 @@ def main_call_record(
 ) -> CallRecord:
     """The `main` stage's record from what the turn saw of the stream."""
     source: UsageSource
+    reasoning_tokens = None
     if answer.usage is not None:
         prompt_tokens = answer.usage.prompt_tokens
         completion, source = answer.usage.completion_tokens, "provider"
+        reasoning_tokens = answer.usage.reasoning_tokens
     else:
         completion = estimate_tokens_of_size(answer.raw_bytes)
         never_reached = answer.failure is not None and answer.failure.code == NEVER_REACHED
@@ -57,6 +59,7 @@ def main_call_record(
         cost_usd=ctx.prices.cost_usd(model, prompt_tokens, completion),
         usage_source=source, status=answer.status,
         error=f"{failure.code}: {failure.message}" if failure else None,
+        reasoning_tokens=reasoning_tokens,
     )
 
 
@@ -84,4 +87,5 @@ def side_call_record(
         prompt_tokens=prompt, completion_tokens=answer,
         cost_usd=ctx.prices.cost_usd(model, prompt, answer),
         usage_source=source, status=status, error=error,
+        reasoning_tokens=usage.reasoning_tokens if usage is not None else None,
     )

@@ -181,7 +181,20 @@ def usage_of(raw: object) -> ProviderUsage | None:
     total = _count(raw.get("total_tokens")) or prompt + completion
     if not all(0 <= n <= MAX_REPORTED_TOKENS for n in (prompt, completion, total)):
         return None
-    return ProviderUsage(prompt, completion, total)
+    return ProviderUsage(prompt, completion, total, _reasoning_tokens(raw, completion))
+
+
+def _reasoning_tokens(raw: Mapping[str, Any], completion: int) -> int | None:
+    """`completion_tokens_details.reasoning_tokens`, a part of the completion tokens: None
+    when absent or impossible (not a whole number, negative, more than the completion), which
+    costs the call nothing but this one figure."""
+    details = raw.get("completion_tokens_details")
+    if not isinstance(details, Mapping):
+        return None
+    value = details.get("reasoning_tokens")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= completion:
+        return None
+    return value
 
 
 def _count(value: Any) -> int | None:

@@ -1,7 +1,7 @@
 """Usage figures, the one shape every usage count takes, and the rule for counting a turn (pure).
 
 The live rollup (what one finished turn adds), the backfill (what a day's llm_calls rows add up
-to), the verification (rollup against raw rows) and the usage report all add up the same seven
+to), the verification (rollup against raw rows) and the usage report all add up the same eight
 figures. One type for all of them means the paths cannot drift apart in how they add: costs
 are exact decimals at the rollup column's scale, and a cost nobody knows stays None, never 0.
 """
@@ -19,7 +19,7 @@ from app.records import CallRecord
 COST_QUANTUM = Decimal("0.000000001")
 USAGE_FIELDS = (
     "total_tokens", "prompt_tokens", "completion_tokens", "message_count", "llm_call_count",
-    "cost_usd", "unpriced_call_count",
+    "cost_usd", "unpriced_call_count", "reasoning_tokens",
 )
 #: A daily rollup row's key: (user_id, UTC day, model).
 RollupKey = tuple[str, dt.date, str]
@@ -37,7 +37,8 @@ def exact_cost(value: float | Decimal | None) -> Decimal | None:
 class UsageFigures:
     """Sums of usage: what one turn adds to a (user, day, model) row, a rollup row itself, or
     any sum of those. cost_usd is the sum of the known costs, None while no call was priced;
-    unpriced_call_count says how many calls it is missing."""
+    unpriced_call_count says how many calls it is missing. reasoning_tokens are the part of
+    completion_tokens the providers reported as reasoning (a call that reported none adds 0)."""
 
     total_tokens: int = 0
     prompt_tokens: int = 0
@@ -46,6 +47,7 @@ class UsageFigures:
     llm_call_count: int = 0
     cost_usd: Decimal | None = None
     unpriced_call_count: int = 0
+    reasoning_tokens: int = 0
 
     def add(self, other: UsageFigures) -> None:
         self.total_tokens += other.total_tokens
@@ -54,6 +56,7 @@ class UsageFigures:
         self.message_count += other.message_count
         self.llm_call_count += other.llm_call_count
         self.unpriced_call_count += other.unpriced_call_count
+        self.reasoning_tokens += other.reasoning_tokens
         if other.cost_usd is not None:
             self.cost_usd = (self.cost_usd or Decimal(0)) + other.cost_usd
 
@@ -63,6 +66,7 @@ class UsageFigures:
         self.prompt_tokens += call.prompt_tokens
         self.completion_tokens += call.completion_tokens
         self.llm_call_count += 1
+        self.reasoning_tokens += call.reasoning_tokens or 0
         cost = exact_cost(call.cost_usd)
         if cost is None:
             self.unpriced_call_count += 1
@@ -78,6 +82,7 @@ class UsageFigures:
             "llm_call_count": self.llm_call_count,
             "cost_usd": None if self.cost_usd is None else float(self.cost_usd),
             "unpriced_call_count": self.unpriced_call_count,
+            "reasoning_tokens": self.reasoning_tokens,
         }
 
 

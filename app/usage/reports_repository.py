@@ -106,6 +106,7 @@ def _figures_of(row: UserTokenUsage) -> UsageFigures:
     return UsageFigures(
         row.total_tokens, row.prompt_tokens, row.completion_tokens, row.message_count,
         row.llm_call_count, exact_cost(row.cost_usd), row.unpriced_call_count,
+        row.reasoning_tokens,
     )
 
 
@@ -151,7 +152,8 @@ async def replace_rollup_day(
             completion_tokens=f.completion_tokens, message_count=f.message_count,
             llm_call_count=f.llm_call_count,
             cost_usd=None if f.cost_usd is None else float(f.cost_usd),
-            unpriced_call_count=f.unpriced_call_count, updated_at=now,
+            unpriced_call_count=f.unpriced_call_count,
+            reasoning_tokens=f.reasoning_tokens, updated_at=now,
         )
         for (user_id, key_day, model), f in sorted(figures.items())
     )
@@ -179,7 +181,7 @@ def _as_record(row: LlmCall) -> CallRecord:
         cost_usd=row.cost_usd, usage_source=row.usage_source,  # type: ignore[arg-type]
         started_at=row.started_at, first_token_at=row.first_token_at,
         finished_at=row.finished_at, status=row.status,
-        error=row.error,
+        error=row.error, reasoning_tokens=row.reasoning_tokens,
     )
 
 

@@ -34,7 +34,7 @@ def utc_day(moment: dt.datetime) -> dt.date:
 
 #: The rollup columns a delta adds to; every other column keys the row or is set.
 _SUMMED = ("total_tokens", "prompt_tokens", "completion_tokens", "message_count",
-           "llm_call_count", "unpriced_call_count")
+           "llm_call_count", "unpriced_call_count", "reasoning_tokens")
 
 
 #: A rollup row's columns as an upsert writes them, the user first.

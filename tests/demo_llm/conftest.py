@@ -65,8 +65,9 @@ def start_demo(stopping_demo_threads: list[threading.Thread]
 
 @pytest.fixture
 def demo_url(start_demo: Callable[[DemoSettings], str]) -> str:
-    """Base URL (without /v1) of a fresh demo server: no pacing, short slow-first pause."""
-    return start_demo(DemoSettings(delay_ms=0, slow_first_s=SLOW_FIRST_S))
+    """Base URL (without /v1) of a fresh demo server: no pacing (of the thinking neither),
+    a short slow-first pause."""
+    return start_demo(DemoSettings(delay_ms=0, think_ms=0, slow_first_s=SLOW_FIRST_S))
 
 
 @pytest.fixture

@@ -19,13 +19,14 @@ from app.turn.rows import DayBudget, Opened, OpeningRequest, turn_rows
 def call(
     model: str = "gpt-4o", prompt: int = 100, completion: int = 50, *, stage: str = "main",
     cost: float | None = 0.001, source: str = "provider", status: str = "ok",
+    reasoning: int | None = None,
 ) -> CallRecord:
     now = utcnow()
     return CallRecord(
         stage=stage, model=model, prompt_tokens=prompt, completion_tokens=completion,
         cost_usd=cost, usage_source=source,  # type: ignore[arg-type]
         started_at=now - dt.timedelta(milliseconds=900), first_token_at=now, finished_at=now,
-        status=status, error=None,
+        status=status, error=None, reasoning_tokens=reasoning,
     )
 
 
@@ -59,25 +60,28 @@ async def open_rows(db: Database, thread: Thread, question: str | None, *,
 
 async def finish(db: Database, message_id: uuid.UUID, answer: str, *,
                  calls: list[CallRecord] | None = None, status: str = "complete",
-                 metadata: dict[str, object] | None = None) -> Message:
+                 metadata: dict[str, object] | None = None, reasoning: str | None = None,
+                 reasoning_ms: int | None = None) -> Message:
     """The answer finished as the gateway finishes it (the turn repository's finish)."""
     calls = [call()] if calls is None else calls
     meta = metadata if metadata is not None else {"tokens": sum(c.total_tokens for c in calls)}
-    row = await turn_rows(db).finish(
-        FinishedMessage(message_id, answer, meta, status, calls))  # type: ignore[arg-type]
+    row = await turn_rows(db).finish(FinishedMessage(
+        message_id, answer, meta, status, calls,  # type: ignore[arg-type]
+        reasoning=reasoning, reasoning_ms=reasoning_ms))
     return row.message
 
 
 async def turn(
     db: Database, thread: Thread, question: str, answer: str, *,
     calls: list[CallRecord] | None = None, status: str = "complete",
-    metadata: dict[str, object] | None = None,
+    metadata: dict[str, object] | None = None, reasoning: str | None = None,
+    reasoning_ms: int | None = None,
 ) -> tuple[Message, Message]:
     """One whole turn the way the gateway does it: opened, then finished."""
     opened = await open_rows(db, thread, question)
     assert opened.user is not None
     finished = await finish(db, opened.assistant.id, answer, calls=calls, status=status,
-                            metadata=metadata)
+                            metadata=metadata, reasoning=reasoning, reasoning_ms=reasoning_ms)
     return opened.user, finished
 
 

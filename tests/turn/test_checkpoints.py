@@ -78,3 +78,33 @@ async def test_the_calls_a_checkpoint_carries_are_billed_once_by_the_dead_proces
     assert (rollup.total_tokens, rollup.llm_call_count) == (142, 2)
     assert swept is not None and swept.status == "interrupted"
     assert swept.meta["tokens"] == 142 and swept.meta["usage_source"] == "partial"
+
+
+async def test_a_thinking_stream_whose_process_died_keeps_its_reasoning_and_tokens(
+        db: Database) -> None:
+    """The reasoning grows before any text: each growth is a checkpoint, and the swept row
+    keeps what the user saw of the thinking; its call's reasoning tokens are billed."""
+    thread = await new_thread(db)
+    row = (await open_rows(db, thread, None, process_id="killed-thinking")).assistant
+    seen = {"text": "", "reasoning": "Let me"}
+    main = _call("main", "interrupted", 100, 40)
+    main.reasoning_tokens = 25
+    checkpoints = Checkpointer(db, interval_s=1.0)
+    checkpoints.track(row.id, lambda: seen["text"], lambda: [main],
+                      reasoning=lambda: seen["reasoning"])
+    assert await checkpoints.write_once() == 1
+    seen["reasoning"] = "Let me think about it."
+    assert await checkpoints.write_once() == 1  # the reasoning alone grew
+    assert await checkpoints.write_once() == 0
+    seen["text"] = "The ans"
+    assert await checkpoints.write_once() == 1
+    assert await ProcessRegistry(db, heartbeat_s=1.0, dead_after_s=10.0).sweep() == 1
+    async with db.transaction() as s:
+        swept = await s.get(Message, row.id)
+        [stored] = (await s.execute(select(LlmCall).where(LlmCall.message_id == row.id))
+                    ).scalars()
+        [rollup] = (await s.execute(select(UserTokenUsage).where(
+            UserTokenUsage.user_id == thread.user_id))).scalars()
+    assert swept is not None and swept.status == "interrupted"
+    assert (swept.content, swept.reasoning) == ("The ans", "Let me think about it.")
+    assert stored.reasoning_tokens == 25 and rollup.reasoning_tokens == 25

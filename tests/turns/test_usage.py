@@ -59,3 +59,25 @@ def test_side_calls_follow_the_same_rules() -> None:
                               failure_code="upstream_unavailable")
     assert (failed.prompt_tokens, failed.usage_source, failed.first_token_at) == (
         0, "partial", None)
+
+
+def test_the_providers_reasoning_tokens_go_with_its_figures_and_never_with_an_estimate() -> None:
+    answer = AnswerStream()
+    answer.feed(UpstreamChunk("hi", usage=ProviderUsage(100, 80, 180, reasoning_tokens=60)))
+    answer.end()
+    call = main_call_record(answer, CTX, prompt=PROMPT, started_at=AT, first_token_at=None,
+                            finished_at=AT)
+    assert (call.completion_tokens, call.reasoning_tokens) == (80, 60)
+    assert call.as_metadata()["response"]["usage"]["completion_tokens_details"] == {
+        "reasoning_tokens": 60}
+    estimated = AnswerStream()
+    estimated.feed(UpstreamChunk("12345678"))
+    estimated.end()
+    plain = main_call_record(estimated, CTX, prompt=PROMPT, started_at=AT,
+                             first_token_at=None, finished_at=AT)
+    assert plain.reasoning_tokens is None
+    assert "completion_tokens_details" not in plain.as_metadata()["response"]["usage"]
+    side = side_call_record(CTX, stage="title", description="Thread title", messages=PROMPT,
+                            started_at=AT, finished_at=AT, status="complete",
+                            completion=Completion("A title", ProviderUsage(5, 9, 14, 4), None))
+    assert side.reasoning_tokens == 4

@@ -18,12 +18,13 @@ START = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)
 
 
 def call(model: str, prompt: int = 10, completion: int = 2, *, stage: str = "main",
-         cost: float | None = 0.001, after_s: int = 0) -> CallRecord:
+         cost: float | None = 0.001, after_s: int = 0, reasoning: int | None = None
+         ) -> CallRecord:
     started = START + dt.timedelta(seconds=after_s)
     return CallRecord(stage=stage, model=model, prompt_tokens=prompt,
                       completion_tokens=completion, cost_usd=cost, usage_source="provider",
                       started_at=started, finished_at=started, first_token_at=None,
-                      status="complete")
+                      status="complete", reasoning_tokens=reasoning)
 
 
 def test_every_main_call_carries_a_message() -> None:
@@ -59,7 +60,18 @@ def test_unknown_cost_stays_none_and_known_costs_add_exactly() -> None:
     assert figures.as_dict() == {
         "total_tokens": 121, "prompt_tokens": 100, "completion_tokens": 20,
         "message_count": 0, "llm_call_count": 10, "cost_usd": 1.0, "unpriced_call_count": 1,
+        "reasoning_tokens": 0,
     }
+
+
+def test_reasoning_tokens_add_up_and_a_call_that_reported_none_adds_zero() -> None:
+    deltas = deltas_by_model([call("r", 10, 50, reasoning=40), call("r", 10, 5),
+                              call("r", 1, 9, stage="title", reasoning=7)])
+    assert (deltas["r"].completion_tokens, deltas["r"].reasoning_tokens) == (64, 47)
+    total = UsageFigures()
+    total.add(deltas["r"])
+    total.add(deltas["r"])
+    assert total.as_dict()["reasoning_tokens"] == 94
 
 
 def test_exact_cost_is_at_the_rollup_scale() -> None:

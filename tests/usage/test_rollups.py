@@ -45,9 +45,9 @@ async def test_rollup_equals_raw_after_a_mixed_workload(
         assert await verify(db, day) == []
 
     # spot checks a user would notice on the bill
-    total, _, _, messages, calls, cost, unpriced = rows[("alice", DAY1, "gpt-4o")]
-    # 3 main calls on day 1 (provider, estimated, partial at 23:59:59)
-    assert (total, messages, calls, unpriced) == (3533, 3, 3, 0)
+    total, _, _, messages, calls, cost, unpriced, reasoning = rows[("alice", DAY1, "gpt-4o")]
+    # 3 main calls on day 1 (provider, estimated, partial at 23:59:59), one that reasoned
+    assert (total, messages, calls, unpriced, reasoning) == (3533, 3, 3, 0, 150)
     assert cost == pytest.approx(0.0045 + 0.00375 + 0.00233)
     # the title call is counted (tokens, a call) but its turn is credited to the main model
     assert rows[("alice", DAY1, "gpt-4o-mini")][:5] == (25, 20, 5, 0, 1)
@@ -59,6 +59,7 @@ async def test_rollup_equals_raw_after_a_mixed_workload(
     assert rows[("alice", DAY3, "local-llama")][5] is None
     # one message with a main and a summary call on the same model counts once
     assert rows[("bob", DAY3, "gpt-4o")][:5] == (275, 250, 25, 1, 2)
+    assert rows[("bob", DAY3, "gpt-4o")][7] == 3 and rows[("bob", DAY1, "gpt-4o")][7] == 0
     # the failed turn without calls added nothing: day 3 of alice is the one estimated turn
     assert [k for k in rows if k[:2] == ("alice", DAY3)] == [("alice", DAY3, "local-llama")]
     assert rows[("alice", DAY3, "local-llama")][3] == 1
@@ -104,7 +105,8 @@ async def test_verify_names_each_tampered_figure(
                         .where(UserTokenUsage.user_id == "bob",
                                UserTokenUsage.period_start == DAY3)
                         .values(completion_tokens=UserTokenUsage.completion_tokens - 1,
-                                cost_usd=UserTokenUsage.cost_usd + 0.000000001))
+                                cost_usd=UserTokenUsage.cost_usd + 0.000000001,
+                                reasoning_tokens=0))
         await s.execute(delete(UserTokenUsage).where(UserTokenUsage.user_id == "alice",
                                                      UserTokenUsage.period_start == DAY1,
                                                      UserTokenUsage.model == "gpt-4o-mini"))
@@ -113,6 +115,7 @@ async def test_verify_names_each_tampered_figure(
     assert {(m.user_id, m.model, m.field, m.rollup, m.raw) for m in day3} == {
         ("bob", "gpt-4o", "completion_tokens", 24, 25),
         ("bob", "gpt-4o", "cost_usd", Decimal("0.000875001"), Decimal("0.000875000")),
+        ("bob", "gpt-4o", "reasoning_tokens", 0, 3),
     }
     day1 = await verify(db, DAY1)
     assert {m.field for m in day1} == set(USAGE_FIELDS)

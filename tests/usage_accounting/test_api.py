@@ -4,15 +4,17 @@ model server, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import httpx
 import pytest
 
+from app.demo_llm.scenarios import chat_input, count_tokens, plan_reply
 from app.store.db import Database
 from app.usage import rollups as usage_rollups
 from tests.e2e.helpers import keyed_client, messages, new_thread
-from tests.support.gateway import LiveGateway, post_turn
+from tests.support.gateway import DemoLlm, LiveGateway, post_turn
 from tests.usage_accounting.workload import DAY1, DAY2, DAY3, mixed_workload
 
 
@@ -86,11 +88,16 @@ async def test_usage_by_day_and_by_model(seeded: LiveGateway) -> None:
     assert days[DAY1.isoformat()]["total_tokens"] == 25 + 1200 + 1500 + 833
     assert days[DAY1.isoformat()]["message_count"] == 3
     assert days[DAY1.isoformat()]["llm_call_count"] == 4
+    # the reasoning tokens the provider reported (part of completion_tokens); 0 when none
+    assert days[DAY1.isoformat()]["reasoning_tokens"] == 150
+    assert days[DAY2.isoformat()]["reasoning_tokens"] == 0
     models = {row["model"]: row for row in by_model["rows"]}
     assert set(models) == {"gpt-4o", "gpt-4o-mini", "local-llama"}
     # an unpriced model: cost null, not 0, with the number of calls it is missing
     assert models["local-llama"]["cost_usd"] is None
     assert models["local-llama"]["unpriced_call_count"] == 2
+    assert (models["gpt-4o"]["reasoning_tokens"], models["local-llama"]["reasoning_tokens"]) == (
+        150, 0)
     assert models["gpt-4o"]["cost_usd"] == pytest.approx(0.0045 + 0.00375 + 0.00233 + 0.00525)
     assert by_day["totals"] == by_model["totals"]
     assert by_day["totals"]["unpriced_call_count"] == 2
@@ -177,3 +184,26 @@ async def test_usage_needs_a_key(seeded: LiveGateway) -> None:
             response = await anonymous.get(path)
             assert response.status_code == 401
             assert response.json()["error"]["code"] == "unauthorized"
+
+
+async def test_a_thinking_models_reasoning_tokens_reach_the_call_and_the_usage(
+        seeded: LiveGateway, demo_llm: DemoLlm) -> None:
+    """The demo model thinks ([think]) and reports its reasoning tokens: they are stored
+    with the main call, shown in its metadata entry and summed by the usage API."""
+    async with await keyed_client(seeded, "thinker") as client:
+        thread_id = await new_thread(client)
+        question = "why is the sea salty? [think]"
+        result = await post_turn(client, thread_id, question)
+        assert result.one("message_end")["status"] == "complete"
+        stored = (await messages(client, thread_id))[-1]
+        usage = await _get(client, "/api/usage", group_by="model")
+    body = next(r["body"] for r in reversed(demo_llm.requests(50))
+                if r["body"].get("stream") and question in json.dumps(r["body"]))
+    reply = plan_reply(chat_input(body["messages"]))
+    expected = count_tokens(reply.thinking_sent(len(reply.pieces)))
+    [main] = [c for c in stored["metadata"]["processingDetails"]["llm_calls"]
+              if c["stage"] == "main"]
+    assert main["response"]["usage"]["completion_tokens_details"] == {
+        "reasoning_tokens": expected}
+    assert usage["totals"]["reasoning_tokens"] == expected > 0
+    assert usage["totals"]["completion_tokens"] >= expected

@@ -36,11 +36,13 @@ async def test_verify_backfill_verify(
         await s.execute(update(UserTokenUsage)
                         .where(UserTokenUsage.user_id == "bob",
                                UserTokenUsage.period_start == DAY3)
-                        .values(total_tokens=UserTokenUsage.total_tokens + 1000))
+                        .values(total_tokens=UserTokenUsage.total_tokens + 1000,
+                                reasoning_tokens=0))
     tampered = usage_cli(database_url, "verify")
     assert tampered.returncode == 1, tampered.stdout + tampered.stderr
-    assert "MISMATCH: 1 figure(s) differ" in tampered.stdout
+    assert "MISMATCH: 2 figure(s) differ" in tampered.stdout
     assert "bob" in tampered.stdout and "1275" in tampered.stdout and "275" in tampered.stdout
+    assert "reasoning_tokens" in tampered.stdout  # the summary call's 3 lost
     # another day is still clean, and --day looks at that day only
     assert usage_cli(database_url, "verify", "--day", DAY2.isoformat()).returncode == 0
     assert usage_cli(database_url, "verify", "--day", DAY3.isoformat()).returncode == 1

@@ -41,7 +41,7 @@ def store_clock(monkeypatch: pytest.MonkeyPatch, moment: dt.datetime) -> Iterato
 
 def call(model: str, prompt: int, completion: int, *, stage: str = "main",
          source: str = "provider", cost: float | None = 0.001, status: str = "complete",
-         ) -> CallRecord:
+         reasoning: int | None = None) -> CallRecord:
     started = at(DAY1)
     return CallRecord(
         stage=stage, model=model, prompt_tokens=prompt, completion_tokens=completion,
@@ -49,6 +49,7 @@ def call(model: str, prompt: int, completion: int, *, stage: str = "main",
         usage_source=source,  # type: ignore[arg-type]
         started_at=started, first_token_at=started + dt.timedelta(milliseconds=300),
         finished_at=started + dt.timedelta(seconds=2), status=status,
+        reasoning_tokens=reasoning,
     )
 
 
@@ -88,7 +89,8 @@ async def mixed_workload(db: Database, monkeypatch: pytest.MonkeyPatch) -> Workl
                           await new_thread(db, "bob"))
     turns: list[tuple[Thread, dt.datetime, list[CallRecord], str]] = [
         (alice, at(DAY1, 9), [call("gpt-4o-mini", 20, 5, stage="title", cost=0.000006),
-                              call("gpt-4o", 1000, 200, cost=0.0045)], "complete"),
+                              call("gpt-4o", 1000, 200, cost=0.0045, reasoning=150)],
+         "complete"),
         (alice, at(DAY1, 10), [call("gpt-4o", 1500, 0, source="estimated", cost=0.00375)],
          "complete"),
         (alice, dt.datetime(2026, 11, 20, 23, 59, 59, tzinfo=dt.UTC),
@@ -103,7 +105,8 @@ async def mixed_workload(db: Database, monkeypatch: pytest.MonkeyPatch) -> Workl
         (alice2, at(DAY3, 8), [], "failed"),
         (bob, at(DAY1, 15), [call("gpt-4o", 100, 10, cost=0.00035)], "complete"),
         (bob, at(DAY3, 16), [call("gpt-4o", 200, 20, cost=0.0007),
-                             call("gpt-4o", 50, 5, stage="summary", cost=0.000175)], "complete"),
+                             call("gpt-4o", 50, 5, stage="summary", cost=0.000175,
+                                  reasoning=3)], "complete"),
     ]
     expected: dict[tuple[str, dt.date, str], int] = {}
     for thread, moment, calls, status in turns:
@@ -122,7 +125,7 @@ async def rollup_rows(db: Database) -> dict[tuple[str, dt.date, str], tuple[obje
     return {
         (r.user_id, r.period_start, r.model): (
             r.total_tokens, r.prompt_tokens, r.completion_tokens, r.message_count,
-            r.llm_call_count, r.cost_usd, r.unpriced_call_count)
+            r.llm_call_count, r.cost_usd, r.unpriced_call_count, r.reasoning_tokens)
         for r in rows
     }
 

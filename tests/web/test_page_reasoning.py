@@ -14,6 +14,7 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from app.store.models import Message
+from app.turns import events as turn_events
 from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import (
     BROWSER_TESTS,
@@ -27,7 +28,7 @@ from tests.web.page_helpers import (
 
 #: Until the reasoning backend (messages.reasoning, the `reasoning` SSE event) is merged, the
 #: page's part has nothing to show: these tests say so loudly instead of failing.
-BACKEND = hasattr(Message, "reasoning")
+BACKEND = hasattr(Message, "reasoning") and hasattr(turn_events, "Reasoning")
 pytestmark = [*BROWSER_TESTS, pytest.mark.skipif(
     not BACKEND, reason="the reasoning backend (spec v1.2) is not on this branch yet")]
 QUESTION = "[think] Tell me about tides"

@@ -21,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
+from app.sanitize import clean_text
 from app.store.models import Message, Thread, table_of
 
 #: The tables, for the Core statements of the histories.
@@ -90,30 +91,36 @@ CHECKPOINT_CALLS = "checkpoint_calls"
 async def checkpoint_contents(
     s: AsyncSession, contents: Mapping[uuid.UUID, str], *, now: dt.datetime,
     calls: Mapping[uuid.UUID, list[dict[str, Any]]] | None = None,
+    reasonings: Mapping[uuid.UUID, str] | None = None,
 ) -> None:
-    """The partial text of streams still running, one executemany for all of them, and for
+    """The partial text of streams still running, one executemany per shape of row, and for
     those in `calls` their calls so far (the row's metadata: nothing else writes it while
-    it streams). Only rows still `streaming` are written: a finished (or swept) row is never
-    overwritten by a checkpoint that lost the race. (No count: asyncpg's executemany reports
-    none.)"""
-    calls = calls or {}
-    plain = [{"mid": mid, "text": text, "at": now} for mid, text in contents.items()
-             if mid not in calls]
-    with_calls = [{"mid": mid, "text": text, "at": now, "meta": {CHECKPOINT_CALLS: calls[mid]}}
-                  for mid, text in contents.items() if mid in calls]
-    if plain:
-        await s.execute(_checkpoint_statement(False), plain)
-    if with_calls:
-        await s.execute(_checkpoint_statement(True), with_calls)
+    it streams), for those in `reasonings` their reasoning so far (what the user saw of the
+    thinking, kept should the process die). Only rows still `streaming` are written: a
+    finished (or swept) row is never overwritten by a checkpoint that lost the race. (No
+    count: asyncpg's executemany reports none.)"""
+    calls, reasonings = calls or {}, reasonings or {}
+    shapes: dict[tuple[bool, bool], list[dict[str, Any]]] = {}
+    for mid, text in contents.items():
+        row: dict[str, Any] = {"mid": mid, "text": text, "at": now}
+        if mid in calls:
+            row["meta"] = {CHECKPOINT_CALLS: calls[mid]}
+        if reasonings.get(mid):
+            row["reasoning"] = clean_text(reasonings[mid])
+        shapes.setdefault((mid in calls, "reasoning" in row), []).append(row)
+    for (with_calls, with_reasoning), rows in shapes.items():
+        await s.execute(_checkpoint_statement(with_calls, with_reasoning), rows)
 
 
 @functools.cache
-def _checkpoint_statement(with_calls: bool) -> Any:
-    """The checkpoint's UPDATE, with the metadata or without."""
+def _checkpoint_statement(with_calls: bool, with_reasoning: bool) -> Any:
+    """The checkpoint's UPDATE, with the metadata or without, the reasoning or without."""
     table = table_of(Message)
     values: dict[str, Any] = {"content": bindparam("text")}
     if with_calls:
         values["metadata"] = bindparam("meta", type_=table.c.metadata.type)
+    if with_reasoning:
+        values["reasoning"] = bindparam("reasoning", type_=table.c.reasoning.type)
     return (
         update(table)
         .where(table.c.id == bindparam("mid"), table.c.status == "streaming")

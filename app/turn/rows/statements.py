@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
+from app.sanitize import clean_text
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.models import Followup, LlmCall, Message, Thread, table_of
 from app.store.ownership import owned_id
@@ -33,7 +34,8 @@ INSERTED_COLUMNS = {
     "id": "id", "thread_id": "thread_id", "user_id": "user_id", "role": "role",
     "content": "content", "metadata": "meta", "status": "status", "synthetic": "synthetic",
     "trigger_type": "trigger_type", "created_at": "created_at", "updated_at": "updated_at",
-    "completed_at": "completed_at", "stream_process": "stream_process"}
+    "completed_at": "completed_at", "stream_process": "stream_process",
+    "reasoning": "reasoning", "reasoning_ms": "reasoning_ms"}
 
 
 def check_length(content: str, max_chars: int) -> None:
@@ -56,7 +58,7 @@ def new_rows(request: OpeningRequest, user_at: dt.datetime | None, assistant_at:
         "synthetic": False, "trigger_type": None, "created_at": assistant_at,
         "updated_at": assistant_at, "completed_at": None,
         # the process streaming it: the row is swept soon after that process dies
-        "stream_process": request.process_id,
+        "stream_process": request.process_id, "reasoning": None, "reasoning_ms": None,
     }
 
 
@@ -80,6 +82,7 @@ def _user_values(request: OpeningRequest, content: str, now: dt.datetime) -> dic
         "synthetic": is_synthetic,
         "trigger_type": clean_meta.get("trigger_type") if is_synthetic else None,
         "created_at": now, "updated_at": now, "completed_at": now, "stream_process": None,
+        "reasoning": None, "reasoning_ms": None,
     }
 
 
@@ -160,7 +163,8 @@ FINISH_MESSAGE = (
     .where(MESSAGES.c.id == bindparam("message_id", type_=MESSAGES.c.id.type),
            MESSAGES.c.completed_at.is_(None))
     .values({column: bindparam(f"new_{column}", type_=MESSAGES.c[column].type)
-             for column in ("content", "metadata", "status", "completed_at", "updated_at")})
+             for column in ("content", "metadata", "status", "completed_at", "updated_at",
+                            "reasoning", "reasoning_ms")})
     .returning(*MESSAGES.c)
 )
 #: Whether a message exists, when its finish stored nothing.
@@ -175,9 +179,24 @@ def finish_params(finished: FinishedMessage) -> dict[str, Any]:
         raise ValueError("a finished message cannot be streaming")
     content, metadata = clean_message(finished.content, finished.metadata)
     now = utcnow()
+    reasoning = stored_reasoning(finished.reasoning)
     return {"message_id": finished.message_id, "now": now, "new_content": content,
             "new_metadata": metadata, "new_status": finished.status,
-            "new_completed_at": now, "new_updated_at": now}
+            "new_completed_at": now, "new_updated_at": now, "new_reasoning": reasoning,
+            "new_reasoning_ms": _thinking_ms(finished.reasoning_ms, reasoning)}
+
+
+def _thinking_ms(ms: int | None, reasoning: str | None) -> int | None:
+    """The thinking time as stored: none without reasoning, never negative (the wall clock
+    may step back while a model thinks)."""
+    return max(0, ms) if ms is not None and reasoning is not None else None
+
+
+def stored_reasoning(reasoning: str | None) -> str | None:
+    """An answer's reasoning as its column holds it: storable text, NULL when there was
+    none (an empty reasoning is none, and has no thinking time: the page shows no "Thought
+    for" for it)."""
+    return clean_text(reasoning) if reasoning else None
 
 
 def not_finished(message_id: uuid.UUID, *, found: bool) -> MessageNotFound | MessageAlreadyFinished:
@@ -197,7 +216,7 @@ def call_values(call: CallRecord, now: dt.datetime) -> dict[str, Any]:
         "usage_source": call.usage_source, "started_at": call.started_at,
         "first_token_at": call.first_token_at, "finished_at": call.finished_at,
         "duration_ms": call.duration_ms, "status": call.status, "error": call.error,
-        "created_at": now,
+        "reasoning_tokens": call.reasoning_tokens, "created_at": now,
     }
 
 

@@ -28,6 +28,7 @@ from app.turn.rows import (
     Opened,
     OpeningRequest,
     Refused,
+    SweptAnswer,
     turn_rows,
 )
 from app.turn.rows import messages as messages_store
@@ -542,3 +543,72 @@ async def test_a_thread_is_free_again_once_its_answer_finished(db: Database) -> 
     await finish(db, first.assistant.id, "done", calls=[], metadata={})
     again = await open_rows(db, thread, None)
     assert again.assistant.status == "streaming"
+
+
+async def test_a_finish_stores_the_reasoning_apart_and_its_calls_reasoning_tokens(
+        db: Database) -> None:
+    """The answer's reasoning and thinking time in their own columns (the text and the
+    metadata untouched by them), each call's reasoning tokens in its row and in the day's
+    rollup; an answer without reasoning stores NULL for both, a call that reported none
+    adds 0."""
+    thread = await new_thread(db)
+    _, thought = await turn(db, thread, "q", "Hello!", reasoning="I should greet.",
+                            reasoning_ms=1250, metadata={"tokens": 150},
+                            calls=[call("r1", 100, 50, reasoning=30)])
+    _, plain = await turn(db, thread, "q2", "Plain.", reasoning="", reasoning_ms=7,
+                          calls=[call("r1", 10, 5), call("r1", 10, 5, stage="title",
+                                                             reasoning=2)])
+    assert (thought.content, thought.reasoning, thought.reasoning_ms) == (
+        "Hello!", "I should greet.", 1250)
+    assert thought.meta == {"tokens": 150}
+    assert (plain.reasoning, plain.reasoning_ms) == (None, None)
+    _, stepped = await turn(db, thread, "q3", "Later.", reasoning="hmm", reasoning_ms=-40,
+                            calls=[])
+    assert (stepped.reasoning, stepped.reasoning_ms) == ("hmm", 0)
+    async with db.read() as s:
+        stored = await s.get(Message, thought.id)
+        tokens = (await s.execute(select(LlmCall.message_id, LlmCall.stage,
+                                         LlmCall.reasoning_tokens))).all()
+        [usage] = (await s.execute(select(UserTokenUsage))).scalars().all()
+    assert stored is not None and stored.reasoning == "I should greet."
+    assert sorted((m == thought.id, stage, n) for m, stage, n in tokens) == [
+        (False, "main", None), (False, "title", 2), (True, "main", 30)]
+    assert (usage.completion_tokens, usage.reasoning_tokens) == (60, 32)
+
+
+async def test_a_bill_and_a_swept_bill_count_reasoning_tokens(db: Database) -> None:
+    rows = turn_rows(db)
+    await rows.bill("carol", [call("m", 100, 20, reasoning=12), call("m", 1, 1)])
+    thread = await new_thread(db, "carol")
+    opened = await open_rows(db, thread, "q")
+    async with db.transaction() as s:
+        await rows.bill_swept(s, [SweptAnswer(opened.assistant.id, thread.id, "carol",
+                                              [call("m", 5, 5, reasoning=4)])])
+    async with db.read() as s:
+        tokens = sorted((await s.scalars(select(LlmCall.reasoning_tokens))).all(),
+                        key=lambda n: -1 if n is None else n)
+        [usage] = (await s.execute(select(UserTokenUsage))).scalars().all()
+    assert tokens == [None, 4, 12]
+    assert (usage.llm_call_count, usage.reasoning_tokens) == (3, 16)
+
+
+async def test_a_checkpoint_keeps_the_reasoning_the_user_saw(db: Database) -> None:
+    """A running answer's reasoning so far is written with its text, so a crash keeps it;
+    a checkpoint without reasoning leaves what an earlier one wrote, and none is written
+    over a finished row."""
+    thread, other = await new_thread(db), await new_thread(db)
+    running = (await open_rows(db, thread, "q")).assistant
+    done = (await open_rows(db, other, "q")).assistant
+    await finish(db, done.id, "final", reasoning="final thoughts", calls=[])
+    async with db.transaction() as s:
+        await messages_store.checkpoint_contents(
+            s, {running.id: "", done.id: "x"}, now=utcnow(),
+            reasonings={running.id: "thinking so far", done.id: "stale"})
+    async with db.transaction() as s:
+        await messages_store.checkpoint_contents(s, {running.id: "Hel"}, now=utcnow())
+    async with db.read() as s:
+        first, second = await s.get(Message, running.id), await s.get(Message, done.id)
+    assert first is not None and (first.content, first.reasoning, first.status) == (
+        "Hel", "thinking so far", "streaming")
+    assert second is not None and (second.content, second.reasoning) == (
+        "final", "final thoughts")
