@@ -6,6 +6,11 @@ gateway saw them (one `warning` event per FilterWarning, one `finish` event), an
 message it produced. `replay()` runs the chunks through the same MarkerFilter the gateway
 uses and says, chunk by chunk, what was emitted and which warnings were raised, and whether
 the result is the stored content. The JSON form is the trace file of scripts/replay_stream.py.
+
+A reasoning model's stream has a second channel: the finish event keeps the raw reasoning
+field deltas, each with its place among the content chunks, the reasoning stored and the
+format and tag the gateway split with; the replay runs both channels through the same
+ReasoningSplit in that order (a trace without them replays as a plain stream did).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.sanitize import clean_text
-from app.stream import FilterWarning, MarkerFilter
+from app.stream import REASONING_FORMATS, FilterWarning, ReasoningFormat, ReasoningSplit
 
 TRACE_FORMAT = "chatgate.stream_trace"
 TRACE_VERSION = 1
@@ -52,6 +57,28 @@ class Trace:
         """Whether the gateway closed the filter (an interrupted stream is not closed: only
         what was already emitted was stored)."""
         return bool(self.finish.get("filter_closed", True))
+
+    @property
+    def reasoning_chunks(self) -> list[tuple[int, str]]:
+        """The raw reasoning field deltas, each with how many content chunks preceded it."""
+        pieces = self.finish.get("reasoning_chunks") or []
+        return [(int(place), str(text)) for place, text in pieces]
+
+    @property
+    def stored_reasoning(self) -> str:
+        """The reasoning the gateway stored for the stream ("" for none)."""
+        return str(self.finish.get("reasoning") or "")
+
+    @property
+    def reasoning_format(self) -> ReasoningFormat:
+        """The format the gateway split with; `none` for a trace from before the split (the
+        gateway then showed a leading <think> block as text, and the replay must too)."""
+        name = self.finish.get("reasoning_format", "none")
+        return next((f for f in REASONING_FORMATS if f == name), "none")
+
+    @property
+    def reasoning_tag(self) -> str:
+        return str(self.finish.get("reasoning_tag") or "think")
 
     @property
     def recorded_warnings(self) -> list[dict[str, Any]]:
@@ -120,6 +147,8 @@ class ReplayStep:
     raw: str | None
     emitted: str
     warnings: list[FilterWarning]
+    reasoning: str = ""
+    """The reasoning this step made final (its field deltas' and the content's)."""
 
 
 @dataclass(frozen=True)
@@ -129,30 +158,47 @@ class ReplayResult:
     metadata: dict[str, Any]
     warnings: list[FilterWarning]
     matches: bool
-    """The replayed text equals the stored content."""
+    """The replayed text equals the stored content (and the reasoning the stored one)."""
     divergence: int | None
     """The first step whose output is not the stored content's continuation (None: none;
     len(steps) when the stored content is longer than the replay)."""
+    reasoning: str = ""
 
 
 def replay(trace: Trace) -> ReplayResult:
-    """Feed the chunks through a fresh MarkerFilter (closing it if the gateway did), each
-    cleaned first as the gateway does (app.sanitize)."""
-    flt = MarkerFilter()
+    """Feed the chunks through a fresh ReasoningSplit (closing it if the gateway did), each
+    cleaned first as the gateway does (app.sanitize), the reasoning deltas at their places."""
+    split = ReasoningSplit(trace.reasoning_format, trace.reasoning_tag)
+    thoughts = trace.reasoning_chunks
     steps: list[ReplayStep] = []
+    seen: list[FilterWarning] = []
+
+    def step(index: int, raw: str | None, emitted: str, thought: str) -> None:
+        new = [r for r in split.records if r not in seen]  # a few at most
+        seen.extend(new)
+        steps.append(ReplayStep(index, raw, emitted, new, thought))
+
+    t = 0
     for index, raw in enumerate(trace.chunks):
-        seen = len(flt.records)
-        emitted = flt.feed(clean_text(raw))
-        steps.append(ReplayStep(index, raw, emitted, flt.records[seen:]))
+        thought = ""
+        while t < len(thoughts) and thoughts[t][0] <= index:
+            thought += split.feed_reasoning(clean_text(thoughts[t][1]))
+            t += 1
+        emitted = split.feed(clean_text(raw))
+        step(index, raw, emitted, thought + split.take_reasoning())
+    thought = "".join(split.feed_reasoning(clean_text(text)) for _, text in thoughts[t:])
     if trace.filter_closed:
-        seen = len(flt.records)
-        emitted = flt.close()
-        steps.append(ReplayStep(len(trace.chunks), None, emitted, flt.records[seen:]))
-    content = "".join(step.emitted for step in steps)
+        emitted = split.close()
+        step(len(trace.chunks), None, emitted, thought + split.take_reasoning())
+    elif thought:
+        step(len(trace.chunks), None, "", thought)
+    content = "".join(s.emitted for s in steps)
+    reasoning = "".join(s.reasoning for s in steps)
     return ReplayResult(
-        steps=steps, content=content, metadata=dict(flt.metadata or {}),
-        warnings=list(flt.records), matches=content == trace.stored_content,
-        divergence=_divergence(steps, trace.stored_content),
+        steps=steps, content=content, metadata=dict(split.metadata or {}),
+        warnings=list(split.records),
+        matches=content == trace.stored_content and reasoning == trace.stored_reasoning,
+        divergence=_divergence(steps, trace.stored_content), reasoning=reasoning,
     )
 
 

@@ -12,6 +12,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.database_urls import database_url_problem
+from app.stream import ReasoningFormat  # the split's own formats (pydantic names the three)
 from app.turns.pricing import load_price_table
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -24,10 +25,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "decision or finish a task."
 )
 
-
-#: How a model server's answers carry the thinking inline (pydantic refuses anything else,
-#: naming the three).
-ReasoningFormat = Literal["think", "think-prefilled", "none"]
 #: A reasoning tag's name: what may stand between `<` and `>` with nothing to escape.
 REASONING_TAG = re.compile(r"[A-Za-z0-9_-]+")
 

@@ -1,12 +1,17 @@
 """Benchmark of MarkerFilter against a pass-through that only returns each chunk.
 
-    .venv/bin/python scripts/bench_filter.py [--runs 5]
+    .venv/bin/python scripts/bench_filter.py [--runs 5] [--split/--no-split]
 
 Prints chunks/s and MB/s (10^6 UTF-8 bytes of model output per second), the median of
 several runs, for a realistic ~200 KB markdown answer and for adversarial inputs, plus
 the peak hold-back the filter reported. Targets (docs/markers.md): >= 1,000,000 chunks/s
 for 4-character chunks of ordinary text, >= 100 MB/s in 4 KB chunks, and 1 MB fed one
 character at a time costing at most 1.5x per character what 250 KB costs.
+
+With `--split` (the default) each input also runs, in the same rounds, through the
+ReasoningSplit an answer's content goes through (format `think`): the inputs start with no
+`<think>`, so this is the plain-answer path every answer pays, and the table shows how much
+slower it is than the bare filter, fastest run against fastest run (target: at most 10 %).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.stream import MarkerFilter
+from app.stream import MarkerFilter, ReasoningSplit
 
 app = typer.Typer(add_completion=False)
 
@@ -92,16 +97,27 @@ class Timing:
     seconds: float
     peak_held_back: int
     peak_buffered: int
+    best: float = 0.0
+    """The fastest run: what the split-vs-filter ratio compares (load from other processes
+    on a shared machine only ever adds time, so the minimum is the steadiest figure)."""
 
 
-def run(factory: Callable[[], MarkerFilter | PassThrough], chunks: list[str]) -> Timing:
+Feeder = MarkerFilter | ReasoningSplit | PassThrough
+
+
+def run(factory: Callable[[], Feeder], chunks: list[str]) -> Timing:
     f = factory()
-    feed = f.feed
     start = time.perf_counter()
-    for chunk in chunks:
-        feed(chunk)
+    if isinstance(f, ReasoningSplit):
+        for chunk in chunks:
+            f.feeder.feed(chunk)  # as the answer feeds it (app.turns.answer)
+    else:
+        for chunk in chunks:
+            f.feed(chunk)
     f.close()
     seconds = time.perf_counter() - start
+    if isinstance(f, ReasoningSplit):
+        f = f.content_filter
     if isinstance(f, MarkerFilter):
         return Timing(seconds, f.peak_held_back, f.peak_buffered)
     return Timing(seconds, 0, 0)
@@ -112,17 +128,24 @@ def median_of(timings: list[Timing]) -> Timing:
         statistics.median(t.seconds for t in timings),
         timings[0].peak_held_back,
         timings[0].peak_buffered,
+        min(t.seconds for t in timings),
     )
 
 
 def medians(
-    factory: Callable[[], MarkerFilter | PassThrough], inputs: list[list[str]], runs: int
-) -> list[Timing]:
-    """Median per input; the inputs take turns in every round, so a burst of load from
-    other processes on the machine hits them alike (this matters for the 1 MB / 250 KB
-    ratio)."""
-    rounds = [[run(factory, chunks) for chunks in inputs] for _ in range(runs)]
-    return [median_of([r[k] for r in rounds]) for k in range(len(inputs))]
+    factories: list[Callable[[], Feeder]], inputs: list[list[str]], runs: int
+) -> list[list[Timing]]:
+    """Median per factory and input; the factories and inputs take turns in every round, so
+    a burst of load from other processes on the machine hits them alike (this matters for
+    the 1 MB / 250 KB ratio and for the split-vs-filter comparison)."""
+    rounds = [
+        [[run(factory, chunks) for chunks in inputs] for factory in factories]
+        for _ in range(runs)
+    ]
+    return [
+        [median_of([r[f][k] for r in rounds]) for k in range(len(inputs))]
+        for f in range(len(factories))
+    ]
 
 
 @dataclass
@@ -157,7 +180,11 @@ def cases() -> list[Case]:
 
 
 @app.command()
-def main(runs: int = typer.Option(5, help="runs per measurement; the median is shown")) -> None:
+def main(
+    runs: int = typer.Option(5, help="runs per measurement; the median is shown"),
+    with_split: bool = typer.Option(
+        True, "--split/--no-split", help="also time the reasoning split's plain-answer path"),
+) -> None:
     console = Console(width=150)
     table = Table(title=f"MarkerFilter vs pass-through (median of {runs} runs)")
     for column in (
@@ -170,6 +197,7 @@ def main(runs: int = typer.Option(5, help="runs per measurement; the median is s
         "pass MB/s",
         "peak held",
         "peak buffered",
+        *(("split chunks/s", "split vs filter (best)") if with_split else ()),
     ):
         table.add_column(column, justify="left" if column == "input" else "right")
     per_char: dict[str, float] = {}
@@ -178,9 +206,14 @@ def main(runs: int = typer.Option(5, help="runs per measurement; the median is s
     groups.append([c for c in all_cases if c.chunk_size == 1])
     for group in groups:
         inputs = [split(case.text, case.chunk_size) for case in group]
-        filtered = medians(MarkerFilter, inputs, runs)
-        floors = medians(PassThrough, inputs, runs)
-        for case, chunks, timing, floor in zip(group, inputs, filtered, floors, strict=True):
+        factories: list[Callable[[], Feeder]] = [MarkerFilter, PassThrough]
+        if with_split:
+            factories.append(ReasoningSplit)
+        filtered, floors, *rest = medians(factories, inputs, runs)
+        splits = rest[0] if rest else floors
+        for case, chunks, timing, floor, through_split in zip(
+            group, inputs, filtered, floors, splits, strict=True
+        ):
             megabytes = len(case.text.encode()) / 1e6
             if case.chunk_size == 1:
                 per_char[case.name] = timing.seconds / len(case.text)
@@ -194,6 +227,14 @@ def main(runs: int = typer.Option(5, help="runs per measurement; the median is s
                 f"{megabytes / floor.seconds:,.1f}",
                 f"{timing.peak_held_back:,}",
                 f"{timing.peak_buffered:,}",
+                *(
+                    (
+                        f"{len(chunks) / through_split.seconds:,.0f}",
+                        f"{(through_split.best / timing.best - 1) * 100:+.1f} %",
+                    )
+                    if with_split
+                    else ()
+                ),
             )
     console.print(table)
     ratio = per_char["markdown 1 MB"] / per_char["markdown 250 KB"]

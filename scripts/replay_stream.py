@@ -168,6 +168,13 @@ def print_report(trace: Trace, result: ReplayResult, warnings_only: bool) -> Non
                        "manual edit): the trace's finish content differs", style="yellow"))
     if finish.get("sanitized"):
         out.print(Text(f"note: the trace was sanitised on write: {finish['sanitized']}"))
+    if result.reasoning or trace.stored_reasoning:
+        same = result.reasoning == trace.stored_reasoning
+        stored_note = "same as stored" if same else f"stored: {trace.stored_reasoning[:80]!r}"
+        out.print(Text(f"reasoning ({len(trace.reasoning_chunks)} field deltas, format "
+                       f"{trace.reasoning_format}, tag {trace.reasoning_tag}): "
+                       f"{result.reasoning[:80]!r} ({stored_note})",
+                       style="" if same else "bold red"))
     if result.matches:
         out.print(Text("replay == stored content: yes", style="green"))
     else:
@@ -182,9 +189,11 @@ def report_json(trace: Trace, result: ReplayResult) -> dict[str, Any]:
         "divergence": result.divergence, "content": result.content,
         "stored_content": trace.stored_content, "metadata": result.metadata,
         "stored_metadata": trace.stored_metadata,
+        "reasoning": result.reasoning, "stored_reasoning": trace.stored_reasoning,
         "warnings": [warning_json(w) for w in result.warnings],
         "recorded_warnings": trace.recorded_warnings,
         "steps": [{"index": s.index, "raw": s.raw, "emitted": s.emitted,
+                   "reasoning": s.reasoning,
                    "warnings": [warning_json(w) for w in s.warnings]} for s in result.steps],
     }
 

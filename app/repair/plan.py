@@ -2,6 +2,13 @@
 
 Content is what the MarkerFilter makes of the stored text: the one implementation the gateway
 uses, so a repaired row is exactly what the gateway would store today.
+
+Reasoning (spec v1.2): a stored content is the answer side already. The gateway split any
+leading `<think>` block off before it stored the row, and a row whose text begins with a
+literal `<think>` showed it as text; splitting it again would take words the user saw. So the
+content is re-derived as the split's content channel in format `none` (the marker rules
+alone, which is strip_markers), and the row's reasoning column is never read or written
+here: a repair keeps it as it is.
 """
 
 from __future__ import annotations

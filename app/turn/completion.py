@@ -182,8 +182,10 @@ class CompletionCall:
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(utcnow().timestamp())
         # raw chunks only for a stored stream's trace (the tracer observes thread turns)
+        reasoning_format, reasoning_tag = deps.reasoning
         self.choices = ChoiceSet(request.n, keep_raw=view is not None
-                                 and deps.settings.trace_streams != "off")
+                                 and deps.settings.trace_streams != "off",
+                                 reasoning_format=reasoning_format, reasoning_tag=reasoning_tag)
         self.draft = ContextDraft(summary=view.thread_summary if view else None)
         self.closing = Closing(thread_id=view.thread_id if view else None,
                                message_id=view.message_id if view else None)
@@ -208,7 +210,7 @@ class CompletionCall:
         try:
             if self.view is not None:
                 self._lease.checkpoint(self.view.message_id, lambda: self.choices.first.content,
-                                       self._calls_so_far)
+                                       self._calls_so_far, lambda: self.choices.first.reasoning)
             for handler in self._handlers:
                 await handler.before_main(self.draft)
             settings = self.deps.settings

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from app.settings import Settings
 from app.store.db import Database
+from app.stream import ReasoningFormat
 from app.turn.checkpoints import Checkpointer
 from app.turn.observers import TurnObserver
 from app.turn.opening_places import OpeningPlaces
@@ -41,3 +42,9 @@ class TurnDeps:
 
     def __post_init__(self) -> None:
         self.rows = turn_rows(self.db)
+
+    @property
+    def reasoning(self) -> tuple[ReasoningFormat, str]:
+        """The reasoning format and tag name every answer is split with
+        (CHATGATE_REASONING_FORMAT, CHATGATE_REASONING_TAG)."""
+        return self.settings.reasoning_format, self.settings.reasoning_tag

@@ -2,10 +2,10 @@
 connection, and every reconnection after a drop) follow the same stream from where each one
 is. The turn's task appends; readers wait for more.
 
-Positions are absolute: event `i` is the turn's i-th event (0 is `Started`, then the deltas,
-whose `seq` is their position, then the closing events). The log is bounded: past
-`max_events`, the oldest events are dropped and a reader behind them is told so
-(`LogTrimmed`). Per event, the cost is one list append and one wakeup."""
+Positions are absolute: event `i` is the turn's i-th event (0 is `Started`, then the deltas
+and reasoning pieces, whose one shared `seq` is their position, then the closing events).
+The log is bounded: past `max_events`, the oldest events are dropped and a reader behind
+them is told so (`LogTrimmed`). Per event, the cost is one list append and one wakeup."""
 
 from __future__ import annotations
 

@@ -34,10 +34,14 @@ from app.upstream import UpstreamError
 
 
 class WithText(Protocol):
-    """What the loop reads of a chunk itself: its text (the first marks the first token)."""
+    """What the loop reads of a chunk itself: its text and its reasoning (the first of either
+    marks the first token)."""
 
     @property
     def text(self) -> str: ...
+
+    @property
+    def reasoning(self) -> str: ...
 
 
 ChunkIn = TypeVar("ChunkIn", contravariant=True)
@@ -101,7 +105,7 @@ class TurnLoop(Generic[ChunkT, OutT]):
                 answer, lease, mark = self.answer, self._lease, self._recorder.mark_first_token
                 async with aclosing(chunks):
                     async for chunk in chunks:
-                        if chunk.text:
+                        if chunk.text or chunk.reasoning:
                             mark()
                         out = answer.feed(chunk)
                         if warnings := answer.take_warnings():

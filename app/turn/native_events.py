@@ -4,14 +4,26 @@ writes, each event one frame of app.api.sse's shape."""
 from __future__ import annotations
 
 from app.api.sse import frame, json_bytes
-from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
+from app.turns.events import (
+    Delta,
+    Ended,
+    Failed,
+    Metadata,
+    Reasoning,
+    Started,
+    TurnEvent,
+    Usage,
+)
 
 
 def encode(event: TurnEvent) -> bytes:
-    """A turn event in the native format (docs/api.md): deltas carry `id:` = their count."""
+    """A turn event in the native format (docs/api.md): deltas and reasoning pieces carry
+    `id:` = their place in the one count of both (what Last-Event-ID resumes from)."""
     match event:
         case Delta(text, seq):
             return b"id: %d\nevent: delta\ndata: %b\n\n" % (seq, json_bytes({"text": text}))
+        case Reasoning(text, seq):
+            return b"id: %d\nevent: reasoning\ndata: %b\n\n" % (seq, json_bytes({"text": text}))
         case Started(thread_id, user_message_id, message_id):
             return frame("message_start", {
                 "thread_id": str(thread_id), "user_message_id": str(user_message_id),

@@ -2,8 +2,9 @@
 
 A resume reads, in this order of preference: the turn's log in this process (TurnRuns), its
 log in Redis (another process runs or ran it), or, when no log is left, the stored message
-as one `CatchUp`. It answers from position `last_event_id + 1` (the deltas' `id:` is their
-log position), so a client that kept what it received gets every event once.
+as one `CatchUp`. It answers from position `last_event_id + 1` (the `id:` of a delta or a
+reasoning piece is its log position: one count for both channels), so a client that kept
+what it received gets every event of both once.
 
 Refusals (`ResumeRefused`, rendered as JSON errors):
   404 not_found               no such assistant message in this thread for this user

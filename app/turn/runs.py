@@ -27,7 +27,7 @@ from app.records import FinalStatus
 from app.turn.event_log import TurnLog
 from app.turn.service import STOP_REQUEST, Turn
 from app.turn.share import PRESENCE_TTL_MS, SharedTurns
-from app.turns.events import Delta, Ended, TurnEvent
+from app.turns.events import Delta, Ended, Reasoning, TurnEvent
 
 log = get_logger("services.turn_runs")
 
@@ -83,7 +83,7 @@ class TurnRun:
             async with aclosing(turn.events()) as events:
                 async for event in events:
                     self.log.append(event)
-                    if self.readers and isinstance(event, Delta):
+                    if self.readers and isinstance(event, Delta | Reasoning):
                         self._deltas_ahead += 1
                         if self._deltas_ahead > PACE_AHEAD:
                             await self._read_up_to(self.log.end)

@@ -41,7 +41,7 @@ from app.turn.opening import (
 from app.turn.persist import TurnStore
 from app.turn.rows import ThreadGuard
 from app.turns.answer import AnswerStream
-from app.turns.events import Started, TurnEvent
+from app.turns.events import AnswerOut, Started, TurnEvent
 from app.turns.finish import (
     StoreResult,
     TurnOutcome,
@@ -90,7 +90,10 @@ class Turn:
     def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
         self._lease = lease or TurnLease(None, None)
-        self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off")
+        reasoning_format, reasoning_tag = deps.reasoning
+        self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off",
+                                   reasoning_format=reasoning_format,
+                                   reasoning_tag=reasoning_tag)
         self.draft = ContextDraft(summary=view.thread_summary)
         self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
                         "message_id": str(view.message_id)}
@@ -104,7 +107,7 @@ class Turn:
         self.stopped_by: str | None = None
         self._closing: list[TurnEvent] = []
         self.store_result: StoreResult | None = None
-        self._loop: TurnLoop[UpstreamChunk, TurnEvent] = TurnLoop(
+        self._loop: TurnLoop[UpstreamChunk, TurnEvent | AnswerOut] = TurnLoop(
             self.answer, self._lease, self.draft.recorder, log=log, name="turn",
             finish=self.finish)
 
@@ -127,12 +130,17 @@ class Turn:
         """The turn's events in order. Closing or cancelling this iterator interrupts the
         turn; it is stored either way (the loop's finish, app.turn.loop)."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
-        self._lease.checkpoint(self.message_id, lambda: self.answer.content, self._calls_so_far)
+        self._lease.checkpoint(self.message_id, lambda: self.answer.content, self._calls_so_far,
+                               lambda: self.answer.reasoning)
         started = Started(self.view.thread_id, self.view.user_message_id, self.message_id)
         async with aclosing(self._loop.run(self._open_chunks, first=(started,),
                                            prepare=self._prepare, stage="llm_calls")) as events:
-            async for event in events:
-                yield event
+            async for out in events:
+                if isinstance(out, tuple):  # a chunk that ended the thinking: its two events
+                    yield out[0]
+                    yield out[1]
+                else:
+                    yield out
         for event in self.closing_events:
             yield event
 

@@ -43,6 +43,10 @@ def finish_event(outcome: TurnOutcome, finished: FinishedMessage) -> dict[str, A
         "finish_reason": outcome.finish_reason,
         "error": outcome.failure.code if outcome.failure else None,
         "chunks": outcome.text_chunks, "content": finished.content,
+        # the other channel (app.replay feeds both): kept in the event, the trace's JSON
+        "reasoning": finished.reasoning or "",
+        "reasoning_chunks": [list(piece) for piece in outcome.raw_reasoning or ()],
+        "reasoning_format": outcome.reasoning_format, "reasoning_tag": outcome.reasoning_tag,
     }
 
 

@@ -3,9 +3,15 @@ store, which is exactly the concatenation of the deltas, whatever ends the strea
 
     answer = AnswerStream()
     for chunk in chunks:                  # UpstreamChunk
-        delta = answer.feed(chunk)        # Delta | None
+        out = answer.feed(chunk)          # Delta | Reasoning | (Reasoning, Delta) | None
     last = answer.end()                   # or answer.fail(failure); nothing when the client left
     answer.content == "".join(every delta's text)
+    answer.reasoning == "".join(every reasoning event's text)
+
+Both channels go through the one reasoning split (app.stream.reasoning): the chunk's
+reasoning field first, then its text (R is the field followed by the inline thinking). Delta
+and Reasoning events share one `seq` counter, so a client resuming after event N gets both
+channels from there on.
 
 Each raw chunk is cleaned the way the store cleans (NUL removed, lone surrogates replaced)
 *before* the MarkerFilter: what a client sees stays what is stored, a lone surrogate cannot
@@ -15,10 +21,13 @@ cleaning the whole output."""
 
 from __future__ import annotations
 
+import datetime as dt
+
+from app.clock import Clock, utcnow
 from app.records import FinalStatus
 from app.sanitize import SanitizeReport, clean_text
-from app.stream import FilterWarning, JsonObject, MarkerFilter
-from app.turns.events import Delta, TurnFailure
+from app.stream import FilterWarning, JsonObject, ReasoningFormat, ReasoningSplit
+from app.turns.events import AnswerOut, Delta, Reasoning, TurnFailure
 from app.turns.inputs import ProviderUsage, UpstreamChunk
 
 
@@ -26,10 +35,19 @@ class AnswerStream:
     """The state of one answer. `status` starts `interrupted`: an answer nobody ended (the
     client left, the task was cancelled) is stored as such, with only what was sent."""
 
-    def __init__(self, *, keep_raw: bool = False) -> None:
-        self._filter = MarkerFilter()
+    def __init__(self, *, keep_raw: bool = False, reasoning_format: ReasoningFormat = "think",
+                 reasoning_tag: str = "think", clock: Clock = utcnow) -> None:
+        self._split = ReasoningSplit(reasoning_format, reasoning_tag)
+        #: The reasoning format and tag the split runs with (a trace replays with them).
+        self.reasoning_format, self.reasoning_tag = reasoning_format, reasoning_tag
         self._parts: list[str] = []
-        self._warnings_taken = 0
+        self._thoughts: list[str] = []
+        self._seq = 0
+        self._clock = clock
+        self._thinking_from: dt.datetime | None = None
+        self._thinking_ms: int | None = None
+        self._content_taken = 0
+        self._reasoning_taken = 0
         self.sanitized = SanitizeReport()
         self.status: FinalStatus = "interrupted"
         self.failure: TurnFailure | None = None
@@ -38,37 +56,50 @@ class AnswerStream:
         self.usage: ProviderUsage | None = None
         #: Chunks that carried answer text.
         self.text_chunks = 0
-        #: UTF-8 size of the raw answer text: the completion estimate when no usage came.
+        #: UTF-8 size of the raw answer and reasoning text: the completion estimate when no
+        #: usage came (thinking is completion tokens too).
         self.raw_bytes = 0
         #: The raw chunks themselves, only when asked for (stream traces replay them).
         self.raw_chunks: list[str] | None = [] if keep_raw else None
+        #: The raw reasoning field deltas, likewise, each with its place: how many raw
+        #: content chunks came before it (a replay feeds both channels in their order).
+        self.raw_reasoning: list[tuple[int, str]] | None = [] if keep_raw else None
         self.filter_closed = False
 
-    def feed(self, chunk: UpstreamChunk) -> Delta | None:
-        """One upstream chunk; returns the clean text that became safe to show, if any."""
+    def feed(self, chunk: UpstreamChunk) -> AnswerOut | None:
+        """One upstream chunk; returns the clean reasoning and text that became safe to show,
+        if any."""
         self.model = chunk.model or self.model
         self.finish_reason = chunk.finish_reason or self.finish_reason
         if chunk.usage is not None:
             self.usage = chunk.usage
+        split = self._split
+        thought = self._feed_reasoning(chunk.reasoning) if chunk.reasoning else ""
         raw = chunk.text
         if not raw:
-            return None
+            return self._reasoning(thought) if thought else None
         self.text_chunks += 1
         self.raw_bytes += len(raw.encode("utf-8", "surrogatepass"))
         if self.raw_chunks is not None:
             self.raw_chunks.append(raw)
-        return self._delta(self._filter.feed(clean_text(raw, self.sanitized)))
+        feeder = split.feeder  # the content filter itself once the answer is known plain
+        text = feeder.feed(clean_text(raw, self.sanitized))
+        if feeder is split or thought:  # only the split itself makes reasoning final
+            return self._both(thought + split.take_reasoning(), text)
+        return self._delta(text)
 
-    def end(self) -> Delta | None:
+    def end(self) -> AnswerOut | None:
         """The model server finished the answer: resolve what the filter holds."""
         self.status = "complete"
         return self._close()
 
-    def fail(self, failure: TurnFailure, *, flush: bool) -> Delta | None:
+    def fail(self, failure: TurnFailure, *, flush: bool) -> AnswerOut | None:
         """The answer failed. `flush`: the stream had been opened, so what the filter holds
         is resolved as at a normal end (the text before a failure is real answer text)."""
         self.status = "failed"
         self.failure = failure
+        if not flush:
+            self._stop_thinking()
         return self._close() if flush else None
 
     @property
@@ -76,33 +107,84 @@ class AnswerStream:
         return "".join(self._parts)
 
     @property
+    def reasoning(self) -> str:
+        """All the reasoning shown so far, joined (what is stored apart from the content)."""
+        return "".join(self._thoughts)
+
+    @property
+    def reasoning_ms(self) -> int | None:
+        """Thinking time: from the first reasoning shown to the first answer text shown (or
+        to the end when no text came; while still thinking, until now). None: no reasoning."""
+        if self._thinking_ms is not None or self._thinking_from is None:
+            return self._thinking_ms
+        return self._ms_since(self._thinking_from)
+
+    @property
     def metadata(self) -> JsonObject | None:
         """The merged METADATA objects of the answer so far, or None."""
-        return self._filter.metadata
+        return self._split.metadata
 
     @property
     def warning_names(self) -> list[str]:
-        return list(self._filter.warnings)
+        return self._split.warnings
 
     @property
     def warnings(self) -> list[FilterWarning]:
-        return list(self._filter.records)
+        return self._split.records
 
     def take_warnings(self) -> list[FilterWarning]:
         """The warnings raised since the last call (each is reported once)."""
-        records = self._filter.records
-        new = records[self._warnings_taken:]
-        self._warnings_taken = len(records)
+        split = self._split
+        content, reasoning = split.content_records, split.reasoning_records
+        if len(content) == self._content_taken and len(reasoning) == self._reasoning_taken:
+            return []
+        new = reasoning[self._reasoning_taken:] + content[self._content_taken:]
+        self._content_taken, self._reasoning_taken = len(content), len(reasoning)
         return new
 
-    def _close(self) -> Delta | None:
+    def _feed_reasoning(self, raw: str) -> str:
+        self.raw_bytes += len(raw.encode("utf-8", "surrogatepass"))
+        if self.raw_reasoning is not None:
+            self.raw_reasoning.append((self.text_chunks, raw))
+        return self._split.feed_reasoning(clean_text(raw, self.sanitized))
+
+    def _close(self) -> AnswerOut | None:
         if self.filter_closed:
             return None
         self.filter_closed = True
-        return self._delta(self._filter.close())
+        split = self._split
+        text = split.close()
+        out = self._both(split.take_reasoning(), text)
+        self._stop_thinking()
+        return out
+
+    def _both(self, thought: str, text: str) -> AnswerOut | None:
+        reasoning = self._reasoning(thought) if thought else None
+        delta = self._delta(text)
+        if reasoning is None:
+            return delta
+        return reasoning if delta is None else (reasoning, delta)
+
+    def _reasoning(self, text: str) -> Reasoning:
+        if self._thinking_from is None:
+            self._thinking_from = self._clock()
+        self._thoughts.append(text)
+        self._seq += 1
+        return Reasoning(text, self._seq)
 
     def _delta(self, text: str) -> Delta | None:
         if not text:
             return None
+        if self._thinking_from is not None and self._thinking_ms is None:
+            self._stop_thinking()
         self._parts.append(text)
-        return Delta(text, len(self._parts))
+        self._seq += 1
+        return Delta(text, self._seq)
+
+    def _stop_thinking(self) -> None:
+        """The thinking is over (text came, or the answer ended): its time is fixed."""
+        if self._thinking_from is not None and self._thinking_ms is None:
+            self._thinking_ms = self._ms_since(self._thinking_from)
+
+    def _ms_since(self, moment: dt.datetime) -> int:
+        return max(0, round((self._clock() - moment).total_seconds() * 1000))

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.records import CallRecord, FinalStatus
-from app.stream import FilterWarning, JsonObject
+from app.stream import FilterWarning, JsonObject, ReasoningFormat
 from app.turns.answer import AnswerStream
 from app.turns.estimate import estimate_tokens_of_size
-from app.turns.events import Delta, TurnFailure
+from app.turns.events import AnswerOut, Delta, Reasoning, TurnFailure
 from app.turns.inputs import ProviderUsage, UpstreamChunk
 from app.turns.usage import CallContext, main_call_record
 
@@ -42,6 +42,7 @@ class ChoicePiece:
     text: str = ""
     tool_calls: tuple[dict[str, Any], ...] = ()
     finish_reason: str | None = None
+    reasoning: str = ""
 
 
 @dataclass(slots=True)
@@ -60,6 +61,12 @@ class ChoiceChunk:
                        for piece in self.pieces)
 
     @property
+    def reasoning(self) -> str:
+        """The reasoning field text of every choice in this chunk (the first of it ends the
+        first-token wait too: a model thinks before it answers)."""
+        return "".join(piece.reasoning for piece in self.pieces)
+
+    @property
     def finish_reason(self) -> str | None:
         return next((p.finish_reason for p in self.pieces if p.finish_reason), None)
 
@@ -69,18 +76,32 @@ class ChoiceChunk:
         choice 0 (the closing usage chunk has no choices) has no text."""
         for piece in self.pieces:
             if piece.index == 0:
-                return UpstreamChunk(piece.text, self.usage, self.model, piece.finish_reason)
+                return UpstreamChunk(piece.text, self.usage, self.model, piece.finish_reason,
+                                     piece.reasoning)
         return UpstreamChunk("", self.usage, self.model)
 
 
 @dataclass(frozen=True, slots=True)
 class ChoiceDelta:
-    """What one choice shows now: clean text, tool call deltas, or (at the end) its finish."""
+    """What one choice shows now: clean text, clean reasoning, tool call deltas, or (at the
+    end) its finish."""
 
     index: int
     text: str = ""
     tool_calls: tuple[dict[str, Any], ...] = ()
     finish_reason: str | None = None
+    reasoning: str = ""
+
+
+def choice_deltas(index: int, out: AnswerOut | None) -> list[ChoiceDelta]:
+    """One choice's answer output as ChoiceDeltas: its reasoning, then its text."""
+    if out is None:
+        return []
+    if isinstance(out, Delta):
+        return [ChoiceDelta(index, out.text)]
+    if isinstance(out, Reasoning):
+        return [ChoiceDelta(index, reasoning=out.text)]
+    return [ChoiceDelta(index, reasoning=out[0].text), ChoiceDelta(index, out[1].text)]
 
 
 @dataclass
@@ -115,8 +136,11 @@ class Choice:
 class ChoiceSet:
     """Every choice of one call; see the module docstring."""
 
-    def __init__(self, n: int = 1, *, keep_raw: bool = False) -> None:
+    def __init__(self, n: int = 1, *, keep_raw: bool = False,
+                 reasoning_format: ReasoningFormat = "think",
+                 reasoning_tag: str = "think") -> None:
         self._keep_raw = keep_raw
+        self._reasoning = reasoning_format, reasoning_tag
         self.choices: dict[int, Choice] = {}
         for index in range(n):
             self._choice(index)
@@ -134,7 +158,10 @@ class ChoiceSet:
 
     def _choice(self, index: int) -> Choice:
         if index not in self.choices:
-            self.choices[index] = Choice(index, AnswerStream(keep_raw=self._keep_raw))
+            reasoning_format, reasoning_tag = self._reasoning
+            self.choices[index] = Choice(index, AnswerStream(
+                keep_raw=self._keep_raw, reasoning_format=reasoning_format,
+                reasoning_tag=reasoning_tag))
         return self.choices[index]
 
     def feed(self, chunk: ChoiceChunk) -> list[ChoiceDelta]:
@@ -145,10 +172,11 @@ class ChoiceSet:
         for piece in chunk.pieces:
             choice = self._choice(piece.index)
             choice.finish_reason = piece.finish_reason or choice.finish_reason
-            delta = choice.answer.feed(UpstreamChunk(piece.text, model=chunk.model,
-                                                     finish_reason=piece.finish_reason))
-            if delta is not None:
-                out.append(ChoiceDelta(piece.index, delta.text))
+            shown = choice.answer.feed(UpstreamChunk(piece.text, model=chunk.model,
+                                                     finish_reason=piece.finish_reason,
+                                                     reasoning=piece.reasoning))
+            if shown is not None:
+                out += choice_deltas(piece.index, shown)
             if piece.tool_calls:
                 choice.merge_tool_calls(piece.tool_calls)
                 choice.answer.raw_bytes += sum(len(str(c)) for c in piece.tool_calls)
@@ -163,10 +191,10 @@ class ChoiceSet:
         """The call failed: with `flush`, the text the filters held (it is real answer text);
         no finish is sent, the client is told of the failure instead."""
         held = [(c, c.answer.fail(failure, flush=flush)) for c in self._ordered()]
-        return [ChoiceDelta(c.index, d.text) for c, d in held if d is not None]
+        return [d for c, shown in held for d in choice_deltas(c.index, shown)]
 
-    def _close(self, held: list[tuple[Choice, Delta | None]]) -> list[ChoiceDelta]:
-        out = [ChoiceDelta(c.index, d.text) for c, d in held if d is not None]
+    def _close(self, held: list[tuple[Choice, AnswerOut | None]]) -> list[ChoiceDelta]:
+        out = [d for c, shown in held for d in choice_deltas(c.index, shown)]
         return out + [ChoiceDelta(c.index, finish_reason=c.finish_reason or "stop")
                       for c, _ in held]
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
+from app.turns.events import (
+    Delta,
+    Ended,
+    Failed,
+    Metadata,
+    Reasoning,
+    Started,
+    TurnEvent,
+    Usage,
+)
 
 
 class BadEvent(ValueError):
@@ -21,6 +30,8 @@ def event_to_json(event: TurnEvent) -> dict[str, Any]:
     match event:
         case Delta(text, seq):
             return {"k": "delta", "text": text, "seq": seq}
+        case Reasoning(text, seq):
+            return {"k": "reasoning", "text": text, "seq": seq}
         case Started(thread_id, user_message_id, message_id):
             return {"k": "started", "thread_id": str(thread_id),
                     "user_message_id": str(user_message_id), "message_id": str(message_id)}
@@ -49,6 +60,8 @@ def _decode(data: dict[str, Any]) -> TurnEvent:
     kind = data["k"]
     if kind == "delta":
         return Delta(str(data["text"]), int(data["seq"]))
+    if kind == "reasoning":
+        return Reasoning(str(data["text"]), int(data["seq"]))
     if kind == "started":
         return Started(uuid.UUID(data["thread_id"]), uuid.UUID(data["user_message_id"]),
                        uuid.UUID(data["message_id"]))

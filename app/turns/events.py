@@ -3,7 +3,9 @@ native SSE endpoint, the follow-up worker, later others) renders them in its own
 none of them reaches inside the turn.
 
     Started     once, first: the ids of the turn's two messages
-    Delta       clean answer text, safe to show; `seq` counts deltas from 1
+    Reasoning   clean reasoning text (the model's thinking), shown apart from the answer
+    Delta       clean answer text, safe to show; `seq` counts Reasoning and Delta events
+                together from 1 (one counter: a resume from an id replays both channels)
     Metadata    the answer's METADATA, after the message is stored
     Usage       the turn's token and cost totals, after the message is stored
     Ended       the stored status (and why the gateway ended it, when it did so to stop
@@ -47,6 +49,17 @@ class Delta:
 
 
 @dataclass(frozen=True, slots=True)
+class Reasoning:
+    text: str
+    seq: int
+
+
+#: What an answer state returns for one chunk: a reasoning piece, a text piece, or both (the
+#: reasoning first: a chunk that closes the thinking and starts the answer).
+AnswerOut = Delta | Reasoning | tuple[Reasoning, Delta]
+
+
+@dataclass(frozen=True, slots=True)
 class Metadata:
     values: dict[str, Any]
 
@@ -75,4 +88,4 @@ class Failed:
     message: str
 
 
-TurnEvent = Started | Delta | Metadata | Usage | Ended | Failed
+TurnEvent = Started | Delta | Reasoning | Metadata | Usage | Ended | Failed

@@ -41,6 +41,11 @@ class TurnOutcome:
     started: float
     first_token: float | None
     calls: tuple[CallRecord, ...]
+    #: The raw reasoning field deltas with their places (see AnswerStream.raw_reasoning),
+    #: when the raw chunks are kept; the format and tag the split ran with.
+    raw_reasoning: tuple[tuple[int, str], ...] | None = None
+    reasoning_format: str = "think"
+    reasoning_tag: str = "think"
 
 
 def outcome_of(answer: AnswerStream, recorder: TurnRecorder, *, model: str) -> TurnOutcome:
@@ -51,6 +56,9 @@ def outcome_of(answer: AnswerStream, recorder: TurnRecorder, *, model: str) -> T
         raw_chunks=tuple(raw) if raw is not None else None, warnings=tuple(answer.warnings),
         filter_closed=answer.filter_closed, started=recorder.started,
         first_token=recorder.first_token, calls=tuple(recorder.calls),
+        raw_reasoning=(tuple(answer.raw_reasoning) if answer.raw_reasoning is not None
+                       else None),
+        reasoning_format=answer.reasoning_format, reasoning_tag=answer.reasoning_tag,
     )
 
 
@@ -121,6 +129,8 @@ def finished_message(
         metadata=answer.sanitized.merge_into(metadata),
         status=answer.status,
         llm_calls=list(recorder.calls),
+        reasoning=answer.reasoning or None,
+        reasoning_ms=answer.reasoning_ms if answer.reasoning else None,
     )
 
 

@@ -22,14 +22,16 @@ class ProviderUsage:
 @dataclass(slots=True)
 class UpstreamChunk:
     """One chunk: its answer text (may be empty), and the usage, model name and finish reason
-    when this chunk carries them. Read-only by convention, not frozen: one is built for every
-    chunk of every answer, and a frozen dataclass's __init__ (object.__setattr__ per field)
-    costs about four times a plain slots one's."""
+    when this chunk carries them, and its reasoning field text (the delta's
+    `reasoning_content` or `reasoning`; empty for most models). Read-only by convention, not
+    frozen: one is built for every chunk of every answer, and a frozen dataclass's __init__
+    (object.__setattr__ per field) costs about four times a plain slots one's."""
 
     text: str
     usage: ProviderUsage | None = None
     model: str | None = None
     finish_reason: str | None = None
+    reasoning: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@ The streamed request goes over the shared httpx client (app.upstream.sending: re
 errors) and its body is read by hand (app.upstream.wire), so a cut or malformed answer is
 told from a whole one; the short non-streamed calls go through the openai SDK.
 
-The first-token deadline (from sending the request to the first content delta) is separate
+The first-token deadline (from sending the request to the first content or reasoning delta:
+a reasoning model's thinking is its first token) is separate
 from the read timeout (the longest silence between bytes once the answer flows): a model may
 think long before it starts, but must not stall mid-answer. The answer deadline
 (`max_answer_s` from sending the request) bounds the whole answer: a model that drips a token
@@ -95,12 +96,15 @@ def _as_params(messages: Sequence[Mapping[str, Any]]) -> list[ChatCompletionMess
 
 
 class StreamChunk(Protocol):
-    """What the stream reads of any parsed chunk: its text (the first-token deadline ends
-    with the first) and its finish reason (an answer without one and without [DONE] is
-    cut)."""
+    """What the stream reads of any parsed chunk: its text and its reasoning (the first-token
+    deadline ends with the first of either: a long think is the model at work) and its
+    finish reason (an answer without one and without [DONE] is cut)."""
 
     @property
     def text(self) -> str: ...
+
+    @property
+    def reasoning(self) -> str: ...
 
     @property
     def finish_reason(self) -> str | None: ...
@@ -149,7 +153,7 @@ class UpstreamStream:
                     return
                 chunk = parse(decode(data))
                 finished = finished or chunk.finish_reason is not None
-                if chunk.text:
+                if chunk.text or chunk.reasoning:
                     self._first_token_deadline = None
                 yield chunk
         if not finished:

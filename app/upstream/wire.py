@@ -157,7 +157,12 @@ def _piece(choice: Any) -> ChoicePiece:
     finish = choice.get("finish_reason")
     if finish is not None and finish.__class__ is not str:
         raise bad_response("finish_reason_not_string")
-    return ChoicePiece(index, content or "", tool_calls, finish or None)
+    reasoning = delta.get("reasoning_content")
+    if reasoning is None:
+        reasoning = delta.get("reasoning")
+    if reasoning is not None and reasoning.__class__ is not str:
+        raise bad_response("reasoning_not_string")
+    return ChoicePiece(index, content or "", tool_calls, finish or None, reasoning or "")
 
 
 def error_detail(error: Any) -> str:

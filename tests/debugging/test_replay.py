@@ -8,6 +8,8 @@ import pytest
 
 from app.replay import Trace, TraceFormatError, replay, trace_from_json, trace_to_json
 from app.stream import MarkerFilter
+from app.turns.answer import AnswerStream
+from app.turns.inputs import UpstreamChunk
 
 SEED_BUG_CHUNKS = [
     '<!-- MSG_CONTEXT: {"history": []} -->\n<!-- METADATA: {"language": "cs"}Aha, chápu.',
@@ -85,3 +87,48 @@ def test_trace_file_round_trip_keeps_every_field() -> None:
 def test_a_bad_trace_file_says_what_is_wrong(data: object, problem: str) -> None:
     with pytest.raises(TraceFormatError, match=problem):
         trace_from_json(data)
+
+
+def reasoning_trace(chunks: list[UpstreamChunk], **split: str) -> tuple[Trace, AnswerStream]:
+    """A trace as the gateway writes one for a reasoning answer (its finish event carries
+    the raw reasoning deltas with their places, the stored reasoning and the format)."""
+    answer = AnswerStream(keep_raw=True, **split)  # type: ignore[arg-type]
+    for chunk in chunks:
+        answer.feed(chunk)
+    answer.end()
+    assert answer.raw_chunks is not None and answer.raw_reasoning is not None
+    finish = {"type": "finish", "filter_closed": True, "content": answer.content,
+              "reasoning": answer.reasoning,
+              "reasoning_chunks": [list(p) for p in answer.raw_reasoning],
+              "reasoning_format": answer.reasoning_format,
+              "reasoning_tag": answer.reasoning_tag}
+    trace = Trace(message_id="m", thread_id="t", user_id="u", model="demo-1",
+                  status="complete", chunks=list(answer.raw_chunks), events=[finish],
+                  created_at=None, stored_content=answer.content)
+    return trace_from_json(json.loads(json.dumps(trace_to_json(trace)))), answer
+
+
+def test_a_reasoning_stream_replays_both_channels_in_their_order() -> None:
+    trace, answer = reasoning_trace([
+        UpstreamChunk("", reasoning="Field "), UpstreamChunk("<think>in", reasoning="then "),
+        UpstreamChunk("line <!-- MSG_CONTEXT: {} --></th"), UpstreamChunk("ink>Answer."),
+    ])
+    result = replay(trace)
+    assert result.matches and (result.content, result.reasoning) == (
+        "Answer.", "Field then inline")
+    assert (answer.content, answer.reasoning) == (result.content, result.reasoning)
+    assert [w.kind for w in result.warnings] == ["markers_in_reasoning"]
+    # the deltas before the first text are fed before it: step 0 shows them and its "in"
+    assert [s.reasoning for s in result.steps][:2] == ["Field then in", "line"]
+
+
+def test_a_reasoning_trace_replays_with_the_format_it_was_split_with() -> None:
+    trace, _ = reasoning_trace([UpstreamChunk("thought</reason>Shown")],
+                               reasoning_format="think-prefilled", reasoning_tag="reason")
+    result = replay(trace)
+    assert result.matches and (result.content, result.reasoning) == ("Shown", "thought")
+
+
+def test_a_trace_from_before_the_split_shows_a_think_block_as_the_gateway_did() -> None:
+    chunks = ["<think>x</think>", "y"]
+    assert replay(make_trace(chunks, "<think>x</think>y")).matches

@@ -7,12 +7,22 @@ import uuid
 import pytest
 
 from app.turns.event_codec import BadEvent, event_from_json, event_to_json, is_last
-from app.turns.events import Delta, Ended, Failed, Metadata, Started, TurnEvent, Usage
+from app.turns.events import (
+    Delta,
+    Ended,
+    Failed,
+    Metadata,
+    Reasoning,
+    Started,
+    TurnEvent,
+    Usage,
+)
 
 IDS = [uuid.uuid4() for _ in range(3)]
 EVENTS: list[TurnEvent] = [
     Started(IDS[0], IDS[1], IDS[2]),
     Delta("Ahoj <b>světe</b> \u2028 😀", 7),
+    Reasoning("Přemýšlím… <think>", 6),
     Metadata({"language": "cs", "sources": ["https://example.com"], "awaiting": None}),
     Usage(185, 108, 293, None, "estimated"),
     Usage(1, 2, 3, 0.000123, "provider"),
@@ -28,7 +38,7 @@ def test_every_event_comes_back_equal(event: TurnEvent) -> None:
 
 
 def test_only_the_closing_events_end_a_stream() -> None:
-    assert [is_last(e) for e in EVENTS] == [False] * 5 + [True, True, True]
+    assert [is_last(e) for e in EVENTS] == [False] * 6 + [True, True, True]
 
 
 @pytest.mark.parametrize("data", [{"k": "nonsense"}, {"k": "delta", "text": "x"}, {}])

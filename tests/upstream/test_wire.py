@@ -6,14 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.turns.choices import ChoicePiece
+from app.turns.inputs import UpstreamChunk
 from app.upstream import UpstreamError
-from app.upstream.wire import MAX_EVENT_BYTES, model_name, sse_data
+from app.upstream import client as client_module
+from app.upstream.client import UpstreamStream
+from app.upstream.wire import (
+    MAX_EVENT_BYTES,
+    model_name,
+    parse_choice_chunk,
+    parse_chunk,
+    sse_data,
+)
 
 BODY = (b": keep-alive\n\n"
         b"data: {\"a\": 1}\n\n"
@@ -68,3 +80,48 @@ def test_a_model_name_is_cleaned_and_cut_the_same_way_each_time() -> None:
     odd = "gpt\x00-4\n" + "o" * 300
     assert model_name(odd) == model_name(odd) == ("gpt-4" + "o" * 300)[:255]
     assert model_name("") is None and model_name(None) is None
+
+
+def parsed_piece(delta: dict[str, object]) -> ChoicePiece:
+    return parse_choice_chunk({"choices": [{"index": 0, "delta": delta}]}).pieces[0]
+
+
+def test_a_reasoning_delta_is_read_from_either_field() -> None:
+    assert parsed_piece({"reasoning_content": "hmm"}).reasoning == "hmm"
+    assert parsed_piece({"reasoning": "hmm"}).reasoning == "hmm"
+    both = parsed_piece({"reasoning_content": "a", "reasoning": "b", "content": "x"})
+    assert (both.reasoning, both.text) == ("a", "x")  # reasoning_content wins
+    assert parsed_piece({"reasoning_content": None, "content": "x"}).reasoning == ""
+    first = parse_chunk({"choices": [{"index": 0, "delta": {"reasoning": "r"}}]})
+    assert (first.text, first.reasoning) == ("", "r")
+
+
+@pytest.mark.parametrize("value", [1, ["a"], {"text": "a"}, True])
+def test_a_reasoning_field_that_is_no_text_is_a_bad_response(value: object) -> None:
+    with pytest.raises(UpstreamError) as bad:
+        parsed_piece({"reasoning_content": value})
+    assert bad.value.code == "upstream_bad_response"
+
+
+def test_a_reasoning_delta_ends_the_first_token_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model that thinks for longer than the first-token timeout still answers: its first
+    reasoning delta is its first token. The clock jumps past the deadline after it."""
+    events = [{"choices": [{"index": 0, "delta": {"reasoning_content": "Let me think"}}]},
+              {"choices": [{"index": 0, "delta": {"content": "Done."},
+                            "finish_reason": "stop"}]}]
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    now = [1000.0]
+    monkeypatch.setattr(client_module.time, "monotonic", lambda: now[0])
+
+    async def read() -> list[UpstreamChunk]:
+        response = httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                  stream=httpx.ByteStream(body + b"data: [DONE]\n\n"))
+        stream = UpstreamStream(response, deadline=now[0] + 5)
+        got = []
+        async for chunk in stream.chunks():
+            got.append(chunk)
+            now[0] += 60  # long past the first-token deadline
+        return got
+
+    chunks = asyncio.run(read())
+    assert [(c.reasoning, c.text) for c in chunks] == [("Let me think", ""), ("", "Done.")]

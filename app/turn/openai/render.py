@@ -1,7 +1,9 @@
 """The call in OpenAI's wire format: `chat.completion.chunk` objects for a stream, one
 `chat.completion` for a whole reply, and the `chatgate` extension field (clients ignore
 fields they do not know) with what only the gateway can say: the answer's METADATA, the
-filter's warnings, the cost, and where the exchange was stored."""
+filter's warnings, the cost, and where the exchange was stored. A reasoning model's thinking
+goes where DeepSeek's API and vLLM put it: `delta.reasoning_content` in a stream,
+`message.reasoning_content` in a whole reply (absent when the answer had none)."""
 
 from __future__ import annotations
 
@@ -60,6 +62,8 @@ class ChunkWriter:
 
     def delta(self, delta: ChoiceDelta) -> dict[str, Any]:
         body: dict[str, Any] = {}
+        if delta.reasoning:
+            body["reasoning_content"] = delta.reasoning
         if delta.text:
             body["content"] = delta.text
         if delta.tool_calls:
@@ -90,6 +94,8 @@ def whole_reply(call: CompletionCall, deltas: list[ChoiceDelta]) -> dict[str, An
     for index in sorted(call.choices.choices):
         choice = call.choices.choices[index]
         message: dict[str, Any] = {"role": "assistant", "content": texts.get(index, "")}
+        if reasoning := choice.answer.reasoning:
+            message["reasoning_content"] = reasoning
         if choice.tool_calls:
             message["tool_calls"] = choice.tool_calls
             message["content"] = message["content"] or None

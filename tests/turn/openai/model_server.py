@@ -6,6 +6,7 @@ so a synchronous client blocking the test's thread still gets its answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import Sequence
@@ -42,6 +43,8 @@ def raw_body(events: Sequence[str]) -> bytes:
 class ModelServer:
     def __init__(self) -> None:
         self.bodies: dict[str, bytes] = {}
+        #: Seconds between the events of a body, by key (others are sent at once).
+        self.paces: dict[str, float] = {}
         self.requests: list[dict[str, Any]] = []
         self._server: asyncio.Server | None = None
         self.base_url = ""
@@ -73,10 +76,20 @@ class ModelServer:
         if any(m.get("role") == "tool" for m in request.get("messages", [])):
             key = f"{key}.after-tool"
         body = self.bodies.get(key or "", answer_body(["no answer prepared"]))
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"content-length: " + str(len(body)).encode() + b"\r\n"
-                     b"connection: close\r\n\r\n" + body)
-        await writer.drain()
+        head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"content-length: " + str(len(body)).encode() + b"\r\n"
+                b"connection: close\r\n\r\n")
+        pace = self.paces.get(key or "")
+        if pace is None:
+            writer.write(head + body)
+        else:
+            writer.write(head)
+            for event in body.split(b"\n\n")[:-1]:
+                writer.write(event + b"\n\n")
+                await writer.drain()
+                await asyncio.sleep(pace)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
         writer.close()
 
 

@@ -1,0 +1,83 @@
+"""Every public reasoning case on a gateway configured for its format
+(CHATGATE_REASONING_FORMAT): the native SSE stream and the stored row (the messages API's
+`reasoning`), and, for the formats other than the default, /v1 with the openai SDK,
+streamed and not (the default's are in test_reasoning_surfaces.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.e2e.helpers import messages as thread_messages
+from tests.e2e.helpers import new_thread
+from tests.stream.test_reasoning_conformance import CASES
+from tests.support.gateway import GatewayPool, InProcessGateway
+from tests.support.gateway.sse import post_turn
+from tests.turn.openai.model_server import ModelServer
+from tests.turn.openai.test_reasoning_surfaces import ask, prepare
+
+MODEL = "scripted-1"
+FORMATS = ["think", "think-prefilled", "none"]
+
+
+@pytest.fixture(scope="module", params=FORMATS)
+def formatted(request: pytest.FixtureRequest, live_backend: str, model_server: ModelServer,
+              live_log_dir: Path) -> Iterator[tuple[str, InProcessGateway]]:
+    fmt: str = request.param
+    with GatewayPool(live_log_dir) as pool:
+        yield fmt, pool.start(live_backend, upstream=model_server.base_url, env={
+            "CHATGATE_TITLE_CALLS": "false", "CHATGATE_SUMMARY_CALLS": "false",
+            "CHATGATE_RATE_LIMIT_PER_MINUTE": "0", "CHATGATE_UPSTREAM_MODEL": MODEL,
+            "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10", "CHATGATE_REASONING_FORMAT": fmt,
+        })
+
+
+def cases_of(fmt: str) -> list[dict[str, Any]]:
+    return [c for c in CASES if c.get("reasoning_format", "think") == fmt]
+
+
+async def test_native_stream_and_stored_row_of_each_formats_cases(
+    formatted: tuple[str, InProcessGateway], model_server: ModelServer
+) -> None:
+    fmt, gateway = formatted
+    assert cases_of(fmt)
+    async with gateway.client(await gateway.api_key(f"native-{fmt}")) as client:
+        thread_id = await new_thread(client)
+        for case in cases_of(fmt):
+            key = prepare(model_server, case, f"native-{fmt}")
+            result = await post_turn(client, thread_id, ask(key)[0]["content"])
+            thoughts = "".join(e.data["text"] for e in result.of("reasoning"))
+            assert (thoughts, result.text) == (case["reasoning"], case["text"]), case["id"]
+            stored = (await thread_messages(client, thread_id))[-1]
+            assert stored["content"] == case["text"], case["id"]
+            assert stored["reasoning"] == (case["reasoning"] or None), case["id"]
+            assert stored["metadata"]["stream"]["warnings"] == case["warnings"], case["id"]
+
+
+async def test_openai_sdk_of_each_formats_cases(
+    formatted: tuple[str, InProcessGateway], model_server: ModelServer
+) -> None:
+    fmt, gateway = formatted
+    if fmt == "think":
+        pytest.skip("the default format's cases: test_reasoning_surfaces.py")
+    client = openai.AsyncOpenAI(base_url=gateway.url + "/v1",
+                                api_key=await gateway.api_key(f"sdk-{fmt}"), max_retries=0)
+    async with client:
+        for case in cases_of(fmt):
+            key = prepare(model_server, case, f"sdk-{fmt}")
+            stream = await client.chat.completions.create(
+                model=MODEL, messages=ask(key), stream=True)  # type: ignore[arg-type]
+            deltas = [c.choices[0].delta async for c in stream if c.choices]
+            thought = "".join(getattr(d, "reasoning_content", None) or "" for d in deltas)
+            text = "".join(d.content or "" for d in deltas)
+            assert (thought, text) == (case["reasoning"], case["text"]), case["id"]
+            whole = await client.chat.completions.create(
+                model=MODEL, messages=ask(key))  # type: ignore[arg-type]
+            message = whole.choices[0].message
+            assert message.content == case["text"], case["id"]
+            assert (message.model_extra or {}).get("reasoning_content") == (
+                case["reasoning"] or None), case["id"]
