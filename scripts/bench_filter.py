@@ -185,7 +185,7 @@ def main(
     with_split: bool = typer.Option(
         True, "--split/--no-split", help="also time the reasoning split's plain-answer path"),
 ) -> None:
-    console = Console(width=150)
+    console = Console(width=190)
     table = Table(title=f"MarkerFilter vs pass-through (median of {runs} runs)")
     for column in (
         "input",
@@ -199,7 +199,8 @@ def main(
         "peak buffered",
         *(("split chunks/s", "split vs filter (best)") if with_split else ()),
     ):
-        table.add_column(column, justify="left" if column == "input" else "right")
+        table.add_column(column, justify="left" if column == "input" else "right",
+                         no_wrap=column == "input")
     per_char: dict[str, float] = {}
     all_cases = cases()
     groups = [[c] for c in all_cases if c.chunk_size != 1]

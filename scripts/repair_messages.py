@@ -5,8 +5,11 @@
     python scripts/repair_messages.py rollback RUN_ID [--json]       # undo one --apply exactly
     python scripts/repair_messages.py runs                           # list repair runs
 
-Filters for scan/fix: --thread UUID, --user ID, --since ISO-DATETIME (naive = UTC);
---batch-size N (default 500); --database-url URL (default: the gateway's settings).
+Filters for scan/fix: --thread UUID, --user ID, --since / --before ISO-DATETIME (naive =
+UTC); --batch-size N (default 500); --database-url URL (default: the gateway's settings).
+--reasoning-format think|think-prefilled (default none: off) [--reasoning-tag think] also
+moves the leading thinking block of answers stored before the reasoning split into their
+reasoning (rule reasoning_split; rows with no reasoning only).
 The flag spelling works too: `repair_messages.py --check`, `--apply`,
 `--rollback RUN_ID` (same meanings). Exit codes: 0 ok; 1 `--check` found corrupt rows;
 2 bad arguments or unknown run id.
@@ -32,10 +35,19 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.cli import FLAG, resolve_database_url, run_cli
-from app.repair import FIX_RULES, NOTICE_RULES, RepairReport, RollbackReport, ScanFilter
+from app.repair import (
+    FIX_RULES,
+    NOTICE_RULES,
+    RepairReport,
+    Resplit,
+    RollbackReport,
+    ScanFilter,
+)
 from app.repair import service as repair_runs
 from app.repair.repository import RunSummary
+from app.settings import REASONING_TAG
 from app.store.migrations import migrated_database
+from app.stream import REASONING_FORMATS, ReasoningFormat
 
 cli = typer.Typer(
     help="Find, fix and roll back corrupted stored messages.", add_completion=False,
@@ -48,6 +60,16 @@ UserOpt = Annotated[str | None, typer.Option("--user", help="Only this user's me
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Only messages created at/after (ISO; naive=UTC).")
 ]
+BeforeOpt = Annotated[
+    str | None, typer.Option("--before", help="Only messages created before (ISO; naive=UTC).")
+]
+FormatOpt = Annotated[str, typer.Option(
+    "--reasoning-format", metavar="think|think-prefilled|none",
+    help="Also move a leading thinking block stored as text (rows from before the reasoning "
+         "split, with no reasoning) into the reasoning; the gateway's "
+         "CHATGATE_REASONING_FORMAT. Default none: off.")]
+TagOpt = Annotated[str, typer.Option(
+    "--reasoning-tag", help="The thinking tag's name (CHATGATE_REASONING_TAG).")]
 JsonOpt = Annotated[bool, typer.Option("--json", **FLAG, help="Machine-readable report on stdout.")]
 UrlOpt = Annotated[
     str | None, typer.Option("--database-url", help="Default: CHATGATE_DATABASE_URL.")
@@ -59,16 +81,31 @@ ApplyOpt = Annotated[
     bool, typer.Option("--apply", **FLAG, help="Write the fixes (default: dry run).")]
 
 
-def parse_since(value: str | None) -> dt.datetime | None:
+def parse_since(value: str | None, option: str = "--since") -> dt.datetime | None:
     """An ISO date or datetime; without a zone it is UTC (the store keeps UTC)."""
     if value is None:
         return None
     try:
         moment = dt.datetime.fromisoformat(value)
     except ValueError as error:
-        raise typer.BadParameter(f"not an ISO date/datetime: {value!r}", param_hint="--since") \
+        raise typer.BadParameter(f"not an ISO date/datetime: {value!r}", param_hint=option) \
             from error
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def parse_resplit(reasoning_format: str, tag: str) -> Resplit | None:
+    """The re-split asked for, None for `none` (today's repairs only)."""
+    if reasoning_format not in REASONING_FORMATS:
+        raise typer.BadParameter(
+            f"{reasoning_format!r} is not one of {', '.join(REASONING_FORMATS)}",
+            param_hint="--reasoning-format")
+    if not REASONING_TAG.fullmatch(tag):
+        raise typer.BadParameter(f"{tag!r} is not a tag name (letters, digits, - and _)",
+                                 param_hint="--reasoning-tag")
+    if reasoning_format == "none":
+        return None
+    fmt: ReasoningFormat = "think" if reasoning_format == "think" else "think-prefilled"
+    return Resplit(fmt, tag)
 
 
 @contextmanager
@@ -84,18 +121,20 @@ def _progress(total: int, label: str, enabled: bool) -> Iterator[repair_runs.Pro
 
 async def run_repairs(
     url: str | None, flt: ScanFilter, *, apply: bool, batch_size: int = 500,
-    samples: int = 5, show_progress: bool = False,
+    samples: int = 5, show_progress: bool = False, resplit: Resplit | None = None,
 ) -> RepairReport:
     """Scan (or apply) with a progress bar over the candidate rows."""
     async with migrated_database(resolve_database_url(url)) as db:
-        _, candidates = await repair_runs.count_for_progress(db, flt)
+        _, candidates = await repair_runs.count_for_progress(db, flt, resplit)
         label = "repairing" if apply else "scanning"
         with _progress(candidates, label, show_progress) as on_batch:
             if apply:
                 return await repair_runs.apply_repairs(
-                    db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples)
+                    db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples,
+                    resplit=resplit)
             return await repair_runs.scan_messages(
-                db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples)
+                db, flt, batch_size=batch_size, on_batch=on_batch, max_samples=samples,
+                resplit=resplit)
 
 
 async def run_rollback(url: str | None, run_id: str) -> RollbackReport:
@@ -128,9 +167,10 @@ def _sample_table(report: RepairReport) -> Table:
     for column in ("message", "rule", "before", "after"):
         table.add_column(column, overflow="fold")
     for s in report.samples:
+        moved = "" if s.reasoning_after is None else f"\nreasoning: {s.reasoning_after}"
         table.add_row(
             s.message_id[:8], s.rule, f"{s.content_before}\n{s.metadata_before}",
-            f"{s.content_after}\n{s.metadata_after}",
+            f"{s.content_after}\n{s.metadata_after}{moved}",
         )
     return table
 
@@ -173,11 +213,14 @@ def _emit_json(document: dict[str, Any]) -> None:
 def _scan_or_fix(
     *, apply: bool, check: bool, as_json: bool, url: str | None, thread: uuid.UUID | None,
     user: str | None, since: str | None, batch_size: int, samples: int,
+    before: str | None = None, reasoning_format: str = "none", reasoning_tag: str = "think",
 ) -> None:
-    flt = ScanFilter(thread_id=thread, user_id=user, since=parse_since(since))
+    flt = ScanFilter(thread_id=thread, user_id=user, since=parse_since(since),
+                     before=parse_since(before, "--before"))
+    resplit = parse_resplit(reasoning_format, reasoning_tag)
     report = asyncio.run(run_repairs(
         url, flt, apply=apply, batch_size=batch_size, samples=samples,
-        show_progress=not as_json and err.is_terminal,
+        show_progress=not as_json and err.is_terminal, resplit=resplit,
     ))
     if as_json:
         _emit_json(report.to_json())
@@ -204,10 +247,14 @@ def scan(
     check: CheckOpt = False, as_json: JsonOpt = False, database_url: UrlOpt = None,
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
     batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+    before: BeforeOpt = None, reasoning_format: FormatOpt = "none",
+    reasoning_tag: TagOpt = "think",
 ) -> None:
     """Report corrupt rows by rule, with a few before/after diffs. Writes nothing."""
     _scan_or_fix(apply=False, check=check, as_json=as_json, url=database_url, thread=thread,
-                 user=user, since=since, batch_size=batch_size, samples=samples)
+                 user=user, since=since, batch_size=batch_size, samples=samples,
+                 before=before, reasoning_format=reasoning_format,
+                 reasoning_tag=reasoning_tag)
 
 
 @cli.command()
@@ -215,10 +262,14 @@ def fix(
     apply: ApplyOpt = False, as_json: JsonOpt = False, database_url: UrlOpt = None,
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
     batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+    before: BeforeOpt = None, reasoning_format: FormatOpt = "none",
+    reasoning_tag: TagOpt = "think",
 ) -> None:
     """Dry run by default; --apply writes per batch and prints the run id."""
     _scan_or_fix(apply=apply, check=False, as_json=as_json, url=database_url, thread=thread,
-                 user=user, since=since, batch_size=batch_size, samples=samples)
+                 user=user, since=since, batch_size=batch_size, samples=samples,
+                 before=before, reasoning_format=reasoning_format,
+                 reasoning_tag=reasoning_tag)
 
 
 @cli.command()
@@ -273,6 +324,8 @@ def main(
     as_json: JsonOpt = False, database_url: UrlOpt = None,
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
     batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
+    before: BeforeOpt = None, reasoning_format: FormatOpt = "none",
+    reasoning_tag: TagOpt = "think",
 ) -> None:
     """Without a command: the flag form (--check, --apply, --rollback RUN_ID);
     with none of those, a dry run."""
@@ -285,7 +338,9 @@ def main(
         _rollback(rollback_run, as_json=as_json, url=database_url)
         return
     _scan_or_fix(apply=apply, check=check, as_json=as_json, url=database_url, thread=thread,
-                 user=user, since=since, batch_size=batch_size, samples=samples)
+                 user=user, since=since, batch_size=batch_size, samples=samples,
+                 before=before, reasoning_format=reasoning_format,
+                 reasoning_tag=reasoning_tag)
 
 
 if __name__ == "__main__":

@@ -30,25 +30,30 @@ def max_body_bytes(max_content_chars: int) -> int:
 async def _read_capped(request: Request) -> bytes:
     """The body, refused with 413 as soon as it passes the cap: never read whole into memory
     when it is absurdly large."""
-    limit = max_body_bytes(runtime(request).settings.max_content_chars)
+    max_chars = runtime(request).settings.max_content_chars
+    limit = max_body_bytes(max_chars)
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
+        raise _too_large(max_chars)
     parts: list[bytes] = []
     size = 0
     try:
         async for part in request.stream():
             size += len(part)
             if size > limit:
-                raise _too_large(limit)
+                raise _too_large(max_chars)
             parts.append(part)
     except ClientDisconnect as exc:  # nobody to answer; a 4xx keeps it out of the 500 path
         raise ApiError(400, "client_disconnected", "the client left while sending") from exc
     return b"".join(parts)
 
 
-def _too_large(limit: int) -> ApiError:
-    return ApiError(413, "body_too_large", f"the request body exceeds {limit} bytes")
+def _too_large(max_chars: int) -> ApiError:
+    """Said in the limit a writer knows, characters; the bytes are how the gateway saw it
+    without reading the whole body."""
+    return ApiError(413, "body_too_large",
+                    f"the message is too long: the limit is {max_chars} characters (the "
+                    f"request body is over {max_body_bytes(max_chars)} bytes)")
 
 
 def _require_json_media_type(request: Request) -> None:

@@ -7,13 +7,14 @@ scripts/repair_messages.py; the operator guide docs/repair.md.
 
 from app.repair.plan import RepairPlan, plan_repair
 from app.repair.report import Finding, RepairReport, RollbackReport, Sample
-from app.repair.rows import ScanFilter, StoredMessage
+from app.repair.rows import Resplit, ScanFilter, StoredMessage
 from app.repair.rules import (
     CONTEXT_ECHO,
     FIX_RULES,
     LEGACY_SYNTHETIC,
     MARKER_HEADER,
     NOTICE_RULES,
+    REASONING_SPLIT,
     UNCLOSED_COMMENT,
     UNCLOSED_METADATA,
     Diagnosis,
@@ -26,12 +27,14 @@ __all__ = [
     "LEGACY_SYNTHETIC",
     "MARKER_HEADER",
     "NOTICE_RULES",
+    "REASONING_SPLIT",
     "UNCLOSED_COMMENT",
     "UNCLOSED_METADATA",
     "Diagnosis",
     "Finding",
     "RepairPlan",
     "RepairReport",
+    "Resplit",
     "RollbackReport",
     "Sample",
     "ScanFilter",

@@ -5,10 +5,11 @@ uses, so a repaired row is exactly what the gateway would store today.
 
 Reasoning (spec v1.2): a stored content is the answer side already. The gateway split any
 leading `<think>` block off before it stored the row, and a row whose text begins with a
-literal `<think>` showed it as text; splitting it again would take words the user saw. So the
-content is re-derived as the split's content channel in format `none` (the marker rules
-alone, which is strip_markers), and the row's reasoning column is never read or written
-here: a repair keeps it as it is.
+literal `<think>` showed it as text; splitting it again would take words the user saw. So by
+default the content is re-derived as the split's content channel in format `none` (the marker
+rules alone, which is strip_markers), and the row's reasoning column is left as it is. Only a
+run asked to re-split (rule `reasoning_split`, rows stored before the split, with no
+reasoning) writes the split's two channels: the content, and the reasoning column.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.repair.rows import StoredMessage
+from app.repair.rows import Resplit, StoredMessage
 from app.repair.rules import LEGACY_SYNTHETIC, Diagnosis, diagnose, legacy_trigger
 
 
@@ -31,6 +32,8 @@ class RepairPlan:
     synthetic: bool
     trigger_type: str | None
     notes: tuple[str, ...] = ()
+    #: The reasoning column to write (rule `reasoning_split`); None leaves it as it is.
+    new_reasoning: str | None = None
 
     @property
     def rule(self) -> str:
@@ -47,15 +50,23 @@ def _is_empty(value: Any) -> bool:
 
 
 def _plan_markers(message: StoredMessage, diagnosis: Diagnosis) -> RepairPlan:
-    assert diagnosis.filtered is not None
+    """The marker rules' fix; with `reasoning_split`, the content and metadata are the
+    split's (a METADATA inside the thinking is not the answer's, as the gateway has it)."""
+    split = diagnosis.split
+    assert diagnosis.filtered is not None or split is not None
     metadata = _as_object(message.metadata)
     notes: list[str] = []
-    extracted = diagnosis.filtered.metadata
+    extracted = (split.metadata if split is not None
+                 else diagnosis.filtered.metadata if diagnosis.filtered is not None else None)
     if extracted:
         if _is_empty(metadata.get("response_metadata")):
             metadata["response_metadata"] = extracted
         elif metadata["response_metadata"] != extracted:
             notes.append("extracted metadata dropped: response_metadata already set")
+    if split is not None:
+        return RepairPlan(message, diagnosis.rules, split.text, metadata, message.synthetic,
+                          message.trigger_type, tuple(notes), split.reasoning)
+    assert diagnosis.filtered is not None
     return RepairPlan(
         message, diagnosis.rules, diagnosis.filtered.text, metadata,
         message.synthetic, message.trigger_type, tuple(notes),
@@ -73,9 +84,10 @@ def _plan_legacy_synthetic(message: StoredMessage) -> RepairPlan:
     )
 
 
-def plan_repair(message: StoredMessage, diagnosis: Diagnosis | None = None) -> RepairPlan | None:
+def plan_repair(message: StoredMessage, diagnosis: Diagnosis | None = None,
+                resplit: Resplit | None = None) -> RepairPlan | None:
     """The fix for a message, or None when there is nothing to fix (notices never change it)."""
-    diagnosis = diagnosis if diagnosis is not None else diagnose(message)
+    diagnosis = diagnosis if diagnosis is not None else diagnose(message, resplit)
     if not diagnosis.needs_fix:
         return None
     if LEGACY_SYNTHETIC in diagnosis.rules:

@@ -50,13 +50,18 @@ class Sample:
     content_after: str
     metadata_before: str
     metadata_after: str
+    #: The reasoning a re-split moves out of the content (None: the column is left alone).
+    reasoning_after: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body = {
             "message_id": self.message_id, "rule": self.rule,
             "content_before": self.content_before, "content_after": self.content_after,
             "metadata_before": self.metadata_before, "metadata_after": self.metadata_after,
         }
+        if self.reasoning_after is not None:
+            body["reasoning_after"] = self.reasoning_after
+        return body
 
 
 def _clip(text: str, limit: int = EXCERPT_LIMIT) -> str:
@@ -93,6 +98,7 @@ def make_sample(plan: RepairPlan) -> Sample:
     return Sample(
         str(plan.message.id), plan.rule, before, after,
         _json_text(plan.message.metadata), _json_text(plan.new_metadata),
+        None if plan.new_reasoning is None else _clip(plan.new_reasoning),
     )
 
 

@@ -38,8 +38,9 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from app.clock import utcnow
-from app.repair import RepairPlan, ScanFilter, StoredMessage
-from app.repair.rules import LEGACY_SYNTHETIC
+from app.repair import RepairPlan, Resplit, ScanFilter, StoredMessage
+from app.repair.rules import LEGACY_SYNTHETIC, REASONING_SPLIT
+from app.sanitize import clean_text
 from app.store.models import Message, MessageRepair
 from app.store.sanitize import clean_message
 from app.store.types import JsonDocument
@@ -66,6 +67,8 @@ def _filter_conditions(flt: ScanFilter) -> list[ColumnElement[bool]]:
         conditions.append(Message.user_id == flt.user_id)
     if flt.since is not None:
         conditions.append(Message.created_at >= flt.since)
+    if flt.before is not None:
+        conditions.append(Message.created_at < flt.before)
     return conditions
 
 
@@ -88,14 +91,16 @@ def _has_nul_pg(element: content_has_nul, compiler: SQLCompiler, **kw: Any) -> s
     return "false"  # PostgreSQL text cannot hold NUL
 
 
-def candidate_sql() -> ColumnElement[bool]:
+def candidate_sql(resplit: Resplit | None = None) -> ColumnElement[bool]:
     """Rows some rule could match. Only narrows (every marker or comment rule needs `<!--`,
-    the legacy rule needs the prefix and no flag); the pure rules decide. Rows still
-    `streaming` belong to a live turn and are never touched."""
-    assistant = and_(
-        Message.role == "assistant",
-        or_(Message.content.contains("<!--"), content_has_nul(Message.content)),
-    )
+    the legacy rule needs the prefix and no flag, a re-split a closing tag and no reasoning
+    yet); the pure rules decide. Rows still `streaming` belong to a live turn and are never
+    touched."""
+    markers = or_(Message.content.contains("<!--"), content_has_nul(Message.content))
+    if resplit is not None and resplit.reasoning_format != "none":
+        markers = or_(markers, and_(Message.reasoning.is_(None),
+                                    Message.content.contains(f"</{resplit.tag}>")))
+    assistant = and_(Message.role == "assistant", markers)
     legacy_user = and_(
         Message.role == "user",
         is_legacy_synthetic_sql(),
@@ -106,11 +111,13 @@ def candidate_sql() -> ColumnElement[bool]:
     return and_(Message.status != "streaming", or_(assistant, legacy_user))
 
 
-def _batch_query(flt: ScanFilter, after: uuid.UUID | None, limit: int) -> Select[Any]:
+def _batch_query(flt: ScanFilter, after: uuid.UUID | None, limit: int,
+                 resplit: Resplit | None) -> Select[Any]:
     query = select(
         Message.id, Message.thread_id, Message.user_id, Message.role, Message.content,
         Message.meta, Message.synthetic, Message.trigger_type, Message.created_at,
-    ).where(candidate_sql(), *_filter_conditions(flt))
+        Message.reasoning,
+    ).where(candidate_sql(resplit), *_filter_conditions(flt))
     if after is not None:
         query = query.where(Message.id > after)
     return query.order_by(Message.id).limit(limit)
@@ -120,30 +127,31 @@ def _stored(row: Row[Any]) -> StoredMessage:
     return StoredMessage(
         id=row.id, thread_id=row.thread_id, user_id=row.user_id, role=row.role,
         content=row.content, metadata=row.meta, synthetic=bool(row.synthetic),
-        trigger_type=row.trigger_type, created_at=row.created_at,
+        trigger_type=row.trigger_type, created_at=row.created_at, reasoning=row.reasoning,
     )
 
 
 async def candidate_batch(
     s: AsyncSession, flt: ScanFilter, after: uuid.UUID | None, limit: int, *,
-    lock: bool = False,
+    lock: bool = False, resplit: Resplit | None = None,
 ) -> list[StoredMessage]:
     """The next `limit` candidate rows after `after` in id order (keyset pagination: stable
     and index-driven however far the scan has gone). `lock` takes row locks (PostgreSQL;
     SQLite's BEGIN IMMEDIATE already holds the write lock), so rows about to be rewritten
     are judged on what they hold now."""
-    query = _batch_query(flt, after, limit)
+    query = _batch_query(flt, after, limit, resplit)
     if lock:
         query = query.with_for_update(of=Message)
     return [_stored(row) for row in await s.execute(query)]
 
 
-async def count_messages(s: AsyncSession, flt: ScanFilter) -> tuple[int, int]:
+async def count_messages(s: AsyncSession, flt: ScanFilter, resplit: Resplit | None = None
+                         ) -> tuple[int, int]:
     """(messages matching the filter, of which candidates): the progress bar's total."""
     conditions = _filter_conditions(flt)
     total = await s.scalar(select(func.count()).select_from(Message).where(*conditions))
     candidates = await s.scalar(
-        select(func.count()).select_from(Message).where(candidate_sql(), *conditions)
+        select(func.count()).select_from(Message).where(candidate_sql(resplit), *conditions)
     )
     return int(total or 0), int(candidates or 0)
 
@@ -197,6 +205,12 @@ async def write_repairs(s: AsyncSession, run_id: str, plans: Sequence[RepairPlan
             for w in writes
         ],
     )
+    moved = [{"b_id": w.plan.message.id, "b_reasoning": clean_text(w.plan.new_reasoning)}
+             for w in writes if w.plan.new_reasoning is not None]
+    if moved:  # a re-split: only rows with no reasoning, so a rollback puts back NULL
+        await s.execute(
+            update(_MESSAGES).where(_MESSAGES.c.id == bindparam("b_id"))
+            .values(reasoning=bindparam("b_reasoning")), moved)
     return len(writes)
 
 
@@ -276,6 +290,11 @@ async def restore(s: AsyncSession, backups: Sequence[RunBackup]) -> None:
                 update(_MESSAGES).where(_MESSAGES.c.id.in_(legacy))
                 .values(synthetic=False, trigger_type=None)
             )
+        # Likewise a re-split wrote the reasoning of rows that had none.
+        resplit = [row.message_id for row in chunk if REASONING_SPLIT in row.rule.split(",")]
+        if resplit:
+            await s.execute(
+                update(_MESSAGES).where(_MESSAGES.c.id.in_(resplit)).values(reasoning=None))
         await s.execute(
             update(_REPAIRS).where(_REPAIRS.c.id.in_(repair_ids)).values(rolled_back_at=now)
         )

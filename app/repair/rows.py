@@ -7,6 +7,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from app.stream import ReasoningFormat
+
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
@@ -22,6 +24,8 @@ class StoredMessage:
     synthetic: bool
     trigger_type: str | None
     created_at: dt.datetime
+    reasoning: str | None = None
+    """The reasoning column: None for every row stored before the reasoning split."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +35,15 @@ class ScanFilter:
     thread_id: uuid.UUID | None = None
     user_id: str | None = None
     since: dt.datetime | None = None
+    #: Only messages created before this moment (e.g. the upgrade that brought the split).
+    before: dt.datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resplit:
+    """Re-split stored answers' content with this reasoning format and tag (the gateway's
+    CHATGATE_REASONING_FORMAT/_TAG): a leading thinking block stored as text by a gateway
+    from before the split moves into the reasoning column."""
+
+    reasoning_format: ReasoningFormat = "think"
+    tag: str = "think"

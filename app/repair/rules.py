@@ -12,6 +12,12 @@ The filter itself says which kind of block it removed, so detection and fixing c
 `unclosed_comment` (a `<!--` outside Markdown code with no `-->` after it, not a marker) is a
 notice, never fixed: the text is the model's own words and is shown as text (docs/repair.md).
 
+`reasoning_split` (only when a run is asked to re-split, with the gateway's reasoning format)
+is an answer stored by a gateway from before the reasoning split whose content still begins
+with its thinking block (`<think>...</think>Answer`): the one split (app.stream.
+split_reasoning) says what is reasoning. Only rows with no reasoning yet, and only a block
+that closes: an unclosed one would leave the answer empty, so it is left as the user saw it.
+
 User messages: `legacy_synthetic` is a follow-up prompt stored by an old gateway
 (`[AUTONOMOUS_FOLLOWUP: <trigger>]...`) with no synthetic flag at all.
 """
@@ -23,9 +29,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from app.repair.code_spans import mask_code
-from app.repair.rows import StoredMessage
+from app.repair.rows import Resplit, StoredMessage
 from app.sanitize import clean_text
 from app.stream import FilterResult, strip_markers
+from app.stream.reasoning import REASONING_UNCLOSED, SplitResult, split_reasoning
 from app.stream.spec import HEADER
 from app.synthetic import LEGACY_SYNTHETIC_PREFIX, is_legacy_synthetic, is_synthetic_metadata
 
@@ -33,9 +40,11 @@ MARKER_HEADER: Final = "marker_header"
 UNCLOSED_METADATA: Final = "unclosed_metadata"
 CONTEXT_ECHO: Final = "context_echo"
 LEGACY_SYNTHETIC: Final = "legacy_synthetic"
+REASONING_SPLIT: Final = "reasoning_split"
 UNCLOSED_COMMENT: Final = "unclosed_comment"
 
-FIX_RULES: Final = (MARKER_HEADER, UNCLOSED_METADATA, CONTEXT_ECHO, LEGACY_SYNTHETIC)
+FIX_RULES: Final = (MARKER_HEADER, UNCLOSED_METADATA, CONTEXT_ECHO, LEGACY_SYNTHETIC,
+                    REASONING_SPLIT)
 """Rules whose rows `fix` rewrites; `--check` fails on these."""
 NOTICE_RULES: Final = (UNCLOSED_COMMENT,)
 """Rules that are reported only."""
@@ -59,6 +68,8 @@ class Diagnosis:
     rules: tuple[str, ...]
     notices: tuple[str, ...]
     filtered: FilterResult | None = None
+    #: Both channels of a content to re-split (rule `reasoning_split`).
+    split: SplitResult | None = None
 
     @property
     def needs_fix(self) -> bool:
@@ -120,16 +131,36 @@ def legacy_trigger(content: str) -> tuple[str, str | None]:
     return UNKNOWN_TRIGGER, (after if bracket else rest).strip() or None
 
 
-def diagnose(message: StoredMessage) -> Diagnosis:
+def stored_split(message: StoredMessage, content: str, resplit: Resplit | None
+                 ) -> SplitResult | None:
+    """The split of a stored answer that still holds a closed leading thinking block; None
+    when there is nothing to move (no re-split asked, reasoning stored already, no block,
+    or a block that never closes)."""
+    if (resplit is None or resplit.reasoning_format == "none" or message.reasoning is not None
+            or f"</{resplit.tag}>" not in content):
+        return None
+    split = split_reasoning(content, reasoning_format=resplit.reasoning_format,
+                            tag=resplit.tag)
+    if REASONING_UNCLOSED in split.warnings or split.text == strip_markers(content).text:
+        return None  # unclosed, or no leading block taken: the text is the answer
+    return split
+
+
+def diagnose(message: StoredMessage, resplit: Resplit | None = None) -> Diagnosis:
     """Every rule the message breaks. Clean rows come back as CLEAN."""
     if message.role == "user":
         return Diagnosis((LEGACY_SYNTHETIC,), ()) if is_unflagged_legacy_prompt(message) else CLEAN
+    if message.role != "assistant":
+        return CLEAN
     content = clean_text(message.content)  # as the store will write it (see app.sanitize)
-    if message.role != "assistant" or _COMMENT_OPEN not in content:
+    split = stored_split(message, content, resplit)
+    if _COMMENT_OPEN not in content and split is None:
         return CLEAN
     filtered = strip_markers(content) if HEADER.search(content) else None
     rules = marker_rules(filtered) if filtered is not None else ()
+    if split is not None:
+        rules += (REASONING_SPLIT,)
     notices = (UNCLOSED_COMMENT,) if unclosed_comment_offsets(content) else ()
     if not rules and not notices:
         return CLEAN
-    return Diagnosis(rules, notices, filtered)
+    return Diagnosis(rules, notices, filtered, split)

@@ -16,7 +16,15 @@ from collections.abc import Callable
 from typing import Literal
 
 from app.clock import utcnow
-from app.repair import RepairPlan, RepairReport, RollbackReport, ScanFilter, diagnose, plan_repair
+from app.repair import (
+    RepairPlan,
+    RepairReport,
+    Resplit,
+    RollbackReport,
+    ScanFilter,
+    diagnose,
+    plan_repair,
+)
 from app.repair import repository as repairs
 from app.repair.repository import RunBackup, RunSummary
 from app.store.db import Database
@@ -36,58 +44,65 @@ def new_run_id() -> str:
     return f"{utcnow():%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
-async def count_for_progress(db: Database, flt: ScanFilter) -> tuple[int, int]:
+async def count_for_progress(db: Database, flt: ScanFilter, resplit: Resplit | None = None
+                             ) -> tuple[int, int]:
     """(messages matching the filter, candidates among them): a progress bar's total."""
     async with db.transaction() as s:
-        return await repairs.count_messages(s, flt)
+        return await repairs.count_messages(s, flt, resplit)
 
 
 async def scan_messages(
     db: Database, flt: ScanFilter | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
-    on_batch: Progress | None = None, max_samples: int = 5,
+    on_batch: Progress | None = None, max_samples: int = 5, resplit: Resplit | None = None,
 ) -> RepairReport:
-    """Dry run: every finding and the planned fixes, nothing written."""
-    return await _run(db, flt or ScanFilter(), "scan", batch_size, on_batch, max_samples)
+    """Dry run: every finding and the planned fixes, nothing written. `resplit` also moves
+    the thinking of answers stored before the reasoning split (rule `reasoning_split`)."""
+    return await _run(db, flt or ScanFilter(), "scan", batch_size, on_batch, max_samples,
+                      resplit=resplit)
 
 
 async def apply_repairs(
     db: Database, flt: ScanFilter | None = None, *, batch_size: int = DEFAULT_BATCH_SIZE,
     on_batch: Progress | None = None, max_samples: int = 5, run_id: str | None = None,
+    resplit: Resplit | None = None,
 ) -> RepairReport:
     """Fix every corrupt row, one transaction per batch, each change backed up under one run
     id (report.run_id). A batch that fails is rolled back whole; batches before it stay
     applied and are undone with rollback_run(run_id)."""
     return await _run(
         db, flt or ScanFilter(), "apply", batch_size, on_batch, max_samples,
-        run_id or new_run_id(),
+        run_id or new_run_id(), resplit=resplit,
     )
 
 
 async def _run(
     db: Database, flt: ScanFilter, mode: Literal["scan", "apply"], batch_size: int,
-    on_batch: Progress | None, max_samples: int, run_id: str | None = None,
+    on_batch: Progress | None, max_samples: int, run_id: str | None = None, *,
+    resplit: Resplit | None = None,
 ) -> RepairReport:
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     report = RepairReport(mode=mode, max_samples=max_samples, run_id=run_id)
     started = time.perf_counter()
-    report.total, _ = await count_for_progress(db, flt)
-    await _run_batches(db, flt, report, batch_size, on_batch, apply=mode == "apply")
+    report.total, _ = await count_for_progress(db, flt, resplit)
+    await _run_batches(db, flt, report, batch_size, on_batch, apply=mode == "apply",
+                       resplit=resplit)
     report.seconds = time.perf_counter() - started
     return report
 
 
 async def _run_batches(
     db: Database, flt: ScanFilter, report: RepairReport, batch_size: int,
-    on_batch: Progress | None, *, apply: bool,
+    on_batch: Progress | None, *, apply: bool, resplit: Resplit | None,
 ) -> None:
     after: uuid.UUID | None = None
     while True:
         async with db.transaction() as s:
-            rows = await repairs.candidate_batch(s, flt, after, batch_size, lock=apply)
+            rows = await repairs.candidate_batch(s, flt, after, batch_size, lock=apply,
+                                                 resplit=resplit)
             plans: list[RepairPlan] = []
             for message in rows:
-                diagnosis = diagnose(message)
+                diagnosis = diagnose(message, resplit)
                 plan = plan_repair(message, diagnosis)
                 report.record(message, diagnosis, plan)
                 if plan is not None:

@@ -7,7 +7,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.api import bodies
 from app.api.auth import authenticate
-from app.api.errors import not_found
+from app.api.errors import ApiError, not_found
 from app.api.state import runtime
 from app.threads import service as threads
 
@@ -20,9 +20,20 @@ async def create_thread(request: Request) -> JSONResponse:
     return JSONResponse(created, status_code=201)
 
 
+#: Longest search text (a search box, not a document).
+MAX_QUERY_CHARS = 200
+
+
 async def list_threads(request: Request) -> JSONResponse:
+    """GET /api/threads[?q=words]: the user's threads, or those matching the words."""
     principal = await authenticate(request)
-    rows = await threads.list_threads(runtime(request).db, principal.user_id)
+    query = request.query_params.get("q", "")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ApiError(422, "invalid_query",
+                       f"'q' is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    if bodies.NUL in query:
+        raise ApiError(422, "invalid_query", bodies.NUL_REFUSED.format(field="'q'"))
+    rows = await threads.list_threads(runtime(request).db, principal.user_id, query)
     return JSONResponse({"threads": rows})
 
 
@@ -43,4 +54,20 @@ async def delete_thread(request: Request) -> Response:
     thread_id = bodies.thread_id(request)
     if not await threads.delete_thread(runtime(request).db, principal.user_id, thread_id):
         raise not_found()
+    return Response(status_code=204)
+
+
+async def take_back_last_exchange(request: Request) -> Response:
+    """DELETE /api/threads/{thread_id}/messages/{message_id}: the thread's last user message
+    and its answer go (204), for an edited text to be sent in their place; 409 for an
+    earlier message or while an answer streams, 404 for a message that is not the user's."""
+    principal = await authenticate(request)
+    thread_id, message_id = bodies.thread_id(request), bodies.message_id(request)
+    try:
+        removed = await threads.take_back_last_exchange(
+            runtime(request).db, principal.user_id, thread_id, message_id)
+    except threads.ExchangeRefused as exc:
+        raise ApiError(409, exc.code, exc.message) from exc
+    if removed is None:
+        raise not_found("message")
     return Response(status_code=204)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import Select, and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -14,8 +14,12 @@ from app.store.models import Message, Thread, table_of
 from app.store.ownership import owned_id
 from app.store.records import ThreadSummary
 from app.store.visibility import visible_sql
+from app.stream.plain import plain_text
 
 PREVIEW_CHARS = 120
+#: How much of the message the preview is made from: markup takes room that the plain words
+#: of the preview do not.
+PREVIEW_SOURCE_CHARS = 4 * PREVIEW_CHARS
 _THREADS, _MESSAGES = table_of(Thread), table_of(Message)
 LockedSelect = TypeVar("LockedSelect", bound=Select[Any])
 
@@ -52,10 +56,13 @@ def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:
     return query
 
 
-def _preview(text: str | None) -> str | None:
-    if text is None:
+def _preview(source: str | None) -> str | None:
+    """The start of a message as one line of plain words (a list shows no markdown)."""
+    if source is None:
         return None
-    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+    text = plain_text(source)
+    cut = len(source) > PREVIEW_SOURCE_CHARS or len(text) > PREVIEW_CHARS
+    return text[:PREVIEW_CHARS] + "…" if cut else text
 
 
 async def list_threads(s: AsyncSession, user_id: str) -> list[ThreadSummary]:
@@ -68,7 +75,7 @@ async def list_threads(s: AsyncSession, user_id: str) -> list[ThreadSummary]:
         .scalar_subquery()
     )
     preview = (
-        select(func.substr(Message.content, 1, PREVIEW_CHARS + 1))
+        select(func.substr(Message.content, 1, PREVIEW_SOURCE_CHARS + 1))
         .where(Message.thread_id == Thread.id, visible_sql(), Message.content != "")
         .order_by(Message.created_at.desc(), Message.id.desc())
         .limit(1)
@@ -95,6 +102,45 @@ async def delete_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> 
         delete(Thread).where(Thread.id == thread_id, Thread.user_id == user_id)
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def lock_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Thread | None:
+    """The user's thread, held (on PostgreSQL) until the transaction ends: a turn opening on
+    it waits, as it takes the same lock."""
+    query = select(Thread).where(Thread.id == owned_id(_THREADS, thread_id, user_id, "owned"))
+    result = await s.execute(with_thread_lock(s, query))
+    return result.scalar_one_or_none()
+
+
+async def last_user_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:
+    """The thread's latest visible message written by its user."""
+    result = await s.execute(
+        select(Message)
+        .where(Message.thread_id == thread_id, Message.role == "user", visible_sql())
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(1))
+    return result.scalar_one_or_none()
+
+
+async def is_streaming(s: AsyncSession, thread_id: uuid.UUID) -> bool:
+    """An answer of the thread is still being written."""
+    result = await s.execute(
+        select(Message.id)
+        .where(Message.thread_id == thread_id, Message.status == "streaming")
+        .limit(1))
+    return result.first() is not None
+
+
+async def delete_from(s: AsyncSession, message: Message) -> int:
+    """Delete `message` and every message after it in its thread (history order: created_at,
+    then id), and mark the thread active; returns how many went. Their llm_calls rows stay
+    (billing data) with the message id set to NULL."""
+    later = or_(Message.created_at > message.created_at,
+                and_(Message.created_at == message.created_at, Message.id >= message.id))
+    result = await s.execute(
+        delete(Message).where(Message.thread_id == message.thread_id, later))
+    await touch_thread(s, message.thread_id)
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def set_title(s: AsyncSession, thread_id: uuid.UUID, title: str | None) -> None:

@@ -14,6 +14,7 @@ from app.store.db import Database
 from app.store.models import Message
 from app.store.visibility import is_hidden
 from app.threads import repository as thread_store
+from app.threads import search_repository as thread_search
 
 log = get_logger("services.threads")
 
@@ -42,9 +43,14 @@ async def create_thread(db: Database, user_id: str, title: str | None) -> dict[s
     return {"id": str(thread.id), "title": thread.title, "created_at": iso_utc(thread.created_at)}
 
 
-async def list_threads(db: Database, user_id: str) -> list[dict[str, Any]]:
+async def list_threads(db: Database, user_id: str, query: str = "") -> list[dict[str, Any]]:
+    """The user's threads, newest activity first; with a `query`, those whose title or
+    visible text matches it (app.threads.search_repository)."""
     async with db.read() as session:
         summaries = await thread_store.list_threads(session, user_id)
+        if query.strip():
+            found = await thread_search.matching_thread_ids(session, user_id, query)
+            summaries = [t for t in summaries if t.id in found]
     return [
         {"id": str(t.id), "title": t.title, "message_count": t.message_count,
          "preview": t.preview, "updated_at": iso_utc(t.updated_at), "model": t.model}
@@ -85,3 +91,38 @@ def _visible_rows(rows: list[Message], *, include_synthetic: bool) -> list[Messa
 async def delete_thread(db: Database, user_id: str, thread_id: uuid.UUID) -> bool:
     async with db.transaction() as session:
         return await thread_store.delete_thread(session, user_id, thread_id)
+
+
+class ExchangeRefused(Exception):
+    """The last exchange cannot be taken back now; `code` is the API's error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+async def take_back_last_exchange(
+    db: Database, user_id: str, thread_id: uuid.UUID, message_id: uuid.UUID
+) -> int | None:
+    """Delete the user's last message of the thread and what answered it, so that an edited
+    text can be sent in its place (edit and resend); how many messages went, or None when
+    the thread or the message is not the user's. Only the last exchange: an earlier one
+    would leave later answers replying to a question that no longer exists; and never while
+    an answer is streaming (ExchangeRefused)."""
+    async with db.transaction() as session:
+        if await thread_store.lock_thread(session, user_id, thread_id) is None:
+            return None
+        last = await thread_store.last_user_message(session, thread_id)
+        if last is None or last.id != message_id:
+            found = await thread_store.get_message(session, user_id, message_id)
+            if found is None or found.thread_id != thread_id:
+                return None
+            raise ExchangeRefused("not_last_message",
+                                  "only the last message you sent can be edited and sent again")
+        if await thread_store.is_streaming(session, thread_id):
+            raise ExchangeRefused("thread_busy", "this thread is still streaming an answer")
+        removed = await thread_store.delete_from(session, last)
+    log.info("last_exchange_taken_back", thread_id=str(thread_id), message_id=str(message_id),
+             removed=removed)
+    return removed

@@ -106,9 +106,10 @@ class Closing:
     thread_id: uuid.UUID | None = None
     message_id: uuid.UUID | None = None
     stored: bool = False
-    #: The main call's output tokens spent on reasoning (part of completion_tokens), 0 when
-    #: the provider says nothing: the Responses API's output_tokens_details.
-    reasoning_tokens: int = 0
+    #: The main call's output tokens spent on reasoning (part of completion_tokens), None
+    #: when the provider said nothing: chat completions then leave out
+    #: `completion_tokens_details`, the Responses API says 0.
+    reasoning_tokens: int | None = None
 
 
 def offered_models(deps: TurnDeps) -> list[str]:
@@ -318,7 +319,7 @@ class CompletionCall:
             closing.prompt_tokens, closing.completion_tokens = (main.prompt_tokens,
                                                                 main.completion_tokens)
             closing.cost_usd, closing.usage_source = main.cost_usd, main.usage_source
-            closing.reasoning_tokens = main.reasoning_tokens or 0  # None: none reported
+            closing.reasoning_tokens = main.reasoning_tokens
         ordered = [self.choices.choices[i] for i in sorted(self.choices.choices)]
         # Cleaned as the store cleans response_metadata: what the client gets is what is kept.
         closing.metadata = [clean_json(dict(md), SanitizeReport()) if md else None

@@ -35,7 +35,8 @@ def encode(event: TurnEvent) -> bytes:
                 "prompt_tokens": event.prompt_tokens,
                 "completion_tokens": event.completion_tokens,
                 "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
-                "usage_source": event.usage_source})
+                "usage_source": event.usage_source,
+                "reasoning_tokens": event.reasoning_tokens})
         case Ended(message_id, status, reason):
             end: dict[str, str] = {"message_id": str(message_id), "status": status}
             if reason is not None:

@@ -49,6 +49,8 @@ class StoredAnswer:
     status: str
     content: str
     metadata: dict[str, Any]
+    #: The answer's visible reasoning (its own column), None without any.
+    reasoning: str | None = None
 
 
 def response_id(message_id: uuid.UUID) -> str:
@@ -89,7 +91,7 @@ async def stored_answer(db: Database, user_id: str, message_id: uuid.UUID
     if message is None or message.role != "assistant":
         return None
     return StoredAnswer(message.id, message.thread_id, message.created_at, message.status,
-                        message.content, dict(message.meta or {}))
+                        message.content, dict(message.meta or {}), message.reasoning)
 
 
 async def _new_thread(db: Database, user_id: str) -> uuid.UUID:

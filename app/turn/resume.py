@@ -30,6 +30,7 @@ from app.store.models import Message
 from app.threads import repository as thread_store
 from app.threads.service import message_json
 from app.turn.runs import RunReader, TurnRun, TurnRuns
+from app.turn.service import STOP_REQUEST
 from app.turn.share import REDIS_ERRORS, SharedTurns
 from app.turns.event_codec import is_last
 from app.turns.events import TurnEvent
@@ -157,7 +158,7 @@ class TurnResumes:
         return StopOutcome(True, "streaming")
 
     async def _stop_here(self, run: TurnRun) -> StopOutcome:
-        self.runs.stop(run.message_id, "stop_request")
+        self.runs.stop(run.message_id, STOP_REQUEST)
         await run.settled()
         return StopOutcome(False, run.status)
 

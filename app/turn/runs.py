@@ -25,7 +25,7 @@ from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.records import FinalStatus
 from app.turn.event_log import TurnLog
-from app.turn.service import Turn
+from app.turn.service import STOP_REQUEST, Turn
 from app.turn.share import PRESENCE_TTL_MS, SharedTurns
 from app.turns.events import Delta, Ended, Reasoning, TurnEvent
 
@@ -128,6 +128,7 @@ class TurnRun:
         if self._turn is None or self._turn.finishing or self.stop_reason is not None:
             return False
         self.stop_reason = reason
+        self._turn.stopped_by = reason
         if self._started:  # else the task has not run yet: it stops as it starts
             self.task.cancel()
         log.info("turn_stopped", reason=reason, **self.log_ids)
@@ -285,7 +286,7 @@ class TurnRuns:
     async def listen_for_stops(self) -> None:
         """Stop requests made on other processes (only with `shared`)."""
         if self.shared is not None:
-            await self.shared.listen_for_stops(lambda mid: self.stop(mid, "stop_request"))
+            await self.shared.listen_for_stops(lambda mid: self.stop(mid, STOP_REQUEST))
 
     def shut_down(self) -> list[TurnRun]:
         """The process is stopping: every running turn (and any started from now on) is

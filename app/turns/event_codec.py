@@ -41,7 +41,8 @@ def event_to_json(event: TurnEvent) -> dict[str, Any]:
             return {"k": "usage", "prompt_tokens": event.prompt_tokens,
                     "completion_tokens": event.completion_tokens,
                     "total_tokens": event.total_tokens, "cost_usd": event.cost_usd,
-                    "usage_source": event.usage_source}
+                    "usage_source": event.usage_source,
+                    "reasoning_tokens": event.reasoning_tokens}
         case Ended(message_id, status, reason):
             ended = {"k": "ended", "message_id": str(message_id), "status": status}
             return ended if reason is None else {**ended, "reason": reason}
@@ -68,8 +69,10 @@ def _decode(data: dict[str, Any]) -> TurnEvent:
     if kind == "metadata":
         return Metadata(dict(data["values"]))
     if kind == "usage":
+        reasoning = data.get("reasoning_tokens")  # absent from a log written before it
         return Usage(int(data["prompt_tokens"]), int(data["completion_tokens"]),
-                     int(data["total_tokens"]), data["cost_usd"], data["usage_source"])
+                     int(data["total_tokens"]), data["cost_usd"], data["usage_source"],
+                     None if reasoning is None else int(reasoning))
     if kind == "ended":
         reason = data.get("reason")
         return Ended(uuid.UUID(data["message_id"]), data["status"],

@@ -71,6 +71,9 @@ class Usage:
     total_tokens: int
     cost_usd: float | None
     usage_source: UsageSource
+    #: The part of completion_tokens spent thinking, as the model server reported it (summed
+    #: over the turn's calls); None when none reported any: unknown is not zero.
+    reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,6 +134,13 @@ def finished_message(
     )
 
 
+def reasoning_tokens(calls: Sequence[CallRecord]) -> int | None:
+    """The reasoning tokens the turn's calls reported, summed; None when none reported any
+    (a model server that does not count them is not one that thought for 0 tokens)."""
+    reported = [call.reasoning_tokens for call in calls if call.reasoning_tokens is not None]
+    return sum(reported) if reported else None
+
+
 def closing_events(
     finished: FinishedMessage, answer: AnswerStream, result: StoreResult
 ) -> list[TurnEvent]:
@@ -149,6 +156,7 @@ def closing_events(
         prompt_tokens=meta["prompt_tokens"], completion_tokens=meta["completion_tokens"],
         total_tokens=meta["tokens"], cost_usd=meta["cost_usd"],
         usage_source=meta["usage_source"],
+        reasoning_tokens=reasoning_tokens(finished.llm_calls),
     ))
     if answer.failure is not None:
         events.append(Failed(answer.failure.code, answer.failure.message))

@@ -80,6 +80,9 @@ async def test_huge_body_is_refused_before_it_is_parsed(gateway: LiveGateway) ->
         result = await post_turn(client, thread_id, None, raw_body=raw)
         assert result.status_code == 413, result.raw
         assert result.body["error"]["code"] == "body_too_large"
+        assert result.body["error"]["message"] == (
+            "the message is too long: the limit is 32000 characters (the request body is over "
+            "449536 bytes)")
         assert await messages(client, thread_id) == []
 
 

@@ -142,7 +142,7 @@ async def test_provider_usage_equals_the_demo_servers_figures(
     usage = result.one("usage")
     assert usage == {"prompt_tokens": prompt, "completion_tokens": completion,
                      "total_tokens": prompt + completion, "cost_usd": 0.0,
-                     "usage_source": "provider"}
+                     "usage_source": "provider", "reasoning_tokens": None}
     meta = stored["metadata"]
     assert (meta["prompt_tokens"], meta["completion_tokens"], meta["tokens"]) == (
         prompt, completion, prompt + completion)

@@ -28,6 +28,7 @@ async def add_message(
     db: Database, thread_id: uuid.UUID, content: str, *, role: str = "assistant",
     metadata: dict[str, Any] | None = None, status: str = "complete", user_id: str = "alice",
     at: dt.datetime = START, synthetic: bool = False, trigger_type: str | None = None,
+    reasoning: str | None = None,
 ) -> uuid.UUID:
     message_id = uuid.uuid4()
     async with db.transaction() as s:
@@ -35,6 +36,7 @@ async def add_message(
             "id": message_id, "thread_id": thread_id, "user_id": user_id, "role": role,
             "content": content, "meta": metadata or {}, "status": status,
             "synthetic": synthetic, "trigger_type": trigger_type, "created_at": at,
+            "reasoning": reasoning,
             "updated_at": at, "completed_at": None if status == "streaming" else at,
         }])
     return message_id

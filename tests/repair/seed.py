@@ -167,7 +167,7 @@ async def snapshot(db: Database) -> dict[str, tuple[Any, ...]]:
     async with db.transaction() as s:
         result = await s.execute(text(
             "SELECT CAST(id AS TEXT), content, CAST(metadata AS TEXT), synthetic, trigger_type, "
-            "CAST(updated_at AS TEXT) FROM messages"
+            "CAST(updated_at AS TEXT), reasoning, reasoning_ms FROM messages"
         ))
         return {row[0].replace("-", ""): tuple(row[1:]) for row in result}
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from sqlalchemy import select, text, update
 
-from app.repair import ScanFilter
+from app.repair import Resplit, ScanFilter
 from app.repair import service as repair_runs
 from app.store.db import Database
 from app.store.models import Message, MessageRepair
@@ -233,3 +233,43 @@ async def test_progress_counts_and_run_listing(db: Database) -> None:
     with pytest.raises(ValueError, match="batch_size"):
         await repair_runs.scan_messages(db, batch_size=0)
 
+
+
+async def test_a_resplit_moves_old_thinking_into_the_reasoning_and_rolls_back_exactly(
+    db: Database,
+) -> None:
+    """Only when asked, only rows with no reasoning and a closed leading block, only before
+    the --before moment; the rollback puts the text back and the reasoning to NULL."""
+    thread = await add_thread(db)
+    old = await add_message(db, thread, "<think>They said hi.</think>Hello!",
+                            metadata={"tokens": 9})
+    split = await add_message(db, thread, "<think>kept</think>as is", reasoning="earlier")
+    unclosed = await add_message(db, thread, "<think>cut before it closed")
+    plain = await add_message(db, thread, "Use <think>x</think> tags.")
+    newer = await add_message(db, thread, "<think>new</think>row", at=START + dt.timedelta(days=2))
+    before = await snapshot(db)
+
+    assert (await repair_runs.apply_repairs(db)).repaired == 0  # not asked: today's repairs
+    assert await snapshot(db) == before
+
+    resplit = Resplit()
+    flt = ScanFilter(before=START + dt.timedelta(days=1))
+    scanned = await repair_runs.scan_messages(db, flt, resplit=resplit)
+    assert (scanned.corrupt, dict(scanned.by_rule)) == (1, {"reasoning_split": 1})
+    assert scanned.samples[0].to_json()["reasoning_after"] == "They said hi."
+    assert await snapshot(db) == before  # a dry run writes nothing
+
+    report = await repair_runs.apply_repairs(db, flt, resplit=resplit)
+    assert report.repaired == 1 and report.run_id
+    moved = await load(db, old)
+    assert (moved.content, moved.reasoning, moved.reasoning_ms) == (
+        "Hello!", "They said hi.", None)
+    assert moved.meta == {"tokens": 9}
+    after = await snapshot(db)
+    assert {key for key in before if before[key] != after[key]} == {old.hex}
+    assert all(after[i.hex] == before[i.hex] for i in (split, unclosed, plain, newer))
+    assert (await repair_runs.apply_repairs(db, flt, resplit=resplit)).repaired == 0
+
+    rolled = await repair_runs.rollback_run(db, report.run_id)
+    assert (rolled.restored, rolled.conflicts) == (1, [])
+    assert await snapshot(db) == before

@@ -75,6 +75,18 @@ async def test_preview_is_latest_visible_and_truncated(db: Database) -> None:
     assert summary.preview == "x" * threads_store.PREVIEW_CHARS + "…"
 
 
+async def test_preview_is_plain_words_of_the_markdown(db: Database) -> None:
+    thread = await new_thread(db, "alice")
+    await turn(db, thread, "q", "Here is what I can tell you about **Break**.\n\n- This answer "
+               "comes from the `demo` model.\n- " + "word " * 200)
+    async with db.transaction() as s:
+        [summary] = await threads_store.list_threads(s, "alice")
+    assert summary.preview is not None
+    assert summary.preview.startswith(
+        "Here is what I can tell you about Break. This answer comes from the demo model. word")
+    assert summary.preview.endswith("…") and len(summary.preview) == threads_store.PREVIEW_CHARS + 1
+
+
 async def test_list_orders_by_latest_activity(db: Database) -> None:
     first = await new_thread(db, "alice", "first")
     second = await new_thread(db, "alice", "second")

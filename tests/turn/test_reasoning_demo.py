@@ -44,6 +44,10 @@ async def test_a_thinking_answer_streams_its_reasoning_apart(
     assert thought and stored["content"]
     assert stored["metadata"]["stream"]["warnings"] == []
     assert stored["metadata"]["response_metadata"]  # the answer's METADATA, not the thought's
+    [main] = [c for c in stored["metadata"]["processingDetails"]["llm_calls"]
+              if c["stage"] == "main"]
+    counted = main["response"]["usage"]["completion_tokens_details"]["reasoning_tokens"]
+    assert result.one("usage")["reasoning_tokens"] == counted > 0  # the server's count
 
 
 async def test_thinking_that_never_closes_is_all_reasoning(gateway: InProcessGateway) -> None:

@@ -115,6 +115,7 @@ async def test_nobody_resuming_within_the_grace_stores_interrupted(
     assert stored["content"].startswith(left.text)
     assert len(left.text) < len(stored["content"]) < 3000  # it went on, then it was cut
     assert stored["metadata"]["usage_source"] == "partial"
+    assert "interrupted_reason" not in stored["metadata"]  # nobody asked for it: no Stop
     assert left.text + delta_text(rest) == stored["content"]
     assert rest[-1].event == "message_end"
     assert rest[-1].data == {"message_id": left.message_id, "status": "interrupted"}
@@ -143,6 +144,7 @@ async def test_stop_ends_the_turn_now_and_the_open_stream_says_so(
     assert stopped.json() == {"message_id": message_id, "status": "interrupted"}
     assert tail[-1].event == "message_end" and tail[-1].data["status"] == "interrupted"
     assert delta_text(seen) + delta_text(tail) == stored["content"]
+    assert stored["metadata"]["interrupted_reason"] == "stop_request"  # the page: "stopped"
     assert len(stored["content"]) < 3000
     await wait_upstream_cancelled(paced_llm, before)
     assert (again.status_code, again.json()["status"]) == (200, "interrupted")

@@ -25,7 +25,7 @@ EVENTS: list[TurnEvent] = [
     Reasoning("Přemýšlím… <think>", 6),
     Metadata({"language": "cs", "sources": ["https://example.com"], "awaiting": None}),
     Usage(185, 108, 293, None, "estimated"),
-    Usage(1, 2, 3, 0.000123, "provider"),
+    Usage(1, 2, 3, 0.000123, "provider", reasoning_tokens=2),
     Ended(IDS[2], "interrupted"),
     Ended(IDS[2], "interrupted", "shutting_down"),
     Failed("upstream_timeout", "the model server did not answer"),
@@ -39,6 +39,12 @@ def test_every_event_comes_back_equal(event: TurnEvent) -> None:
 
 def test_only_the_closing_events_end_a_stream() -> None:
     assert [is_last(e) for e in EVENTS] == [False] * 6 + [True, True, True]
+
+
+def test_a_usage_logged_before_reasoning_tokens_reads_as_none_reported() -> None:
+    old = {"k": "usage", "prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
+           "cost_usd": None, "usage_source": "provider"}
+    assert event_from_json(old) == Usage(1, 2, 3, None, "provider", None)
 
 
 @pytest.mark.parametrize("data", [{"k": "nonsense"}, {"k": "delta", "text": "x"}, {}])

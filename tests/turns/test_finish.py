@@ -87,7 +87,16 @@ def test_a_stored_answer_closes_with_metadata_usage_and_its_status() -> None:
     metadata, usage, end = closing_events(finished, answer, "stored")
     assert metadata == Metadata({"k": "v"})  # cleaned as the store cleans it
     assert usage == Usage(1, 1, 2, None, "provider")  # no price known: unknown, not zero
+    assert usage.reasoning_tokens is None  # none reported: unknown, not zero
     assert end == Ended(MESSAGE, "complete")
+
+
+def test_the_usage_event_counts_the_reasoning_tokens_reported() -> None:
+    answer = answered(["<think>hm</think>Hi"], ProviderUsage(4, 9, 13, reasoning_tokens=6))
+    answer.end()
+    finished = finished_message(MESSAGE, answer, recorded(answer), model="demo-1")
+    [usage] = [e for e in closing_events(finished, answer, "stored") if isinstance(e, Usage)]
+    assert (usage.completion_tokens, usage.reasoning_tokens) == (9, 6)
 
 
 @pytest.mark.parametrize(("result", "code"), [

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from playwright.async_api import Browser, Page, expect
@@ -42,21 +42,27 @@ VIEWPORTS = [DESKTOP, PHONE]
 
 @asynccontextmanager
 async def sized_page(
-    browser: Browser, viewport: Viewport, *, clipboard: bool = False
+    browser: Browser, viewport: Viewport, *, clipboard: bool = False,
+    color_scheme: Literal["light", "dark"] = "light",
 ) -> AsyncIterator[Page]:
-    """A fresh page of that size; uncaught page errors fail the test."""
+    """A fresh page of that size, in a system set to that colour scheme; uncaught page errors
+    and anything the page's CSP refuses fail the test."""
     context = await browser.new_context(
         viewport={"width": viewport.width, "height": viewport.height},
+        color_scheme=color_scheme,
         permissions=["clipboard-read", "clipboard-write"] if clipboard else [],
     )
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    # Whatever the page does, its strict CSP never has to refuse it.
+    page.on("console", lambda message: errors.append(message.text)
+            if "Content Security Policy" in message.text else None)
     try:
         yield page
     finally:
         await context.close()
-    assert errors == [], f"uncaught errors in the page: {errors}"
+    assert errors == [], f"uncaught errors or CSP refusals in the page: {errors}"
 
 
 async def shot(page: Page, folder: Path, name: str) -> Path:

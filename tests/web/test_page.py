@@ -82,7 +82,7 @@ async def test_markup_in_model_output_is_shown_as_text_not_run(
     assert await page.evaluate("window.__demoXss === undefined")
 
 
-async def test_stop_keeps_the_partial_answer_as_interrupted(
+async def test_stop_keeps_the_partial_answer_as_stopped(
     page: Page, slow_gateway_url: str
 ) -> None:
     await page.goto(slow_gateway_url + "/")
@@ -95,7 +95,7 @@ async def test_stop_keeps_the_partial_answer_as_interrupted(
     shown = await page.locator(".message.assistant .content").inner_text()
     assert shown and long_answer_text().startswith(shown)
     # What the page shows once stopped is the stored row, so a reload says the same.
-    await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
+    await expect(page.locator(".message.assistant .status")).to_have_text("stopped")
 
     await page.reload()
     await page.click(".thread-item")
@@ -104,7 +104,7 @@ async def test_stop_keeps_the_partial_answer_as_interrupted(
     stored_text = await stored.inner_text()
     assert stored_text.startswith(shown) and long_answer_text().startswith(stored_text)
     assert len(stored_text) < len(long_answer_text())
-    await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
+    await expect(page.locator(".message.assistant .status")).to_have_text("stopped")
 
 
 async def test_usage_footer_names_only_unusual_sources(page: Page, gateway_url: str) -> None:

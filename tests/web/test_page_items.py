@@ -242,8 +242,9 @@ async def test_stop_shows_the_stored_partial_answer(
         async with web_gateway.client() as client:
             stored = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
         assert stored[1]["status"] == "interrupted"
+        assert stored[1]["metadata"]["interrupted_reason"] == "stop_request"
         assert live[1]["content"] == stored[1]["content"].rstrip()
-        assert live[1]["status"] == ["interrupted"] and live[1]["usage"]
+        assert live[1]["status"] == ["stopped"] and live[1]["usage"]
 
         await page.reload()
         await expect(page.locator(".message")).to_have_count(2)

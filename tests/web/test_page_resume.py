@@ -91,18 +91,18 @@ async def test_stop_ends_the_answer_at_once_despite_the_grace(
     page: Page, resumable_gateway_url: str
 ) -> None:
     """Stop asks the gateway to end the turn: with a 30 s grace, a page that only hung up
-    would leave the answer streaming on, and its bubble would not settle `interrupted`."""
+    would leave the answer streaming on, and its bubble would not settle as `stopped`."""
     await page.goto(resumable_gateway_url + "/")
     answer = await start_long_answer(page)
     await page.click("#stop")
     await wait_turn_over(page)
-    await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
+    await expect(page.locator(".message.assistant .status")).to_have_text("stopped")
     shown = await answer.inner_text()
     assert shown and len(shown) < len(long_answer_text())
     await page.reload()
     await page.click(".thread-item")
     await expect(page.locator(".message.assistant .content")).to_have_text(shown)
-    await expect(page.locator(".message.assistant .status")).to_have_text("interrupted")
+    await expect(page.locator(".message.assistant .status")).to_have_text("stopped")
 
 
 async def test_a_reload_mid_answer_follows_the_answer_to_its_end(

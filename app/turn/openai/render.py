@@ -13,10 +13,15 @@ from app.turn.completion import Closing, CompletionCall
 from app.turns.choices import ChoiceDelta
 
 
-def usage(closing: Closing) -> dict[str, int]:
-    return {"prompt_tokens": closing.prompt_tokens,
-            "completion_tokens": closing.completion_tokens,
-            "total_tokens": closing.prompt_tokens + closing.completion_tokens}
+def usage(closing: Closing) -> dict[str, Any]:
+    """OpenAI's usage object; `completion_tokens_details.reasoning_tokens` only when the
+    model server reported them (absent is unknown, not zero, as OpenAI's own replies)."""
+    body: dict[str, Any] = {"prompt_tokens": closing.prompt_tokens,
+                            "completion_tokens": closing.completion_tokens,
+                            "total_tokens": closing.prompt_tokens + closing.completion_tokens}
+    if closing.reasoning_tokens is not None:
+        body["completion_tokens_details"] = {"reasoning_tokens": closing.reasoning_tokens}
+    return body
 
 
 def extension(closing: Closing) -> dict[str, Any]:

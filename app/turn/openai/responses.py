@@ -75,7 +75,9 @@ async def create_response(request: Request) -> Response:
     if call.closing.failure is not None:
         raise failure_error(call.closing.failure)
     text, finish = _text_and_finish(deltas)
-    closed_outcome(outcome, call.closing, text, call.choices.choices[0].tool_calls, finish)
+    first = call.choices.choices[0]
+    closed_outcome(outcome, call.closing, text, first.tool_calls, finish,
+                   first.answer.reasoning)
     return JSONResponse(response_object(outcome))
 
 
@@ -140,8 +142,9 @@ async def _events(call: CompletionCall, writer: EventWriter) -> AsyncGenerator[b
             finish = delta.finish_reason or finish
             for event in writer.delta(delta):
                 yield _frame(event)
-    outcome = closed_outcome(writer.outcome, call.closing, "".join(text),
-                             call.choices.choices[0].tool_calls, finish)
+    first = call.choices.choices[0]
+    outcome = closed_outcome(writer.outcome, call.closing, "".join(text), first.tool_calls,
+                             finish, first.answer.reasoning)
     for event in writer.closing(outcome):
         yield _frame(event)
 

@@ -1,8 +1,11 @@
 """A call in the Responses API's wire format: one `response` object for a whole reply (and
 for a stored one), or the stream of typed events the SDKs read, each with its
 `sequence_number`. The text is the completion service's clean deltas (the one MarkerFilter);
-a chat tool call becomes a `function_call` output item; the `chatgate` field is the chat
-completions' extension."""
+a reasoning model's thinking (the one reasoning split's) is a `reasoning` output item ahead of
+the message, its text the item's one `summary_text` part, as OpenAI's reasoning models show a
+summary: the SDKs read it there, and it is never sent back to the model; a chat tool call
+becomes a `function_call` output item; the `chatgate` field is the chat completions'
+extension."""
 
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ class Outcome:
     model: str
     status: str = "in_progress"
     text: str = ""
+    #: The visible reasoning ("" without any): a `reasoning` item ahead of the message.
+    reasoning: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -70,6 +75,12 @@ def message_item(rid: str, text: str, status: str, *, index: int = 0) -> dict[st
                          "logprobs": []}]}
 
 
+def reasoning_item(rid: str, text: str, status: str, *, index: int = 0) -> dict[str, Any]:
+    suffix = f"_{index}" if index else ""
+    return {"id": f"rs_{_hex(rid)}{suffix}", "type": "reasoning", "status": status,
+            "summary": [{"type": "summary_text", "text": text}]}
+
+
 def call_item(rid: str, index: int, call: dict[str, Any], status: str) -> dict[str, Any]:
     function = call.get("function") or {}
     return {"id": f"fc_{_hex(rid)}_{index}", "type": "function_call", "status": status,
@@ -78,9 +89,10 @@ def call_item(rid: str, index: int, call: dict[str, Any], status: str) -> dict[s
 
 
 def output(outcome: Outcome) -> list[dict[str, Any]]:
-    """The message (unless the answer is only tool calls), then the function calls."""
+    """The reasoning (when the model thought), the message (unless the answer is only tool
+    calls), then the function calls."""
     done = "completed" if outcome.status == "completed" else "incomplete"
-    items = []
+    items = [reasoning_item(outcome.id, outcome.reasoning, done)] if outcome.reasoning else []
     if outcome.text or not outcome.tool_calls:
         items.append(message_item(outcome.id, outcome.text, done))
     items += [call_item(outcome.id, i, call, "completed")
@@ -131,6 +143,7 @@ def stored_outcome(answer: StoredAnswer) -> Outcome:
     return Outcome(
         id=response_id(answer.id), created_at=int(answer.created_at.timestamp()),
         model=str(meta.get("model") or ""), status=status, text=answer.content,
+        reasoning=answer.reasoning or "",
         tool_calls=list(meta.get("tool_calls") or []),
         usage=usage(int(meta.get("prompt_tokens") or 0),
                     int(meta.get("completion_tokens") or 0), stored_reasoning_tokens(meta)),
@@ -150,6 +163,7 @@ class EventWriter:
         self._open: dict[str, Any] | None = None
         self._calls: dict[int, dict[str, Any]] = {}
         self._texts = 0
+        self._thoughts = 0
 
     def event(self, kind: str, **fields: Any) -> dict[str, Any]:
         body = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -163,6 +177,8 @@ class EventWriter:
 
     def delta(self, delta: ChoiceDelta) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
+        if delta.reasoning:
+            events += self._reasoning_piece(delta.reasoning)
         if delta.text:
             if self._open is None or self._open["type"] != "message":
                 events += self._open_text()
@@ -189,6 +205,30 @@ class EventWriter:
                            item={**item, "content": []}),
                 self.event("response.content_part.added", item_id=item["id"],
                            output_index=index, content_index=0, part=empty)]
+
+    def _reasoning_piece(self, text: str) -> list[dict[str, Any]]:
+        """A piece of the thinking: the reasoning item (opened at its first piece, with its
+        one summary part) grows by a `reasoning_summary_text.delta`."""
+        events: list[dict[str, Any]] = []
+        if self._open is None or self._open["type"] != "reasoning":
+            events += self._close()
+            item = reasoning_item(self.outcome.id, "", "in_progress", index=self._thoughts)
+            self._thoughts += 1
+            self._items.append(item)
+            self._open = item
+            index = len(self._items) - 1
+            events += [self.event("response.output_item.added", output_index=index,
+                                  item={**item, "summary": []}),
+                       self.event("response.reasoning_summary_part.added", item_id=item["id"],
+                                  output_index=index, summary_index=0,
+                                  part={"type": "summary_text", "text": ""})]
+        item = self._open
+        assert item is not None
+        item["summary"][0]["text"] += text
+        events.append(self.event("response.reasoning_summary_text.delta", item_id=item["id"],
+                                 output_index=len(self._items) - 1, summary_index=0,
+                                 delta=text))
+        return events
 
     def _tool_piece(self, piece: dict[str, Any]) -> list[dict[str, Any]]:
         """A chat tool call delta: a new index opens a `function_call` item, arguments are
@@ -227,6 +267,13 @@ class EventWriter:
             return [self.event("response.function_call_arguments.done", item_id=item["id"],
                                output_index=index, arguments=item["arguments"]),
                     self.event("response.output_item.done", output_index=index, item=item)]
+        if item["type"] == "reasoning":
+            summary = item["summary"][0]
+            return [self.event("response.reasoning_summary_text.done", item_id=item["id"],
+                               output_index=index, summary_index=0, text=summary["text"]),
+                    self.event("response.reasoning_summary_part.done", item_id=item["id"],
+                               output_index=index, summary_index=0, part=summary),
+                    self.event("response.output_item.done", output_index=index, item=item)]
         part = item["content"][0]
         return [self.event("response.output_text.done", item_id=item["id"],
                            output_index=index, content_index=0, text=part["text"],
@@ -236,10 +283,12 @@ class EventWriter:
                 self.event("response.output_item.done", output_index=index, item=item)]
 
     def closing(self, outcome: Outcome) -> list[dict[str, Any]]:
-        """The open item closed (an empty message when nothing came), then the response's
-        last event: completed, incomplete or failed, with the usage and `chatgate`."""
+        """The open item closed (an empty message when neither text nor a tool call came, as
+        `output` has it), then the response's last event: completed, incomplete or failed,
+        with the usage and `chatgate`."""
         events = []
-        if not self._items and outcome.status != "failed":
+        answered = any(item["type"] != "reasoning" for item in self._items)
+        if not answered and outcome.status != "failed":
             events += self._open_text()
         events += self._close()
         kind = {"completed": "response.completed", "incomplete": "response.incomplete",
@@ -249,12 +298,12 @@ class EventWriter:
 
 
 def closed_outcome(outcome: Outcome, closing: Closing, text: str, tool_calls: list[dict[str, Any]],
-                   finish_reason: str | None) -> Outcome:
+                   finish_reason: str | None, reasoning: str = "") -> Outcome:
     """The call's outcome once it is over: status, usage, error, `chatgate`."""
     failure = closing.failure
-    outcome.text, outcome.tool_calls = text, tool_calls
+    outcome.text, outcome.tool_calls, outcome.reasoning = text, tool_calls, reasoning
     outcome.usage = usage(closing.prompt_tokens, closing.completion_tokens,
-                          closing.reasoning_tokens)
+                          closing.reasoning_tokens or 0)
     outcome.chatgate = extension(closing)
     if failure is not None:
         outcome.status = "failed"

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.logging import get_logger
 from app.sanitize import clean_and_strip_markers
 from app.settings import Settings
+from app.stream.plain import plain_text
 from app.threads import repository as thread_store
 from app.turn.observers import ContextDraft, TurnHandler, TurnView
 from app.turn.stages.side_call import SideCall, SideCaller
@@ -47,13 +48,13 @@ def title_request(user_text: str) -> list[dict[str, str]]:
 
 def clean_title(raw: str, max_chars: int = TITLE_MAX_CHARS) -> str | None:
     """What a model answered, made a title: markers removed (the same filter as every
-    answer), the first non-empty line, a `Title:` label and surrounding quotes or markdown
-    dropped, white space collapsed, cut at a word boundary. None when nothing is left."""
+    answer), the first non-empty line as plain words (markdown dropped wherever it is, as in
+    the thread list's previews), a `Title:` label and surrounding quotes dropped, cut at a
+    word boundary. None when nothing is left."""
     visible = clean_and_strip_markers(raw).text
-    line = next((part for part in visible.splitlines() if part.strip()), "")
-    text = " ".join(line.split())
-    text = _LABEL.sub("", text)
-    text = text.lstrip("# ").strip(_QUOTES_AND_DECORATION).rstrip(". ")
+    line = next((part for part in visible.splitlines() if plain_text(part)), "")
+    text = _LABEL.sub("", plain_text(line))
+    text = text.strip(_QUOTES_AND_DECORATION).rstrip(". ")
     text = text.strip(_QUOTES_AND_DECORATION)
     if len(text) > max_chars:
         cut = text[: max_chars - 1]

@@ -11,12 +11,12 @@ import { explain } from "./words.js";
 const $ = (id) => document.getElementById(id);
 const ui = {
   threadList: $("thread-list"), newThread: $("new-thread"), apiKey: $("api-key"),
-  settings: $("settings"), toggleThreads: $("toggle-threads"),
+  settings: $("settings"), toggleThreads: $("toggle-threads"), search: $("thread-search"),
   title: $("thread-title"), notice: $("notice"), messages: $("messages"),
   rename: $("rename-thread"), remove: $("delete-thread"), renameForm: $("rename-form"),
   renameInput: $("rename-input"), renameCancel: $("rename-cancel"),
   composer: $("composer"), input: $("message-input"), send: $("send"), stop: $("stop"),
-  toBottom: $("scroll-bottom"),
+  toBottom: $("scroll-bottom"), editing: $("editing"), cancelEdit: $("cancel-edit"),
 };
 /** A pick is the open thread's choice at once (sent with its next turn); false: none open. */
 const models = modelPicker($("model-picker"), (name) => {
@@ -25,6 +25,15 @@ const models = modelPicker($("model-picker"), (name) => {
   return Boolean(current);
 });
 const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null,
+                /** A "New thread" on its way (a promise of its id), or null. */
+                creating: null,
+                /** The open thread's title, kept while a search leaves it out of the list. */
+                currentTitle: null,
+                /** The search the list shows, its pending timer, and a count of the list's
+                 *  reads (only the latest read is drawn). */
+                listQuery: "", searchTimer: null, threadsAsked: 0,
+                /** The last question being edited: {threadId, messageId}, or null. */
+                editing: null,
                 /** Bumped by every send: a history answer asked for before it is stale. */
                 turnsStarted: 0 };
 
@@ -34,11 +43,17 @@ const RENDER_EVERY_MS = 80;
 const SETTLE_TRIES = 12;
 const SETTLE_PAUSE_MS = 250;
 const NEAR_BOTTOM_PX = 80;
+/** What Continue sends after an answer cut at the token limit: the model sees its cut answer
+ *  in the history and goes on from there. */
+const CONTINUE_TEXT = "Continue from exactly where your last answer was cut off.";
 
 // ---------- small helpers ----------
 
-function notify(message) {
+/** One line under the header. `kind` says how it looks: "error" (something failed, in red)
+ *  or "info" (news, such as a deleted thread or a reconnection, in the accent colour). */
+function notify(message, kind = "error") {
   ui.notice.textContent = message || "";
+  ui.notice.dataset.kind = kind;
 }
 
 function fail(error) {
@@ -81,10 +96,19 @@ function threadPath(id, rest = "") {
 
 // ---------- threads ----------
 
+/** The thread list, or with words in the search box the threads whose title or text
+ *  holds them (the gateway's full-text search). An answer that arrives for an older search
+ *  is dropped. */
 async function refreshThreads() {
+  const query = ui.search.value.trim();
+  state.threadsAsked += 1;
+  const asked = state.threadsAsked;
   try {
-    const body = await callApi("GET", "/api/threads");
+    const path = query ? `/api/threads?q=${encodeURIComponent(query)}` : "/api/threads";
+    const body = await callApi("GET", path);
+    if (asked !== state.threadsAsked) return;
     state.threads = body.threads || [];
+    state.listQuery = query;
     renderThreadList();
   } catch (error) {
     fail(error);
@@ -93,8 +117,21 @@ async function refreshThreads() {
 
 function renderThreadList() {
   ui.threadList.replaceChildren(...state.threads.map(threadItem));
-  if (state.threads.length === 0) ui.threadList.append(el("p", "list-empty", "No threads yet."));
+  if (state.threads.length === 0) {
+    const text = state.listQuery ? `No thread matches “${state.listQuery}”.` : "No threads yet.";
+    const empty = el("p", "list-empty", text);
+    empty.dataset.testid = "list-empty";
+    ui.threadList.append(empty);
+  }
   renderHeader();
+}
+
+/** Search as one types, once the typing pauses. */
+const SEARCH_PAUSE_MS = 250;
+
+function onSearchInput() {
+  clearTimeout(state.searchTimer);
+  state.searchTimer = setTimeout(refreshThreads, SEARCH_PAUSE_MS);
 }
 
 function threadItem(thread) {
@@ -114,7 +151,10 @@ function threadItem(thread) {
 
 function renderHeader() {
   const current = state.threads.find((t) => t.id === state.currentId);
-  ui.title.textContent = state.currentId ? (current && current.title) || "Untitled thread"
+  // A search may leave the open thread out of the list: its title is remembered.
+  if (current) state.currentTitle = current.title;
+  else if (!state.currentId) state.currentTitle = null;
+  ui.title.textContent = state.currentId ? state.currentTitle || "Untitled thread"
     : "No thread open";
   ui.title.title = ui.title.textContent; // the whole title, when the header cuts it short
   models.show(current);
@@ -122,17 +162,24 @@ function renderHeader() {
   ui.remove.hidden = !state.currentId;
 }
 
-async function createThread() {
-  const thread = await callApi("POST", "/api/threads", {});
-  state.threads.unshift({ ...thread, message_count: 0, preview: "",
-                        model: models.takeForNewThread() });
-  await openThread(thread.id);
-  return thread.id;
+/** A new thread, opened; a send made while "New thread" is still on its way goes to that
+ *  thread rather than making a second one. */
+function createThread() {
+  state.creating ??= (async () => {
+    const thread = await callApi("POST", "/api/threads", {});
+    state.threads.unshift({ ...thread, message_count: 0, preview: "",
+                            model: models.takeForNewThread() });
+    await openThread(thread.id);
+    return thread.id;
+  })().finally(() => { state.creating = null; });
+  return state.creating;
 }
 
 async function openThread(id) {
   // Shown already, with an answer streaming in: reading it again would wipe that answer.
   if (id === state.currentId && state.turn && state.turn.threadId === id) return;
+  if (state.editing && state.editing.threadId !== id) cancelEdit();
+  if (id !== state.currentId) state.currentTitle = null;
   state.currentId = id;
   history.replaceState(null, "", `#thread=${id}`);
   closeRename();
@@ -145,6 +192,7 @@ async function openThread(id) {
 }
 
 function closeThread() {
+  if (state.editing) cancelEdit();
   state.currentId = null;
   if (state.watch) state.watch.abort();
   history.replaceState(null, "", location.pathname);
@@ -178,8 +226,12 @@ async function loadHistory(id, { refresh = false } = {}) {
     const stick = !refresh || nearBottom();
     const top = ui.messages.scrollTop;
     const messages = body.messages || [];
+    const unfolded = refresh ? unfoldedReasoning() : new Set();
     if (messages.length === 0) showEmptyState();
     else ui.messages.replaceChildren(...messages.map(messageNode));
+    for (const box of ui.messages.querySelectorAll(".message details.reasoning")) {
+      if (unfolded.has(box.closest(".message").dataset.messageId)) box.open = true;
+    }
     if (stick) scrollToEnd();
     else {
       ui.messages.scrollTop = top;
@@ -189,6 +241,12 @@ async function loadHistory(id, { refresh = false } = {}) {
   } catch (error) {
     fail(error);
   }
+}
+
+/** The answers whose reasoning the reader has unfolded: a refresh keeps them unfolded. */
+function unfoldedReasoning() {
+  const open = ui.messages.querySelectorAll(".message details.reasoning[open]");
+  return new Set([...open].map((box) => box.closest(".message").dataset.messageId));
 }
 
 async function deleteCurrentThread() {
@@ -204,7 +262,7 @@ async function deleteCurrentThread() {
   }
   state.threads = state.threads.filter((t) => t.id !== id);
   closeThread();
-  notify("Thread deleted.");
+  notify("Thread deleted.", "info");
 }
 
 function openRename() {
@@ -231,6 +289,7 @@ async function saveRename(event) {
     const updated = await callApi("PATCH", threadPath(id), { title: ui.renameInput.value });
     const thread = state.threads.find((t) => t.id === id);
     if (thread) thread.title = updated.title;
+    state.currentTitle = updated.title;
     closeRename();
     notify("");
     renderThreadList();
@@ -257,14 +316,20 @@ function onMessageAction(event) {
   if (!button) return;
   const node = button.closest(".message");
   if (button.dataset.action === "copy") {
-    copyText(messageText(node)).then((ok) => flash(button, ok ? "copied" : "copy-failed"));
-  } else if (button.dataset.action === "retry") {
+    copyText(messageText(node))
+      .then((ok) => flash(button, ok ? "copied" : "copy-failed", { labelled: true }));
+  } else if (["retry", "regenerate"].includes(button.dataset.action)) {
     retry(node);
+  } else if (button.dataset.action === "edit" && !state.turn) {
+    startEdit(node);
+  } else if (button.dataset.action === "continue" && !state.turn) {
+    sendMessage(CONTINUE_TEXT, { fromComposer: false }).catch(fail);
   }
 }
 
-/** Retry sends the user's text of the exchange again as a new turn: the failed answer stays
- *  in the history as it was stored, and the new one follows it. */
+/** Retry (a failed answer) and Regenerate (any other) send the user's text of the exchange
+ *  again as a new turn: the earlier answer stays in the history as it was stored, and the new
+ *  one follows it. */
 function retry(answerNode) {
   let node = answerNode.previousElementSibling;
   while (node && !node.classList.contains("user")) node = node.previousElementSibling;
@@ -272,10 +337,48 @@ function retry(answerNode) {
   sendMessage(messageText(node), { fromComposer: false }).catch(fail);
 }
 
+// ---------- edit and resend ----------
+
+/** The last question goes back into the composer; Send replaces it and its answer. */
+function startEdit(node) {
+  state.editing = { threadId: state.currentId, messageId: node.dataset.messageId };
+  ui.input.value = messageText(node);
+  ui.editing.hidden = false;
+  ui.input.focus();
+  ui.input.setSelectionRange(ui.input.value.length, ui.input.value.length);
+}
+
+function cancelEdit({ clear = true } = {}) {
+  if (state.editing && clear) ui.input.value = "";
+  state.editing = null;
+  ui.editing.hidden = true;
+}
+
+/** Take the edited exchange back on the gateway, then send the new text as a new turn. A
+ *  refusal (an answer streaming, a newer question) keeps the text in the composer. */
+async function sendEdited(text) {
+  const { threadId, messageId } = state.editing;
+  if (threadId !== state.currentId || !messageId) return cancelEdit({ clear: false });
+  try {
+    await callApi("DELETE", threadPath(threadId, `/messages/${encodeURIComponent(messageId)}`));
+  } catch (error) {
+    if (error.status !== 404) return fail(error); // 404: already gone, which is the goal
+  }
+  // Looked up now: a refresh may have redrawn the bubbles since Edit was clicked.
+  const node = ui.messages.querySelector(`[data-message-id="${CSS.escape(messageId)}"]`);
+  if (node) {
+    while (node.nextElementSibling) node.nextElementSibling.remove();
+    node.remove();
+  }
+  cancelEdit({ clear: false });
+  await sendMessage(text, { fromComposer: true });
+}
+
 // ---------- one turn ----------
 
 async function sendMessage(text, { fromComposer }) {
-  const threadId = state.currentId || (await createThread());
+  const threadId = state.creating ? await state.creating
+    : state.currentId || (await createThread());
   state.turnsStarted += 1;
   const turn = newTurn(threadId, text);
   state.turn = turn;
@@ -288,7 +391,9 @@ async function sendMessage(text, { fromComposer }) {
       turn.userNode.remove();
       turn.reply.remove();
       if (!ui.messages.children.length) showEmptyState();
-      fail(await errorFrom(response));
+      const error = await errorFrom(response);
+      error.sentChars = [...text].length; // characters as the gateway counts them
+      fail(error);
       return;
     }
     if (fromComposer && ui.input.value === text) ui.input.value = "";
@@ -341,7 +446,10 @@ async function rejoinTurn(threadId, messages) {
 
 function newTurnState(threadId) {
   return { threadId, text: "", controller: new AbortController(), usage: null, error: null,
-           endStatus: null, started: false, renderTimer: null, heardNotice: false };
+           endStatus: null, started: false, renderTimer: null, heardNotice: false,
+           /** The reasoning so far, and the thinking time as this page saw it (the stored
+            *  reasoning_ms replaces it once the answer is stored). */
+           reasoning: "", thinkStart: null, thinkMs: null };
 }
 
 function newTurn(threadId, text) {
@@ -356,7 +464,7 @@ async function followTurn(turn, response) {
     signal: turn.controller.signal,
     ids: () => ({ threadId: turn.threadId, messageId: turn.reply.dataset.messageId }),
     onEvent: (event) => applyTurnEvent(turn, event),
-    onRetry: (waiting) => notify(waiting ? "Connection lost; reconnecting…" : ""),
+    onRetry: (waiting) => notify(waiting ? "Connection lost; reconnecting…" : "", "info"),
   });
   notify("");
   await settleTurn(turn);
@@ -388,7 +496,12 @@ function applyTurnEvent(turn, event) {
   if (event.event === "message_start") {
     if (data.user_message_id && turn.userNode) turn.userNode.dataset.messageId = data.user_message_id;
     if (data.assistant_message_id) turn.reply.dataset.messageId = data.assistant_message_id;
+  } else if (event.event === "reasoning" && typeof data.text === "string") {
+    turn.reasoning += data.text;
+    turn.thinkStart ??= Date.now();
+    scheduleRender(turn);
   } else if (event.event === "delta" && typeof data.text === "string") {
+    if (turn.thinkStart !== null && turn.thinkMs === null) turn.thinkMs = Date.now() - turn.thinkStart;
     turn.text += data.text;
     scheduleRender(turn);
   } else if (event.event === "usage") {
@@ -401,6 +514,8 @@ function applyTurnEvent(turn, event) {
   } else if (event.event === "catch_up" && data.message) {
     // The events were no longer kept: the stored message is the answer.
     turn.text = data.message.content || "";
+    turn.reasoning = data.message.reasoning || "";
+    turn.thinkMs = data.message.reasoning_ms ?? null;
     turn.endStatus = data.message.status;
     scheduleRender(turn);
   }
@@ -418,7 +533,8 @@ function scheduleRender(turn) {
 function renderLive(turn) {
   const stick = nearBottom();
   updateMessage(turn.reply, { role: "assistant", content: turn.text, status: "streaming",
-                              usage: turn.usage });
+                              usage: turn.usage, reasoning: turn.reasoning,
+                              reasoning_ms: turn.thinkMs });
   if (stick) scrollToEnd();
 }
 
@@ -428,6 +544,9 @@ async function settleTurn(turn) {
   clearTimeout(turn.renderTimer);
   turn.renderTimer = null;
   const stored = await storedTurn(turn);
+  // Read before the redraw: the stored answer may be longer than the last one drawn live
+  // (a render was still pending), and a reader at the end stays at the end.
+  const stick = nearBottom();
   if (stored.user && turn.userNode) updateMessage(turn.userNode, stored.user);
   if (stored.answer) {
     updateMessage(turn.reply, stored.answer);
@@ -435,9 +554,10 @@ async function settleTurn(turn) {
     // The stored row cannot be read (yet): keep what arrived, and how the stream ended.
     const status = turn.endStatus || (turn.error ? "failed" : "interrupted");
     updateMessage(turn.reply, { role: "assistant", content: turn.text, usage: turn.usage,
-                                status, metadata: turn.error ? { error: turn.error } : {} });
+                                status, metadata: turn.error ? { error: turn.error } : {},
+                                reasoning: turn.reasoning, reasoning_ms: turn.thinkMs });
   }
-  if (nearBottom()) scrollToEnd();
+  if (stick) scrollToEnd();
 }
 
 /** The turn's two stored rows; waits while the answer is still `streaming` (after a Stop the
@@ -548,7 +668,8 @@ function submit(event) {
   if (!text.trim() || state.turn) return;
   notify("");
   // The composer keeps the text until the gateway has accepted it: a refused send loses nothing.
-  sendMessage(text, { fromComposer: true }).catch(fail);
+  if (state.editing) sendEdited(text).catch(fail);
+  else sendMessage(text, { fromComposer: true }).catch(fail);
 }
 
 function wireKey() {
@@ -570,6 +691,7 @@ function wireThreads() {
     setThreadsOpen(false);
     createThread().catch(fail);
   });
+  ui.search.addEventListener("input", onSearchInput);
   ui.toggleThreads.addEventListener("click",
     () => setThreadsOpen(!document.body.classList.contains("threads-open")));
   ui.rename.addEventListener("click", openRename);
@@ -585,8 +707,10 @@ function wireComposer() {
   ui.composer.addEventListener("submit", submit);
   ui.input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) submit(event);
+    else if (event.key === "Escape" && state.editing) cancelEdit();
   });
   ui.stop.addEventListener("click", () => stopTurn());
+  ui.cancelEdit.addEventListener("click", () => cancelEdit());
   ui.messages.addEventListener("click", onMessageAction);
   ui.messages.addEventListener("scroll", updateScrollButton, { passive: true });
   ui.toBottom.addEventListener("click", scrollToEnd);

@@ -94,8 +94,22 @@ export async function copyText(text) {
   return ok;
 }
 
-/** Show for a moment that a copy worked (or not), through a class the CSS labels. */
-export function flash(button, state) {
+/** How long a button says "Copied" (or "Copy failed") before it is a Copy button again. */
+const FLASH_MS = 1500;
+const FLASH_LABELS = { copied: "Copied", "copy-failed": "Copy failed" };
+
+/** Show for a moment that a copy worked (or not): the state is an attribute the CSS styles
+ *  (and labels, for a code block's button, whose label is generated content); a button
+ *  with a text label (`labelled`) says it in words too. */
+export function flash(button, state, { labelled = false } = {}) {
+  clearTimeout(button.flashTimer);
+  if (labelled) {
+    button.dataset.label ??= button.textContent;
+    button.textContent = FLASH_LABELS[state] || button.dataset.label;
+  }
   button.dataset.state = state;
-  setTimeout(() => delete button.dataset.state, 1500);
+  button.flashTimer = setTimeout(() => {
+    delete button.dataset.state;
+    if (labelled) button.textContent = button.dataset.label;
+  }, FLASH_MS);
 }

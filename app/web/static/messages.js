@@ -3,7 +3,7 @@
 // drawn from a message object, live or stored, so both look the same.
 
 import { renderMarkdown } from "./markdown.js";
-import { statusWords, timeWords, usageWords } from "./words.js";
+import { statusWords, thoughtWords, timeWords, usageWords } from "./words.js";
 
 export const EMPTY_ANSWER = "The model returned no text.";
 
@@ -39,8 +39,37 @@ export function updateMessage(node, message) {
   node.classList.toggle("streaming", message.status === "streaming");
   node.classList.toggle("synthetic", Boolean(message.metadata && message.metadata.synthetic));
   textOf.set(node, message.content || "");
+  renderReasoning(node, message);
   renderContent(node.querySelector(".content"), message);
   renderFooter(node.querySelector(".footer"), message);
+}
+
+/** An answer's reasoning (the model's thinking, apart from its answer): a folded section
+ *  above the answer, "Thinking…" while only thinking has come, then "Thought for N s". It is
+ *  rendered as markdown like the answer; the section stays open or folded as the reader left
+ *  it while the answer streams on. */
+function renderReasoning(node, message) {
+  let box = node.querySelector(":scope > details.reasoning");
+  const text = message.role === "assistant" ? message.reasoning || "" : "";
+  if (!text) {
+    if (box) box.remove();
+    return;
+  }
+  if (!box) {
+    box = el("details", "reasoning");
+    box.dataset.testid = "reasoning";
+    const summary = el("summary", "reasoning-summary");
+    summary.dataset.testid = "reasoning-summary";
+    const body = el("div", "reasoning-content");
+    body.dataset.testid = "reasoning-content";
+    box.append(summary, body);
+    node.insertBefore(box, node.querySelector(".content"));
+  }
+  const thinking = message.status === "streaming" && !message.content;
+  box.classList.toggle("thinking", thinking);
+  box.querySelector("summary").textContent = thinking ? "Thinking…"
+    : thoughtWords(message.reasoning_ms);
+  box.querySelector(".reasoning-content").replaceChildren(renderMarkdown(text));
 }
 
 function renderContent(content, message) {
@@ -60,7 +89,7 @@ function renderFooter(footer, message) {
   const parts = [];
   const status = statusWords(message);
   if (status.text) {
-    const badge = el("span", `status ${message.status}`, status.text);
+    const badge = el("span", `status ${status.kind || message.status}`, status.text);
     badge.dataset.testid = "message-status";
     if (status.detail) badge.title = status.detail;
     parts.push(badge);
@@ -73,8 +102,23 @@ function renderFooter(footer, message) {
     span.title = `prompt ${usage.prompt_tokens ?? "?"}, completion ${usage.completion_tokens ?? "?"}`;
     parts.push(span);
   }
+  if (cutAtLimit(message)) {
+    const note = el("span", "cut-note", "cut at the token limit");
+    note.dataset.testid = "message-cut";
+    note.title = "The model stopped because the answer reached its token limit "
+      + "(finish_reason: length).";
+    parts.push(note);
+  }
   if (message.status !== "streaming") parts.push(...actionButtons(message));
   footer.replaceChildren(...parts);
+}
+
+/** A complete answer the model ended only because it reached its token limit: it looks
+ *  finished but is not. */
+export function cutAtLimit(message) {
+  const stream = message.metadata && message.metadata.stream;
+  return message.role === "assistant" && message.status === "complete"
+    && Boolean(stream) && stream.finish_reason === "length";
 }
 
 function timeNode(iso) {
@@ -87,8 +131,18 @@ function timeNode(iso) {
 function actionButtons(message) {
   const buttons = [];
   if (message.content) buttons.push(actionButton("copy", "Copy", "Copy this message"));
+  if (message.role === "user" && message.id) {
+    // Offered on the thread's last question only (the CSS hides the others).
+    buttons.push(actionButton("edit", "Edit", "Change this message and send it again"));
+  }
   if (message.role === "assistant" && ["failed", "interrupted"].includes(message.status)) {
     buttons.push(actionButton("retry", "Retry", "Send the question of this exchange again"));
+  } else if (message.role === "assistant" && message.status === "complete") {
+    buttons.push(actionButton("regenerate", "Regenerate",
+      "Ask the question of this exchange again for a new answer"));
+  }
+  if (cutAtLimit(message)) {
+    buttons.push(actionButton("continue", "Continue", "Ask the model to go on from where it was cut"));
   }
   return buttons;
 }

@@ -1,6 +1,6 @@
 // A turn's event stream that survives a dropped connection: when the stream breaks before
 // its last event (message_end, error or catch_up), the page asks the gateway for the rest,
-// after the last delta it has (Last-Event-ID), and waits longer between tries the longer the
+// after the last delta or reasoning piece it has (Last-Event-ID), and waits longer between tries the longer the
 // gateway stays out of reach, as EventSource does. Deltas already shown are never shown
 // twice: a delta whose id is not above the last one is skipped.
 //
@@ -40,7 +40,8 @@ export async function followTurnStream(response, { signal, ids, onEvent, onRetry
     let ended = false;
     try {
       for await (const event of eventsUntilDropped(response)) {
-        if (event.event === "delta") {
+        if (event.event === "delta" || event.event === "reasoning") {
+          // One id count for both channels: a resumed stream starts after the last of either.
           const id = Number(event.id);
           if (id && id <= lastId) continue; // already shown before the drop
           if (id) lastId = id;

@@ -287,3 +287,27 @@ async def test_the_daily_budget_refuses_in_openai_terms(
 def raw_cut(text: str) -> bytes:
     """A body that breaks off after some text: no finish, no [DONE]."""
     return f"data: {chunk([{'index': 0, 'delta': {'content': text}}])}\n\n".encode()
+
+
+async def test_reasoning_items_sent_back_never_reach_the_model(
+    oa_gateway: InProcessGateway, model_server: ModelServer
+) -> None:
+    """A client that manages its own context sends the whole output back, the reasoning
+    item included (as OpenAI asks): the model server is never shown the thinking."""
+    from tests.stream.test_reasoning_conformance import CASES as THINKING
+    from tests.turn.openai import test_reasoning_surfaces as surfaces
+
+    [case] = [c for c in THINKING if c["id"] == "r-basic"]
+    key = surfaces.prepare(model_server, case, "echoed")
+    async with await client_of(oa_gateway, "responses-echo") as client:
+        first = await client.responses.create(model=MODEL, input=ask(key), store=False)
+        assert first.output[0].type == "reasoning"
+        model_server.bodies["echo-next"] = answer_body(["Fine."])
+        second = await client.responses.create(model=MODEL, store=False, input=[
+            {"role": "user", "content": ask(key)},
+            *[item.model_dump(exclude_none=True) for item in first.output],
+            {"role": "user", "content": "[case:echo-next] and now?"}])  # type: ignore[list-item]
+    assert second.output_text == "Fine."
+    [request] = model_server.requests_for("echo-next")
+    assert case["reasoning"] not in json.dumps(request)
+    assert "Hello!" in json.dumps(request)  # the earlier answer itself is there

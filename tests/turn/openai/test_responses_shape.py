@@ -1,6 +1,6 @@
 """The Responses API's shapes without a gateway: a body becomes the chat shape the completion
 service speaks, and the event writer numbers its events and opens and closes output items in
-order (text, a tool call, text after it)."""
+order (text, a tool call, text after it; reasoning ahead of the message)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from app.turn.openai.errors import OpenAIError
-from app.turn.openai.responses_render import EventWriter, Outcome, stored_reasoning_tokens
+from app.turn.openai.responses_render import (
+    EventWriter,
+    Outcome,
+    output,
+    stored_reasoning_tokens,
+)
 from app.turn.openai.responses_request import parse_responses_body
 from app.turns.choices import ChoiceDelta
 
@@ -99,6 +104,49 @@ def test_events_are_numbered_and_items_open_and_close_in_order() -> None:
     assert [item["type"] for item in output] == ["message", "function_call", "message"]
     assert output[1]["arguments"] == "{\"city\": 1}" and output[1]["call_id"] == "c1"
     assert len({item["id"] for item in output}) == 3
+
+
+def test_reasoning_is_an_item_with_one_summary_part_ahead_of_the_message() -> None:
+    writer = EventWriter(Outcome(id="resp_ab", created_at=0, model="m"))
+    events = writer.opening()
+    events += writer.delta(ChoiceDelta(0, reasoning="Let me "))
+    events += writer.delta(ChoiceDelta(0, reasoning="see."))
+    events += writer.delta(ChoiceDelta(0, "Yes."))
+    writer.outcome.status = "completed"
+    events += writer.closing(writer.outcome)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert [(e["type"], e.get("output_index")) for e in events[2:]] == [
+        ("response.output_item.added", 0), ("response.reasoning_summary_part.added", 0),
+        ("response.reasoning_summary_text.delta", 0),
+        ("response.reasoning_summary_text.delta", 0),
+        ("response.reasoning_summary_text.done", 0), ("response.reasoning_summary_part.done", 0),
+        ("response.output_item.done", 0),
+        ("response.output_item.added", 1), ("response.content_part.added", 1),
+        ("response.output_text.delta", 1),
+        ("response.output_text.done", 1), ("response.content_part.done", 1),
+        ("response.output_item.done", 1), ("response.completed", None)]
+    assert events[2]["item"] == {"id": "rs_ab", "type": "reasoning", "status": "in_progress",
+                                 "summary": []}
+    thought = {"id": "rs_ab", "type": "reasoning", "status": "completed",
+               "summary": [{"type": "summary_text", "text": "Let me see."}]}
+    assert events[8]["item"] == thought
+    assert events[-1]["response"]["output"][0] == thought
+    whole = Outcome(id="resp_ab", created_at=0, model="m", status="completed",
+                    text="Yes.", reasoning="Let me see.")
+    assert output(whole)[0] == thought  # the whole reply's output as the stream's
+    assert [item["type"] for item in output(whole)] == ["reasoning", "message"]
+
+
+def test_an_answer_that_only_thought_still_has_its_empty_message() -> None:
+    writer = EventWriter(Outcome(id="resp_ab", created_at=0, model="m"))
+    events = writer.delta(ChoiceDelta(0, reasoning="hmm"))
+    writer.outcome.status = "completed"
+    events += writer.closing(writer.outcome)
+    items = events[-1]["response"]["output"]
+    assert [(item["type"], item.get("content", [{}])[0].get("text")) for item in items] == [
+        ("reasoning", None), ("message", "")]
+    assert [item["type"] for item in output(Outcome(
+        id="resp_ab", created_at=0, model="m", reasoning="hmm"))] == ["reasoning", "message"]
 
 
 def test_a_stored_answers_reasoning_tokens_come_from_its_main_call() -> None:

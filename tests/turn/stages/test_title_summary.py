@@ -49,6 +49,9 @@ T0 = dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC)
     ('<!-- METADATA: {"language": "en"}\nBikes', "Bikes"),  # the seed bug: no closer
     ('Bikes <!-\x00- METADATA: {"language": "en"} -->', "Bikes"),  # NUL hides no marker
     ("## C# tips", "C# tips"),
+    ("# **Bold** heading and `code`", "Bold heading and code"),
+    ("Title: *Tides* and [moons](https://example.com)", "Tides and moons"),
+    ("---\n\n**Bike repair**", "Bike repair"),  # a rule is no title
     ("\"\" ", None),
     ("", None),
 ])
