@@ -8,6 +8,7 @@ import datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -20,6 +21,8 @@ from app.api.errors import (
     unhandled_error_handler,
 )
 from app.api.middleware import RequestContextMiddleware
+from app.catalog import Catalog, ModelsFileError, ModelSpec
+from app.catalog_file import LoadedCatalog, load_catalog
 from app.events.bus import MessageBus, make_message_bus
 from app.followups.recall import MemoryRecall
 from app.followups.scheduler import FollowupScheduler
@@ -43,6 +46,7 @@ from app.process.service import ProcessRegistry
 from app.routes import api_routes
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
+from app.startup import ConfigError
 from app.store.db import Database, DatabaseTimeouts
 from app.store.errors import DatabaseUnavailable
 from app.turn.announcer import MessageAnnouncer
@@ -63,8 +67,9 @@ from app.turn.stages.side_call import SideCaller
 from app.turn.stages.summary import SummaryStage
 from app.turn.stages.title import TitleStage
 from app.turn.tracing import StreamTracer
-from app.turns.pricing import PriceTable, load_price_table
+from app.turns.pricing import ModelPrice, PriceTable, load_price_table
 from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
+from app.upstream.router import ModelRouter
 from app.usage.refusals import RefusalTally
 from app.web import web_routes
 
@@ -178,16 +183,21 @@ def database_timeouts(settings: Settings) -> DatabaseTimeouts:
                             pool_s=settings.database_pool_timeout_s)
 
 
-def build_runtime(settings: Settings) -> Runtime:
-    prices = load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price)
+def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Runtime:
+    loaded = loaded or load_catalog(settings)
+    catalog = loaded.catalog
+    prices = with_model_prices(
+        load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price), catalog)
     db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s,
                   sqlite_merge_on_commit=False, postgres_pool_size=settings.database_pool_size,
                   timeouts=database_timeouts(settings))
-    config = upstream_config(settings)
-    http = make_http_client(config)
-    client = make_openai_client(config, http)
-    upstream = UpstreamClient(client, config, http)
+    http = make_http_client(upstream_config(settings))
+    clients = {spec.name: model_client(settings, spec, loaded.keys[spec.server.name], http)
+               for spec in catalog.models}
+    upstream = clients[catalog.default]  # the side calls' (title, summary)
+    client = upstream.openai
     metrics, bus = GatewayMetrics(), make_message_bus(db)
+    router = ModelRouter(catalog, clients, report=metrics)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
     slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)
     processes = ProcessRegistry(db, heartbeat_s=settings.heartbeat_s,
@@ -197,7 +207,7 @@ def build_runtime(settings: Settings) -> Runtime:
                     observers=observers, slots=slots, process_id=processes.process_id,
                     checkpoints=checkpoints, precedence=Precedence(metrics=metrics),
                     openings=OpeningPlaces(settings.max_opening_turns, settings.opening_wait_s,
-                                           metrics))
+                                           metrics), router=router)
     gate = TurnGate(deps, metrics, rate_windows(settings, db),
                     refusals=RefusalTally(db, metrics=metrics))
     runs = turn_runs(settings, metrics)
@@ -241,6 +251,26 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         max_answer_s=settings.max_answer_s)
 
 
+def model_client(settings: Settings, spec: ModelSpec, api_key: str,
+                 http: httpx.AsyncClient) -> UpstreamClient:
+    """One model's client over the shared HTTP pool: its server, key and limits."""
+    config = UpstreamConfig(
+        base_url=spec.server.base_url, api_key=api_key, model=spec.model_id,
+        temperature=spec.temperature, max_tokens=spec.max_tokens,
+        connect_timeout_s=spec.connect_timeout_s, read_timeout_s=spec.read_timeout_s,
+        first_token_timeout_s=spec.first_token_timeout_s, max_retries=spec.max_retries,
+        pool_size=settings.upstream_pool_size, max_answer_s=spec.max_answer_s)
+    return UpstreamClient(make_openai_client(config, http), config, http)
+
+
+def with_model_prices(prices: PriceTable, catalog: Catalog) -> PriceTable:
+    """The models file's prices over the price table's, by the id the server is asked
+    for (what a call's record names) and by the model's own name."""
+    extra = {key: ModelPrice(*spec.prices) for spec in catalog.models if spec.prices
+             for key in (spec.model_id, spec.name)}
+    return prices.with_prices(extra) if extra else prices
+
+
 def turn_observers(
     settings: Settings, db: Database, upstream: UpstreamClient, prices: PriceTable,
     metrics: GatewayMetrics, bus: MessageBus,
@@ -268,7 +298,19 @@ class UpstreamNotConfigured(RuntimeError):
     every thread's history there, so the gateway refuses to start instead."""
 
 
+def require_catalog(settings: Settings) -> LoadedCatalog:
+    """The catalog, or one sentence (ConfigError: exit 2 under scripts/serve) and no
+    start."""
+    try:
+        return load_catalog(settings)
+    except ModelsFileError as exc:
+        log.error("models_file_invalid", error=str(exc))
+        raise ConfigError(f"CHATGATE_MODELS_FILE: {exc}") from None
+
+
 def require_upstream(settings: Settings) -> None:
+    if settings.models_file:
+        return
     if not settings.upstream_base_url:
         log.error("upstream_not_configured")
         raise UpstreamNotConfigured(
@@ -283,10 +325,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_format)
     require_upstream(settings)
+    loaded = require_catalog(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        rt = build_runtime(settings)
+        rt = build_runtime(settings, loaded)
         undo_signals = on_stop_signals(lambda: begin_shutdown(rt))
         try:
             await integrity.check_synthetic_roundtrip(rt.db)
@@ -308,7 +351,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if can_return_free_memory():  # not on musl or macOS: no task waking for nothing
                 rt.background.start("heap_trim", return_free_memory_forever)
             log.info("gateway_started", upstream=settings.upstream_base_url,
-                     model=settings.upstream_model, auth_mode=settings.auth_mode,
+                     model=loaded.catalog.default, models=loaded.catalog.listed,
+                     servers=[s.name for s in loaded.catalog.servers],
+                     auth_mode=settings.auth_mode,
                      database=rt.db.backend)
             yield
         finally:

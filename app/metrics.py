@@ -32,6 +32,14 @@ library's global one, so two apps in one process do not share or clash).
                                                  process is saturated past a few milliseconds
     chatgate_chunks_held_total                   chunks of streaming turns that waited for
                                                  opening ones (app/turn/precedence.py)
+    chatgate_model_server_requests_total{server} requests sent to each model server
+    chatgate_model_server_failures_total{server,code}  of them, those that failed
+    chatgate_model_server_cooldown_until{server} unix time a cooling server is tried again
+                                                 (0: healthy)
+    chatgate_model_fallbacks_total{from,to}      answers sent to the next model of the list
+                                                 before their first token
+    chatgate_model_continuations_total{from,to}  answers finished by another call after a
+                                                 mid-answer failure
 
 Several worker processes: each has its own values. When PROMETHEUS_MULTIPROC_DIR is set in
 the environment before the process starts (prometheus_client reads it at import), values are
@@ -128,6 +136,40 @@ class GatewayMetrics:
             "chatgate_stream_resumes",
             "Resume requests by outcome (local, shared, stored, or the refusal's code).",
             ["outcome"], registry=r)
+
+        self.server_requests = Counter(
+            "chatgate_model_server_requests", "Requests sent to each model server.",
+            ["server"], registry=r)
+        self.server_failures = Counter(
+            "chatgate_model_server_failures", "Failed requests to each model server, by code.",
+            ["server", "code"], registry=r)
+        self.server_cooldown = Gauge(
+            "chatgate_model_server_cooldown_until",
+            "Unix time until which a model server cools down (0: healthy).", ["server"],
+            registry=r, multiprocess_mode="livemax")
+        self.fallbacks = Counter(
+            "chatgate_model_fallbacks", "Answers moved to the next model before any token.",
+            ["from_model", "to_model"], registry=r)
+        self.continuations = Counter(
+            "chatgate_model_continuations",
+            "Answers continued by another call after a mid-answer failure.",
+            ["from_model", "to_model"], registry=r)
+
+    # The model router's report (app.upstream.router.RouterReport).
+    def server_request(self, server: str) -> None:
+        self.server_requests.labels(server).inc()
+
+    def server_failure(self, server: str, code: str) -> None:
+        self.server_failures.labels(server, code).inc()
+
+    def server_cooling(self, server: str, until_unix: float) -> None:
+        self.server_cooldown.labels(server).set(until_unix)
+
+    def fallback(self, from_model: str, to_model: str) -> None:
+        self.fallbacks.labels(from_model, to_model).inc()
+
+    def continuation(self, from_model: str, to_model: str) -> None:
+        self.continuations.labels(from_model, to_model).inc()
 
     def exposition(self) -> bytes:
         """The Prometheus text format: this process's registry, or every process's values

@@ -41,6 +41,8 @@ class CallRecord:
     request: dict[str, Any] = field(default_factory=dict)
     #: Stage-specific facts kept with the call's metadata entry (e.g. what a summary covers).
     details: dict[str, Any] = field(default_factory=dict)
+    #: The model server the call went to (the catalog's name), when known.
+    server: str | None = None
     #: The provider's `completion_tokens_details.reasoning_tokens` (part of
     #: completion_tokens); None when it reported none.
     reasoning_tokens: int | None = None
@@ -84,6 +86,8 @@ class CallRecord:
             usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
         if self.details:
             entry["details"] = dict(self.details)
+        if self.server is not None:
+            entry["server"] = self.server
         return entry
 
 

@@ -133,11 +133,24 @@ def prepare(host: str, port: int, demo_port: int | None = None, *,
     with one_sentence_on_error():
         check_workers(base.workers, base.database_url)
         check_port_free(host, port, "--port")
+        check_models_file(base)
         if demo_port is not None and not base.upstream_base_url:
             check_port_free("127.0.0.1", demo_port, "--demo-port")
         if migrate_database:
             migrate(base.database_url)
     return base
+
+
+def check_models_file(settings: Settings) -> None:
+    """A models file that names a missing entry, a wrong field or an unset key variable is
+    one sentence naming the entry and the field."""
+    from app.catalog import ModelsFileError
+    from app.catalog_file import load_catalog
+
+    try:
+        load_catalog(settings)
+    except ModelsFileError as exc:
+        raise ConfigError(f"CHATGATE_MODELS_FILE: {exc}") from None
 
 
 def run(host: str, port: int, demo_port: int | None = None) -> None:
@@ -223,7 +236,7 @@ def migrate(database_url: str) -> None:
 
 @contextmanager
 def _upstream(settings: Settings, demo_port: int | None) -> Iterator[str | None]:
-    if settings.upstream_base_url:
+    if settings.upstream_base_url or settings.models_file:
         yield None
         return
     with demo_model_server(demo_port) as url:

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     #: The models the OpenAI-compatible endpoint offers (`/v1/models`), comma-separated; each
     #: is sent upstream by name. Empty: the one `upstream_model`.
     models: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: A TOML file of model servers and the models users pick (app.catalog); unset: the
+    #: one model server above, with the names of `models`.
+    models_file: str | None = None
     #: How the model server's answers carry the model's thinking inline (spec v1.2,
     #: "Reasoning"): `think`, a leading <think>...</think> block; `think-prefilled`, the chat
     #: template put the opener into the prompt, so the answer starts inside the thinking and
@@ -82,6 +85,9 @@ class Settings(BaseSettings):
     max_answer_s: float = Field(default=600.0, gt=0)
     upstream_read_timeout_s: float = 60.0
     upstream_max_retries: int = 1
+    #: Calls that may finish one answer after its model server failed mid-answer (each
+    #: model of the models file may turn it off: `continuation = false`).
+    max_continuations: int = Field(default=1, ge=0)
     #: Connections to the model server this process may hold: each turn holds one slot from
     #: before its first upstream call to its finish (its title/summary calls ride on it).
     upstream_pool_size: int = Field(default=200, ge=1)

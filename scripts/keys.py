@@ -4,10 +4,12 @@
     python scripts/keys.py list [--user alice]
     python scripts/keys.py revoke KEY_ID
     python scripts/keys.py budget KEY_ID [--tokens 100000] [--cost-usd 2.5] [--clear]
+    python scripts/keys.py models KEY_ID (--allow fast,smart | --all)
 
 A budget is per UTC day and checked, when a turn opens, against everything the key's user
 used that day (all keys together): past it, turns are refused (429 `budget_exceeded`)
-until midnight UTC.
+until midnight UTC. A key limited to some models (names of the models file) gets 403
+`model_not_allowed` for any other.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ async def set_budget(url: str | None, key_id: uuid.UUID, tokens: int | None,
     async with (migrated_database(resolve_database_url(url)) as db,
                 db.transaction() as session):
         return await api_keys.set_budget(session, key_id, tokens=tokens, cost_usd=cost_usd)
+
+
+async def set_models(url: str | None, key_id: uuid.UUID, models: list[str] | None) -> bool:
+    async with (migrated_database(resolve_database_url(url)) as db,
+                db.transaction() as session):
+        return await api_keys.set_models(session, key_id, models)
 
 
 def budget_text(tokens: int | None, cost_usd: float | None) -> str:
@@ -163,6 +171,28 @@ def budget(
         console.print(f"no key {key_id}", style="red")
         raise typer.Exit(1)
     console.print(f"budget of {key_id}: {budget_text(tokens, cost_usd) or 'none'}",
+                  highlight=False)
+
+
+@cli.command()
+def models(
+    key_id: str,
+    allow: str | None = typer.Option(None, "--allow",
+                                     help="the models the key may use, comma-separated"),
+    all_models: bool = typer.Option(False, "--all", **FLAG, help="every model (the default)"),
+    database_url: str | None = DbOption,
+) -> None:
+    """Limit a key to some models (their names in the models file); any other is refused
+    with 403 `model_not_allowed`, and a turn that names none uses the first it may."""
+    parsed = parse_key_id(key_id)
+    names = [n.strip() for n in (allow or "").split(",") if n.strip()]
+    if all_models == bool(names):
+        console.print("give --allow NAME[,NAME...] or --all", style="red")
+        raise typer.Exit(2)
+    if not asyncio.run(set_models(database_url, parsed, names or None)):
+        console.print(f"no key {key_id}", style="red")
+        raise typer.Exit(1)
+    console.print(f"models of {key_id}: {', '.join(names) if names else 'all'}",
                   highlight=False)
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from app.stream import strip_markers
+
 FinishReason = Literal["stop", "length", "tool_calls"]
 Awaiting = Literal["question", "decision", "task"]
 
@@ -207,6 +209,30 @@ def apply_max_tokens(reply: Reply, max_tokens: int | None) -> Reply:
         kept.append(piece[:budget])
         budget -= len(piece)
     return replace(reply, pieces=tuple(kept), finish_reason="length")
+
+
+def continued_from(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The partial answer a request asks to continue (the gateway's continuation: the
+    original messages, the partial answer as an assistant message, then system text), or
+    None for an ordinary request."""
+    if len(messages) < 2 or messages[-1].get("role") != "system":
+        return None
+    partial = messages[-2]
+    return message_text(partial) if partial.get("role") == "assistant" else None
+
+
+def continue_reply(reply: Reply, said: str) -> Reply:
+    """The rest of `reply` after the clean text `said`: its raw text from the shortest
+    prefix whose clean text is `said` (what a model that goes on exactly where it was cut
+    would write), cut into pieces again. A `said` that is no clean prefix of the answer
+    gets the whole answer (a model that starts over). The failure a scenario plans (an
+    abort, a cut) is not repeated by the continuation."""
+    raw = reply.text
+    start = next((k for k in range(len(raw) + 1) if strip_markers(raw[:k]).text == said), 0)
+    rest = raw[start:]
+    return replace(reply, scenario=reply.scenario + "+continued",
+                   pieces=tuple(chunk_text(rest, said)), abort_after=None, cut_after=None,
+                   bad_chunk_after=None)
 
 
 def plan_completion(chat: ChatInput) -> Reply:

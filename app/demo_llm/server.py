@@ -26,6 +26,8 @@ from app.demo_llm.scenarios import (
     Reply,
     apply_max_tokens,
     chat_input,
+    continue_reply,
+    continued_from,
     count_tokens,
     plan_completion,
     plan_reply,
@@ -204,9 +206,21 @@ async def chat_completions(request: Request) -> Response:
     stream = body.get("stream") is True
     chat = chat_input(messages)
     reply = plan_reply(chat) if stream else plan_completion(chat)
+    said = continued_from(messages) if stream else None
+    if said is not None:
+        reply = continue_reply(reply, said)
+    elif stream and state.settings.abort_after is not None:
+        reply = replace(reply, abort_after=state.settings.abort_after)
     reply = apply_max_tokens(reply, _max_tokens(body))
     state.recorder.record(body, reply.scenario, stream)
     log.info("demo_request", scenario=reply.scenario, stream=stream, pieces=len(reply.pieces))
+    if state.settings.fail_status is not None:
+        retry = state.settings.retry_after_s
+        failed = error_response(state.settings.fail_status, "The demo server is failing.",
+                                "demo_failing", "server_error")
+        if retry is not None:
+            failed.headers["Retry-After"] = f"{retry:g}"
+        return failed
     if reply.http_error is not None:
         return error_response(reply.http_error, reply.error_message, "demo_" + reply.scenario,
                               "server_error")

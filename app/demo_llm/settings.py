@@ -21,3 +21,10 @@ class DemoSettings(BaseSettings):
     """The model id `GET /v1/models` lists (any requested model name is accepted)."""
     record_limit: int = 200
     """How many request bodies `GET /v1/_debug/requests` keeps."""
+    fail_status: int | None = None
+    """Answer every chat request with this HTTP status (a failing server in tests)."""
+    retry_after_s: float | None = None
+    """The Retry-After of those failures."""
+    abort_after: int | None = None
+    """Cut every streamed answer after this many pieces, as a crashed server would (a
+    continuation request is answered whole)."""

@@ -89,6 +89,14 @@ async def set_budget(
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
+async def set_models(s: AsyncSession, key_id: uuid.UUID, models: list[str] | None) -> bool:
+    """Limit a key to these models (catalog names; None: every model); False when no such
+    key."""
+    result = await s.execute(update(ApiKey).where(ApiKey.id == key_id).values(
+        allowed_models=models))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
 async def revoked_among(s: AsyncSession, key_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
     """Which of these keys are revoked (or gone): one query however many streams are open."""
     if not key_ids:

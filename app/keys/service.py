@@ -26,6 +26,8 @@ class Principal:
     key_id: uuid.UUID | None = None
     daily_token_budget: int | None = None
     daily_cost_budget_usd: float | None = None
+    #: The models (catalog names) the key may use; None: every model.
+    allowed_models: tuple[str, ...] | None = None
 
 
 async def authenticate_key(db: Database, token: str) -> Principal | None:
@@ -36,4 +38,5 @@ async def authenticate_key(db: Database, token: str) -> Principal | None:
         if key is None:
             return None
         return Principal(key.user_id, key.is_admin, key.id, key.daily_token_budget,
-                         key.daily_cost_budget_usd)
+                         key.daily_cost_budget_usd,
+                         tuple(key.allowed_models) if key.allowed_models is not None else None)

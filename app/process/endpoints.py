@@ -20,10 +20,15 @@ async def healthz(_: Request) -> JSONResponse:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """The database answers and is migrated to head: 200, else 503 with the reason."""
-    reason = await not_ready_reason(runtime(request).db)
+    """The database answers and is migrated to head: 200, else 503 with the reason. Each
+    model server's state goes with either answer (`healthy`, or `cooling_down` until when,
+    with this process's requests and failures): a cooling server is no reason to take the
+    process out of rotation, its models fall back to the others."""
+    rt = runtime(request)
+    reason = await not_ready_reason(rt.db)
+    servers = rt.turn_deps.models.state()
     if reason is None:
-        return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "ready", "model_servers": servers})
     return JSONResponse(
-        {"status": "not_ready", "error": {"code": reason, "message": MESSAGES[reason]}},
-        status_code=503)
+        {"status": "not_ready", "error": {"code": reason, "message": MESSAGES[reason]},
+         "model_servers": servers}, status_code=503)

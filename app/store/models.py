@@ -155,6 +155,9 @@ class Thread(Base):
     autonomy: Mapped[dict[str, Any]] = mapped_column(JsonDocument, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # The model the thread's last turn chose (a name of the gateway's catalog); NULL: the
+    # catalog's default.
+    model: Mapped[str | None] = mapped_column(String(255))
 
 
 class Message(Base):
@@ -267,6 +270,8 @@ class LlmCall(Base):
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(32))
     error: Mapped[str | None] = mapped_column(Text)
+    # The model server the call went to (the models file's name); NULL before there were several.
+    server: Mapped[str | None] = mapped_column(String(255))
     #: The provider's `completion_tokens_details.reasoning_tokens` (part of completion_tokens),
     #: NULL when it reported none.
     reasoning_tokens: Mapped[int | None] = mapped_column(Integer)
@@ -314,6 +319,8 @@ class ApiKey(Base):
     # Optional daily budget (UTC day), checked against the user's rollup; NULL: no budget.
     daily_token_budget: Mapped[int | None] = mapped_column(BigInteger)
     daily_cost_budget_usd: Mapped[float | None] = mapped_column(Numeric(18, 9, asdecimal=False))
+    # The models (catalog names) the key may use; NULL: every model.
+    allowed_models: Mapped[list[str] | None] = mapped_column(JsonDocument)
 
 
 class RateLimitWindow(Base):

@@ -17,3 +17,5 @@ class ThreadSummary:
     preview: str | None
     updated_at: dt.datetime
     created_at: dt.datetime
+    #: The model the thread's last turn chose (None: the default).
+    model: str | None = None

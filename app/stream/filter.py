@@ -96,7 +96,10 @@ class MarkerFilter:
         "warnings",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, continuing: bool = False) -> None:
+        """`continuing`: this output goes on from visible text another filter emitted (a
+        call that finishes an answer broken off mid-answer): its leading white space is
+        the answer's own, and a block at its start is not at the answer's start."""
         self.metadata: JsonObject | None = None
         """Merged objects of the complete METADATA blocks (later keys win), or None."""
         self.warnings: list[str] = []
@@ -117,6 +120,8 @@ class MarkerFilter:
         self._body_parts: list[str] = []  # METADATA body text, joined when it completes
         self._win_parts: list[str] = []  # garble window kept across chunks
         self._reset_block()
+        if continuing:
+            self._started = self._fast = True
 
     # ----------------------------------------------------------------- public API
 

@@ -76,7 +76,11 @@ class ReasoningSplit:
     is `split.feed(chunk)`, minus the delegation. Only the split itself makes reasoning
     final (`pending`), so a caller that fed the content filter has none to take."""
 
-    def __init__(self, reasoning_format: ReasoningFormat = "think", tag: str = "think") -> None:
+    def __init__(self, reasoning_format: ReasoningFormat = "think", tag: str = "think", *,
+                 continuing: bool = False) -> None:
+        """`continuing`: the output goes on from answer text another split showed (a call
+        that finishes an answer broken off mid-answer): its thinking is over, its content
+        channel continues that text (MarkerFilter's `continuing`)."""
         if reasoning_format not in REASONING_FORMATS:
             raise ValueError(f"unknown reasoning format {reasoning_format!r}")
         if not tag or not all(c.isascii() and (c.isalnum() or c in "-_") for c in tag):
@@ -84,8 +88,8 @@ class ReasoningSplit:
         self._opener = f"<{tag}>"
         self._closer = f"</{tag}>"
         self._prefilled = reasoning_format == "think-prefilled"
-        self._state = _CONTENT if reasoning_format == "none" else _LEAD
-        self._content = MarkerFilter()
+        self._state = _CONTENT if reasoning_format == "none" or continuing else _LEAD
+        self._content = MarkerFilter(continuing=continuing)
         self.feeder = self._content if self._state == _CONTENT else self
         self._reasoning = MarkerFilter()
         self._head = ""  # LEAD: T so far (leading WS and a possible opener prefix)

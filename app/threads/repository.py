@@ -83,13 +83,14 @@ async def list_threads(s: AsyncSession, user_id: str) -> list[ThreadSummary]:
         .scalar_subquery()
     )
     rows = await s.execute(
-        select(Thread.id, Thread.title, count, preview, Thread.updated_at, Thread.created_at)
+        select(Thread.id, Thread.title, count, preview, Thread.updated_at, Thread.created_at,
+               Thread.model)
         .where(Thread.user_id == user_id)
         .order_by(Thread.updated_at.desc(), Thread.id)
     )
     return [
         ThreadSummary(id=r[0], title=r[1], message_count=int(r[2]), preview=_preview(r[3]),
-                      updated_at=r[4], created_at=r[5])
+                      updated_at=r[4], created_at=r[5], model=r[6])
         for r in rows
     ]
 

@@ -53,7 +53,7 @@ async def list_threads(db: Database, user_id: str, query: str = "") -> list[dict
             summaries = [t for t in summaries if t.id in found]
     return [
         {"id": str(t.id), "title": t.title, "message_count": t.message_count,
-         "preview": t.preview, "updated_at": iso_utc(t.updated_at)}
+         "preview": t.preview, "updated_at": iso_utc(t.updated_at), "model": t.model}
         for t in summaries
     ]
 

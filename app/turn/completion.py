@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from app.catalog import ModelNotOffered, choose
 from app.clock import utcnow
 from app.context.builder import ContextItem
 from app.context.client_history import (
@@ -48,14 +49,14 @@ from app.turn.gate import TurnGate, UserGuard
 from app.turn.lease import TurnLease
 from app.turn.loop import TurnLoop
 from app.turn.metrics_observer import turn_metrics
+from app.turn.model_calls import Messages, ModelCalls
 from app.turn.observers import ContextDraft, TurnHandler, TurnView, after_finish_all
 from app.turn.opening import open_rows, opening_request
 from app.turn.persist import TurnStore
 from app.turns.choices import ChoiceChunk, ChoiceDelta, ChoiceSet
 from app.turns.events import TurnFailure
 from app.turns.finish import TurnOutcome, finished_message, outcome_of
-from app.turns.usage import CallContext
-from app.upstream import UpstreamError
+from app.upstream import UpstreamClient, UpstreamError
 from app.upstream.choices import ChoiceStream, open_choice_stream
 
 log = get_logger("services.completions")
@@ -112,18 +113,20 @@ class Closing:
 
 
 def offered_models(deps: TurnDeps) -> list[str]:
-    return deps.settings.offered_models
+    return deps.models.catalog.listed
 
 
 async def open_completion(
     gate: TurnGate, principal: Principal, request: CompletionRequest,
     thread_id: uuid.UUID | None,
 ) -> CompletionCall:
-    """Raises ModelNotFound, TurnRefused, ThreadNotFound, ThreadBusy, ContentTooLong, or
-    CompletionFailed (the call is recorded all the same)."""
+    """Raises ModelNotFound, ModelNotAllowed, TurnRefused, ThreadNotFound, ThreadBusy,
+    ContentTooLong, or CompletionFailed (the call is recorded all the same)."""
     deps = gate.deps
-    if request.model not in offered_models(deps):
-        raise ModelNotFound(request.model)
+    try:
+        choose(deps.models.catalog, request.model, None, principal.allowed_models)
+    except ModelNotOffered as exc:
+        raise ModelNotFound(request.model) from exc
     async def opener() -> CompletionCall:
         lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
                                      deps.openings)
@@ -203,6 +206,8 @@ class CompletionCall:
             self.choices, lease, self.draft.recorder, log=log, name="completion",
             finish=self.finish)
         self._loop.handlers = handlers
+        self.calls = ModelCalls(deps, request.model, self.draft.recorder,
+                                params=request.params)
 
     async def start(self) -> None:
         """The observers' stages, then the upstream request. Raises CompletionFailed after
@@ -221,9 +226,10 @@ class CompletionCall:
                     budget_chars=settings.context_budget_chars, summary=self.draft.summary,
                     memories=self.draft.memories, times=self.request.times)
             self._started = utcnow()
-            self._stream = await open_choice_stream(
-                self.deps.upstream, self._prompt, {**self.request.params,
-                                                   "model": self.request.model})
+            try:
+                self._stream = await self.calls.open(self._send, self._prompt)
+            finally:
+                self._started = self.calls.started_at
             self._lease.upstream_answered()
         except UpstreamError as exc:
             failure = TurnFailure(exc.code, exc.message, exc.http_status, exc.retry_after_s)
@@ -241,7 +247,7 @@ class CompletionCall:
         call; it is recorded either way (the loop's finish, app.turn.loop)."""
         assert self._stream is not None, "start() first"
         structlog.contextvars.bind_contextvars(**self.log_ids)
-        async with aclosing(self._loop.run(self._chunks)) as batches:
+        async with aclosing(self._loop.run(self._chunks, resume=self._resume)) as batches:
             async for batch in batches:
                 for delta in batch:
                     yield delta
@@ -250,6 +256,21 @@ class CompletionCall:
         """The chunks of the stream start() opened."""
         assert self._stream is not None
         return self._stream.choice_chunks()
+
+    async def _send(self, client: UpstreamClient, messages: Messages) -> ChoiceStream:
+        return await open_choice_stream(client, messages, self.request.params)
+
+    async def _resume(self, exc: UpstreamError) -> AsyncGenerator[ChoiceChunk, None] | None:
+        """The answer broke off mid-answer: the call that finishes it, if any."""
+        if self._stream is not None:
+            await self._stream.close()
+        following = await self.calls.resume(exc, self.choices.said(), self._send,
+                                            self._main_call)
+        if following is None:
+            return None
+        self._stream, self._started = following, self.calls.started_at
+        self._prompt = [dict(m) for m in self.calls.messages]
+        return following.choice_chunks()
 
     async def run_to_end(self) -> list[ChoiceDelta]:
         """Every delta of the call, for a whole (non-streamed) reply; finished either way."""
@@ -268,8 +289,7 @@ class CompletionCall:
 
     def _main_call(self) -> CallRecord:
         """The main call as measured until now (its request was sent)."""
-        ctx = CallContext(self.request.model, {**self.request.params,
-                                               "model": self.request.model}, self.deps.prices)
+        ctx = self.calls.context()
         return self.choices.call_record(
             ctx, prompt=flat_prompt(self._prompt), started_at=self._started,
             first_token_at=self.draft.recorder.first_token_at, finished_at=utcnow())
@@ -325,10 +345,12 @@ class CompletionCall:
         """With a thread, the finishing transaction of a turn; without, the usage alone."""
         recorder, answer = self.draft.recorder, self.choices.first
         message_id = self.view.message_id if self.view else uuid.uuid4()
-        finished = finished_message(message_id, answer, recorder, model=self.request.model)
+        model = self.calls.spec.model_id
+        finished = finished_message(message_id, answer, recorder, model=model)
+        finished.metadata["answered_by"] = self.calls.answered_by()
         if tool_calls := self.choices.choices[0].tool_calls:
             finished.metadata["tool_calls"] = tool_calls  # an answer may be only a tool call
-        outcome = outcome_of(answer, recorder, model=self.request.model)
+        outcome = outcome_of(answer, recorder, model=model)
         if self.view is None:
             self.closing.stored = await self._record_usage()
             await self._settle(finished, outcome, stored=self.closing.stored)

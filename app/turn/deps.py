@@ -16,6 +16,7 @@ from app.turn.rows import TurnRows, turn_rows
 from app.turn.slots import UpstreamSlots
 from app.turns.pricing import PriceTable
 from app.upstream import UpstreamClient
+from app.upstream.router import ModelRouter, single_model_router
 
 
 @dataclass
@@ -37,11 +38,20 @@ class TurnDeps:
     precedence: Precedence | None = None
     #: How many turns may be opening at once (None: no bound of this process's own).
     openings: OpeningPlaces | None = None
+    #: The models and their servers (None: `upstream` is the one model).
+    router: ModelRouter | None = None
     #: Every write of a turn's rows, on `db`.
     rows: TurnRows = field(init=False)
 
     def __post_init__(self) -> None:
         self.rows = turn_rows(self.db)
+        if self.router is None:
+            self.router = single_model_router(self.upstream)
+
+    @property
+    def models(self) -> ModelRouter:
+        assert self.router is not None
+        return self.router
 
     @property
     def reasoning(self) -> tuple[ReasoningFormat, str]:

@@ -7,16 +7,30 @@ from __future__ import annotations
 import functools
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from app.api import bodies
 from app.api.auth import authenticate
 from app.api.errors import ApiError, not_found
 from app.api.state import runtime
+from app.catalog import ModelNotAllowed, ModelNotOffered, choose
 from app.store.errors import ContentTooLong, ThreadBusy
 from app.turn.log_stream import LogStreamResponse
 from app.turn.opening import ThreadNotFound
 from app.turn.slots import TurnRefused
+
+
+async def list_models(request: Request) -> Response:
+    """GET /api/models: the models this key may pick, and the one a new thread uses."""
+    principal = await authenticate(request)
+    catalog = runtime(request).turn_deps.models.catalog
+    allowed = principal.allowed_models
+    try:
+        default = choose(catalog, None, None, allowed)
+    except ModelNotAllowed:
+        default = catalog.default
+    names = [name for name in catalog.listed if allowed is None or name in allowed]
+    return JSONResponse({"models": [{"name": name} for name in names], "default": default})
 
 
 async def post_message(request: Request) -> Response:
@@ -25,8 +39,16 @@ async def post_message(request: Request) -> Response:
     rt = runtime(request)
     body = await bodies.json_object(request)
     content = bodies.message_content(body, rt.settings.max_content_chars)
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise ApiError(400, "invalid_model", "'model' must be the name of a model")
     try:
-        turn = await rt.gate.open(principal, thread_id, content)
+        turn = await rt.gate.open(principal, thread_id, content, model)
+    except ModelNotOffered as exc:
+        raise ApiError(404, "model_not_found", f"there is no model named '{exc}'") from exc
+    except ModelNotAllowed as exc:
+        raise ApiError(403, "model_not_allowed",
+                       f"this key may not use the model '{exc}'") from exc
     except TurnRefused as exc:
         raise ApiError(exc.status, exc.code, exc.message,
                        {"Retry-After": str(exc.retry_after_s)}) from exc

@@ -31,6 +31,7 @@ from typing import NoReturn, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.catalog import choose
 from app.clock import Clock, utcnow
 from app.keys import limits_repository as limit_store
 from app.keys.rate_windows import RateWindows
@@ -108,14 +109,19 @@ class TurnGate:
         self.per_minute = deps.settings.rate_limit_per_minute
         self.rowless = RowlessStreams()
 
-    async def open(self, principal: Principal, thread_id: uuid.UUID, content: str) -> Turn:
-        """The opened turn; raises TurnRefused (counted and logged here), or open_turn's
-        ThreadNotFound, ThreadBusy, ContentTooLong."""
+    async def open(self, principal: Principal, thread_id: uuid.UUID, content: str,
+                   model: str | None = None) -> Turn:
+        """The opened turn; raises ModelNotOffered or ModelNotAllowed for a `model` this
+        key cannot use (before anything is counted or stored), TurnRefused (counted and
+        logged here), or open_turn's ThreadNotFound, ThreadBusy, ContentTooLong."""
+        if model is not None:
+            choose(self.deps.models.catalog, model, None, principal.allowed_models)
         guard = self.user_guard(principal, inserted=1)
 
         async def opener() -> Turn:
             return await open_turn(self.deps, principal.user_id, thread_id, content,
-                                   admit=guard)
+                                   admit=guard, model=model,
+                                   allowed_models=principal.allowed_models)
 
         return await self.admit(principal, opener)
 

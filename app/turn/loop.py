@@ -66,6 +66,20 @@ class AnswerState(Protocol[ChunkIn, Out]):
     def take_warnings(self) -> list[FilterWarning]:
         """The filter warnings raised since the last call."""
 
+    def can_continue(self) -> bool:
+        """Another call could finish this answer after a mid-answer failure."""
+
+    def said(self) -> str:
+        """The clean text said so far (after a failure closed the filters: all of it)."""
+
+    def reopen(self) -> None:
+        """A continuation's chunks follow the failure (app.turns.answer.AnswerStream)."""
+
+
+#: Opens the call that finishes an answer after a mid-answer failure, given the failure
+#: (the answer is failed without a flush by then: `said()` is what was shown); None: no
+#: continuation.
+Resume = Callable[[UpstreamError], Awaitable[AsyncGenerator[ChunkT, None] | None]]
 
 #: What a client is told of a gateway bug; the log has the rest.
 INTERNAL_FAILURE = TurnFailure("internal_error", "the gateway failed; see the server log")
@@ -86,13 +100,20 @@ class TurnLoop(Generic[ChunkT, OutT]):
     async def run(
         self, open_chunks: Callable[[], Awaitable[AsyncGenerator[ChunkT, None]]], *,
         first: Sequence[OutT] = (), prepare: Callable[[], Awaitable[None]] | None = None,
-        stage: str | None = None,
+        stage: str | None = None, resume: Resume[ChunkT] | None = None,
     ) -> AsyncGenerator[OutT, None]:
         """`first`, then `prepare()` (the stages before the upstream call), then within the
         recorder's `stage` the chunks of `open_chunks()` through the answer. An upstream
         failure ends it with what the filters held when the stream was open; a gateway bug
         is logged and shows nothing more. Closing this iterator interrupts the answer; the
-        finish runs either way, shielded from cancellation."""
+        finish runs either way, shielded from cancellation.
+
+        After a mid-answer failure, `resume` may open a call that finishes the answer. What
+        was shown is what was said; what the filters still held (a possible marker's start,
+        a METADATA block cut in its middle, white space before more text) is not, and the
+        new call, asked to go on from what was said, writes it again through fresh filters
+        (`reopen`), appended. With no such call, the held text is resolved as at any
+        failure."""
         opened = False
         try:
             for event in first:
@@ -103,31 +124,51 @@ class TurnLoop(Generic[ChunkT, OutT]):
                 chunks = await open_chunks()
                 opened = True
                 answer, lease, mark = self.answer, self._lease, self._recorder.mark_first_token
-                async with aclosing(chunks):
-                    async for chunk in chunks:
-                        if chunk.text or chunk.reasoning:
-                            mark()
-                        out = answer.feed(chunk)
-                        if warnings := answer.take_warnings():
-                            report_warnings(warnings, self.handlers)
-                        if out:
-                            yield out
-                            lease.delta_sent()
-                        if (held := lease.hold()) is not None:
-                            await held
+                while True:
+                    try:
+                        async with aclosing(chunks):
+                            async for chunk in chunks:
+                                if chunk.text or chunk.reasoning:
+                                    mark()
+                                out = answer.feed(chunk)
+                                if warnings := answer.take_warnings():
+                                    report_warnings(warnings, self.handlers)
+                                if out:
+                                    yield out
+                                    lease.delta_sent()
+                                if (held := lease.hold()) is not None:
+                                    await held
+                        break
+                    except UpstreamError as exc:
+                        chunks = await self._continuation(exc, resume)
                 last = answer.end()
                 self._report_warnings()
                 if last:
                     yield last
         except UpstreamError as exc:
-            if last := self.fail(TurnFailure(exc.code, exc.message, exc.http_status),
-                                 flush=opened):
+            if last := self.fail(_failure(exc), flush=opened):
                 yield last
         except Exception as exc:
             self._log.exception(self._error_event, error=type(exc).__name__)
             self.fail(INTERNAL_FAILURE, flush=False)
         finally:
             await run_shielded(self._finish())
+
+    async def _continuation(self, exc: UpstreamError, resume: Resume[ChunkT] | None
+                            ) -> AsyncGenerator[ChunkT, None]:
+        """The chunks of the call that finishes the answer `exc` broke off; raises `exc`
+        when there is none. The failed call ends first, for its record, without a flush:
+        what its filters hold is not said (the next call writes it again; it is flushed at
+        the final failure when no call comes)."""
+        if resume is None or not self.answer.can_continue():
+            raise exc
+        self.answer.fail(_failure(exc), flush=False)
+        self._report_warnings()
+        following = await resume(exc)
+        if following is None:
+            raise exc
+        self.answer.reopen()
+        return following
 
     def fail(self, failure: TurnFailure, *, flush: bool) -> OutT | None:
         """The answer failed: logged, the answer told, its last warnings reported."""
@@ -139,3 +180,7 @@ class TurnLoop(Generic[ChunkT, OutT]):
     def _report_warnings(self) -> None:
         if warnings := self.answer.take_warnings():
             report_warnings(warnings, self.handlers)
+
+
+def _failure(exc: UpstreamError) -> TurnFailure:
+    return TurnFailure(exc.code, exc.message, exc.http_status)

@@ -41,7 +41,7 @@ def opening_request(
     deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str | None, *,
     history_limit: int = CONTEXT_HISTORY_LIMIT, synthetic: bool = False,
     trigger_type: str | None = None, trigger_reason: str | None = None,
-    admit: TurnAdmission | None = None,
+    admit: TurnAdmission | None = None, model: str | None = None,
 ) -> OpeningRequest:
     """The opening of a turn of this process's, with the user's limits."""
     return OpeningRequest(
@@ -49,7 +49,7 @@ def opening_request(
         trigger_type=trigger_type, trigger_reason=trigger_reason,
         max_chars=deps.settings.max_content_chars, process_id=deps.process_id,
         stream_cap=admit.stream_cap() if admit is not None else None,
-        budget=admit.budget() if admit is not None else None)
+        budget=admit.budget() if admit is not None else None, model=model)
 
 
 async def open_rows(deps: TurnDeps, request: OpeningRequest, *,

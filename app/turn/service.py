@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 import structlog
 
+from app.catalog import ModelNotAllowed, choose
 from app.clock import utcnow
 from app.logging import get_logger
 from app.records import CallRecord, FinalStatus, FinishedMessage
 from app.turn.deps import TurnDeps
 from app.turn.lease import TurnLease
 from app.turn.loop import TurnLoop
+from app.turn.model_calls import Messages, ModelCalls
 from app.turn.observers import (
     ContextDraft,
     TurnHandler,
@@ -52,8 +54,8 @@ from app.turns.finish import (
     summary_fields,
 )
 from app.turns.inputs import UpstreamChunk
-from app.turns.usage import CallContext
-from app.upstream import UpstreamStream
+from app.turns.usage import CallContext, main_call_record
+from app.upstream import UpstreamClient, UpstreamError, UpstreamStream
 
 log = get_logger("services.turn")
 
@@ -61,17 +63,20 @@ async def open_turn(
     deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
     synthetic: bool = False, trigger_type: str | None = None,
     trigger_reason: str | None = None, guard: ThreadGuard | None = None,
-    admit: TurnAdmission | None = None,
+    admit: TurnAdmission | None = None, model: str | None = None,
+    allowed_models: Sequence[str] | None = None,
 ) -> Turn:
     """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
     stored), or what `guard` or `admit` raise to store nothing (app.turn.opening).
     The slot is taken before the opening, so no transaction (on SQLite: the write lock) is
-    held while waiting for one."""
+    held while waiting for one. `model`: the turn's choice (checked by the caller), kept as
+    the thread's; None: the thread's last choice, else the catalog's default (among the
+    key's `allowed_models` when it is limited)."""
     lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
                                  deps.openings)
     request = opening_request(deps, user_id, thread_id, content, synthetic=synthetic,
                               trigger_type=trigger_type, trigger_reason=trigger_reason,
-                              admit=admit)
+                              admit=admit, model=model)
     try:
         opened = await open_rows(deps, request, guard=guard, admit=admit)
     except BaseException:
@@ -81,13 +86,18 @@ async def open_turn(
     history = opened.history
     view = TurnView.of(opened.thread, opened.user, opened.assistant, history,
                        history_complete=len(history) < CONTEXT_HISTORY_LIMIT)
-    return Turn(deps, view, lease)
+    try:
+        chosen = choose(deps.models.catalog, model, opened.thread.model, allowed_models)
+    except ModelNotAllowed:
+        chosen = deps.models.catalog.default  # the key's models all left the catalog
+    return Turn(deps, view, lease, model=chosen)
 
 
 class Turn:
     """One turn between open and finish; its answer's state is the core's AnswerStream."""
 
-    def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None) -> None:
+    def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None, *,
+                 model: str | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
         self._lease = lease or TurnLease(None, None)
         reasoning_format, reasoning_tag = deps.reasoning
@@ -110,6 +120,9 @@ class Turn:
         self._loop: TurnLoop[UpstreamChunk, TurnEvent | AnswerOut] = TurnLoop(
             self.answer, self._lease, self.draft.recorder, log=log, name="turn",
             finish=self.finish)
+        catalog = deps.models.catalog
+        self.calls = ModelCalls(deps, model if model and catalog.get(model) else
+                                catalog.default, self.draft.recorder)
 
     @property
     def status(self) -> FinalStatus:
@@ -134,7 +147,8 @@ class Turn:
                                lambda: self.answer.reasoning)
         started = Started(self.view.thread_id, self.view.user_message_id, self.message_id)
         async with aclosing(self._loop.run(self._open_chunks, first=(started,),
-                                           prepare=self._prepare, stage="llm_calls")) as events:
+                                           prepare=self._prepare, stage="llm_calls",
+                                           resume=self._resume)) as events:
             async for out in events:
                 if isinstance(out, tuple):  # a chunk that ended the thinking: its two events
                     yield out[0]
@@ -162,15 +176,37 @@ class Turn:
 
     def _call_context(self) -> CallContext:
         """What the main call's record is priced and described by."""
-        upstream = self.deps.upstream
-        return CallContext(upstream.model, upstream.request_params(), self.deps.prices)
+        return self.calls.context()
 
     async def _open_chunks(self) -> AsyncGenerator[UpstreamChunk, None]:
-        """The main call sent; its chunks, once the model server has answered."""
+        """The main call sent (to the next model of the list while one fails before
+        answering); its chunks, once a model server has answered."""
         self._call_started = utcnow()
-        self._stream = await self.deps.upstream.open_stream(self._prompt)
+        try:
+            self._stream = await self.calls.open(_send, self._prompt)
+        finally:
+            self._call_started = self.calls.started_at
         self._lease.upstream_answered()
         return self._stream.chunks()
+
+    async def _resume(self, exc: UpstreamError) -> AsyncGenerator[UpstreamChunk, None] | None:
+        """The answer broke off mid-answer: the call that finishes it, if any."""
+        stream = self._stream
+
+        def failed_call() -> CallRecord:
+            return main_call_record(
+                self.answer, self._call_context(), prompt=self._prompt,
+                started_at=self._call_started, first_token_at=self.draft.recorder.first_token_at,
+                finished_at=utcnow())
+
+        if stream is not None:
+            await stream.close()
+        following = await self.calls.resume(exc, self.answer.said(), _send, failed_call)
+        if following is None:
+            return None
+        self._stream, self._call_started = following, self.calls.started_at
+        self._prompt = [dict(m) for m in self.calls.messages]
+        return following.chunks()
 
     async def finish(self) -> None:
         """Close the upstream, store the message with its status and usage, exactly once.
@@ -184,6 +220,7 @@ class Turn:
             finished, outcome = close_turn(
                 self.message_id, self.answer, self.draft.recorder, self._call_context(),
                 prompt=self._prompt, started_at=self._call_started)
+            finished.metadata["answered_by"] = self.calls.answered_by()
             finished = with_stop_reason(finished, self.stopped_by)
             store = TurnStore(self.deps.db, self.deps.rows, self.view.user_id, self._handlers)
             self.store_result = await store.store_then(
@@ -199,6 +236,10 @@ class Turn:
         await after_finish_all(self._handlers, finished, outcome, stored=self.stored)
         log.info("turn_finished", stored=self.stored, **summary_fields(
             finished, outcome, duration_ms=self.draft.recorder.elapsed_ms()))
+
+
+async def _send(client: UpstreamClient, messages: Messages) -> UpstreamStream:
+    return await client.open_stream(messages)
 
 
 #: The stop reason of a user's Stop (`POST .../stop`, on this process or another): the one a

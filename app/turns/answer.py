@@ -30,6 +30,9 @@ from app.stream import FilterWarning, JsonObject, ReasoningFormat, ReasoningSpli
 from app.turns.events import AnswerOut, Delta, Reasoning, TurnFailure
 from app.turns.inputs import ProviderUsage, UpstreamChunk
 
+#: The warning of an answer another call finished after its first call failed mid-answer.
+CONTINUED = "continued_after_failure"
+
 
 class AnswerStream:
     """The state of one answer. `status` starts `interrupted`: an answer nobody ended (the
@@ -65,6 +68,9 @@ class AnswerStream:
         #: content chunks came before it (a replay feeds both channels in their order).
         self.raw_reasoning: list[tuple[int, str]] | None = [] if keep_raw else None
         self.filter_closed = False
+        #: The splits of the calls before a continuation (app.turns.continuation), whose
+        #: metadata and warnings the answer keeps.
+        self._earlier: list[ReasoningSplit] = []
 
     def feed(self, chunk: UpstreamChunk) -> AnswerOut | None:
         """One upstream chunk; returns the clean reasoning and text that became safe to show,
@@ -102,6 +108,26 @@ class AnswerStream:
             self._stop_thinking()
         return self._close() if flush else None
 
+    def can_continue(self) -> bool:
+        return True
+
+    def said(self) -> str:
+        return self.content
+
+    def reopen(self) -> None:
+        """A continuation's chunks follow a failed call (`fail` without a flush). What that
+        call's split still held was never said and is dropped with it: the continuation,
+        asked to go on from what was said, writes it again through a fresh split whose text
+        is appended (continuing the answer's text when some was said: no second thinking
+        phase, leading white space kept). The new call's usage and model are its own."""
+        self.take_warnings()
+        self._earlier.append(self._split)
+        self._split = ReasoningSplit(self.reasoning_format, self.reasoning_tag,
+                                     continuing=bool(self._parts))
+        self._content_taken = self._reasoning_taken = 0
+        self.status, self.failure, self.filter_closed = "interrupted", None, False
+        self.usage, self.model, self.finish_reason, self.raw_bytes = None, None, None, 0
+
     @property
     def content(self) -> str:
         return "".join(self._parts)
@@ -122,15 +148,21 @@ class AnswerStream:
     @property
     def metadata(self) -> JsonObject | None:
         """The merged METADATA objects of the answer so far, or None."""
-        return self._split.metadata
+        if not self._earlier:
+            return self._split.metadata
+        merged: JsonObject = {}
+        for one in (*self._earlier, self._split):
+            merged.update(one.metadata or {})
+        return merged or None
 
     @property
     def warning_names(self) -> list[str]:
-        return self._split.warnings
+        names = [n for one in self._earlier for n in (*one.warnings, CONTINUED)]
+        return names + self._split.warnings
 
     @property
     def warnings(self) -> list[FilterWarning]:
-        return self._split.records
+        return [r for one in (*self._earlier, self._split) for r in one.records]
 
     def take_warnings(self) -> list[FilterWarning]:
         """The warnings raised since the last call (each is reported once)."""

@@ -193,6 +193,20 @@ class ChoiceSet:
         held = [(c, c.answer.fail(failure, flush=flush)) for c in self._ordered()]
         return [d for c, shown in held for d in choice_deltas(c.index, shown)]
 
+    def can_continue(self) -> bool:
+        """One choice of text alone: a continuation call can finish it (tool calls and
+        several choices cannot be stitched)."""
+        return len(self.choices) == 1 and not self.choices[0].tool_calls
+
+    def said(self) -> str:
+        return self.first.content
+
+    def reopen(self) -> None:
+        """A continuation's chunks follow (AnswerStream.reopen); its usage is its own."""
+        self.first.reopen()
+        self.choices[0].finish_reason = None
+        self.usage, self.model = None, None
+
     def _close(self, held: list[tuple[Choice, AnswerOut | None]]) -> list[ChoiceDelta]:
         out = [d for c, shown in held for d in choice_deltas(c.index, shown)]
         return out + [ChoiceDelta(c.index, finish_reason=c.finish_reason or "stop")

@@ -47,6 +47,10 @@ class PriceTable:
         self._on_unknown = on_unknown
         self._warned: set[str] = set()
 
+    def with_prices(self, extra: Mapping[str, ModelPrice]) -> PriceTable:
+        """This table with `extra` over it (the models file's prices)."""
+        return PriceTable({**self._prices, **extra}, self._on_unknown)
+
     def price_of(self, model: str) -> ModelPrice | None:
         if model in self._prices:
             return self._prices[model]

@@ -57,7 +57,9 @@ class TurnRecorder:
         return round((time.monotonic() - self.started) * 1000)
 
     def main_call(self) -> CallRecord | None:
-        return next((call for call in self.calls if call.stage == "main"), None)
+        """The last `main` call: the one that answered (earlier ones failed or were
+        continued)."""
+        return next((call for call in reversed(self.calls) if call.stage == "main"), None)
 
     def totals(self) -> dict[str, Any]:
         """Token and cost totals over every call of the turn (cost None if any is unknown)."""

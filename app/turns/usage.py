@@ -32,6 +32,8 @@ class CallContext:
     model: str
     request: dict[str, Any]
     prices: PriceTable
+    #: The model server the call goes to (the catalog's name), when known.
+    server: str | None = None
 
 
 def main_call_record(
@@ -59,8 +61,21 @@ def main_call_record(
         cost_usd=ctx.prices.cost_usd(model, prompt_tokens, completion),
         usage_source=source, status=answer.status,
         error=f"{failure.code}: {failure.message}" if failure else None,
-        reasoning_tokens=reasoning_tokens,
+        reasoning_tokens=reasoning_tokens, server=ctx.server,
     )
+
+
+def attempt_record(ctx: CallContext, *, started_at: dt.datetime, finished_at: dt.datetime,
+                   code: str, message: str) -> CallRecord:
+    """A request that failed before its first token, and whose answer another model gave:
+    its own row (status `failed`, the server named), no tokens (nothing was generated, and
+    a refused or unreachable request processes no prompt)."""
+    return CallRecord(
+        stage="main", description="Main LLM response (failed attempt)", model=ctx.model,
+        request=ctx.request, started_at=started_at, finished_at=finished_at,
+        first_token_at=None, prompt_tokens=0, completion_tokens=0,
+        cost_usd=ctx.prices.cost_usd(ctx.model, 0, 0), usage_source="partial",
+        status="failed", error=f"{code}: {message}", server=ctx.server)
 
 
 def side_call_record(

@@ -242,12 +242,23 @@ class UpstreamClient:
                  http: httpx.AsyncClient) -> None:
         self._client = client
         self._config = config
+        timeout = httpx.Timeout(connect=config.connect_timeout_s, read=config.read_timeout_s,
+                                write=config.connect_timeout_s, pool=config.connect_timeout_s)
         self._sender = StreamSender(http, str(client.base_url), config.api_key,
-                                    config.max_retries)
+                                    config.max_retries, timeout)
 
     @property
     def model(self) -> str:
         return self._config.model
+
+    @property
+    def openai(self) -> openai.AsyncOpenAI:
+        """The SDK client of the short calls."""
+        return self._client
+
+    @property
+    def base_url(self) -> str | None:
+        return self._config.base_url
 
     @property
     def first_token_timeout_s(self) -> float:
@@ -268,7 +279,7 @@ class UpstreamClient:
             "max_tokens": self._config.max_tokens if max_tokens is None else max_tokens,
         }
 
-    async def open_stream(self, messages: Sequence[dict[str, str]]) -> UpstreamStream:
+    async def open_stream(self, messages: Sequence[Mapping[str, Any]]) -> UpstreamStream:
         """Send the request; the first-token and answer deadlines start now and cover
         connecting too."""
         deadline = time.monotonic() + self._config.first_token_timeout_s

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.api.errors import DATABASE_UNAVAILABLE, ApiError, note_database_unavailable
+from app.catalog import ModelNotAllowed
 from app.logging import get_logger
 from app.store.errors import ContentTooLong, DatabaseUnavailable, ThreadBusy
 from app.turn.completion import CompletionFailed, ModelNotFound
@@ -99,6 +100,9 @@ def refusal(exc: Exception) -> OpenAIError | None:
         case ModelNotFound():
             return OpenAIError(404, f"The model '{exc}' does not exist", "model_not_found",
                                "model")
+        case ModelNotAllowed():
+            return OpenAIError(403, f"This key may not use the model '{exc}'",
+                               "model_not_allowed", "model")
         case TurnRefused():
             return OpenAIError(exc.status, exc.message, _CODES.get(exc.code, exc.code),
                                headers={"Retry-After": str(max(1, round(exc.retry_after_s)))})

@@ -171,7 +171,8 @@ async def _open(runner: Runner, request: OpeningRequest) -> Outcome:
     with_user = request.content is not None
     params: dict[str, Any] = {
         "opening_thread": request.thread_id, "owner": request.user_id, "now": now,
-        "of_thread": request.thread_id, "context_of": request.thread_id,
+        "chosen_model": request.model, "of_thread": request.thread_id,
+        "context_of": request.thread_id,
         "stream_cap": request.stream_cap}
     # `now` for both rows: the statement gives them their times (_times)
     user, assistant = new_rows(request, now, now)

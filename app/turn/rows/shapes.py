@@ -52,6 +52,8 @@ class OpeningRequest:
     process_id: str | None = None
     stream_cap: int | None = None
     budget: DayBudget | None = None
+    #: The model the turn chose, kept as the thread's; None: the thread's stays.
+    model: str | None = None
 
     @property
     def cancels_followups(self) -> bool:

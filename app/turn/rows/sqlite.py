@@ -137,7 +137,8 @@ def _open(writes: SqliteWrites, request: OpeningRequest) -> Opened | None:
     """The opening's statements. None for a missing or foreign thread; raises RolledBack
     for a refusal, ContentTooLong or ThreadBusy."""
     found = writes.rows(_OPEN_THREAD, {"thread_id": request.thread_id,
-                                       "owner": request.user_id, "now": utcnow()})
+                                       "owner": request.user_id, "now": utcnow(),
+                                       "chosen_model": request.model})
     if not found:
         return None
     [row] = found

@@ -127,7 +127,10 @@ def open_thread_update(thread_id: BindParameter[uuid.UUID], *, owned: bool = Tru
     return (
         update(THREADS)
         .where(THREADS.c.id == target)
-        .values(updated_at=bindparam("now", type_=THREADS.c.updated_at.type))
+        .values(updated_at=bindparam("now", type_=THREADS.c.updated_at.type),
+                # the turn's model choice is kept as the thread's (NULL: unchanged)
+                model=func.coalesce(bindparam("chosen_model", None, type_=THREADS.c.model.type),
+                                    THREADS.c.model))
         .returning(*THREADS.c, newest.label("newest_message_at"))
     )
 
@@ -216,7 +219,8 @@ def call_values(call: CallRecord, now: dt.datetime) -> dict[str, Any]:
         "usage_source": call.usage_source, "started_at": call.started_at,
         "first_token_at": call.first_token_at, "finished_at": call.finished_at,
         "duration_ms": call.duration_ms, "status": call.status, "error": call.error,
-        "reasoning_tokens": call.reasoning_tokens, "created_at": now,
+        "server": call.server, "reasoning_tokens": call.reasoning_tokens,
+        "created_at": now,
     }
 
 

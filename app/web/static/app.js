@@ -5,6 +5,7 @@ import { callApi, errorFrom, getApiKey, openStream, setApiKey } from "./api.js";
 import { copyText, flash } from "./markdown.js";
 import { el, messageNode, messageText, updateMessage } from "./messages.js";
 import { eventsUntilDropped, followTurnStream, streamPath } from "./resume.js";
+import { modelPicker } from "./models.js";
 import { explain } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
@@ -17,6 +18,12 @@ const ui = {
   composer: $("composer"), input: $("message-input"), send: $("send"), stop: $("stop"),
   toBottom: $("scroll-bottom"), editing: $("editing"), cancelEdit: $("cancel-edit"),
 };
+/** A pick is the open thread's choice at once (sent with its next turn); false: none open. */
+const models = modelPicker($("model-picker"), (name) => {
+  const current = state.threads.find((t) => t.id === state.currentId);
+  if (current) current.model = name;
+  return Boolean(current);
+});
 const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null,
                 /** A "New thread" on its way (a promise of its id), or null. */
                 creating: null,
@@ -150,6 +157,7 @@ function renderHeader() {
   ui.title.textContent = state.currentId ? state.currentTitle || "Untitled thread"
     : "No thread open";
   ui.title.title = ui.title.textContent; // the whole title, when the header cuts it short
+  models.show(current);
   ui.rename.hidden = !state.currentId;
   ui.remove.hidden = !state.currentId;
 }
@@ -159,7 +167,8 @@ function renderHeader() {
 function createThread() {
   state.creating ??= (async () => {
     const thread = await callApi("POST", "/api/threads", {});
-    state.threads.unshift({ ...thread, message_count: 0, preview: "" });
+    state.threads.unshift({ ...thread, message_count: 0, preview: "",
+                            model: models.takeForNewThread() });
     await openThread(thread.id);
     return thread.id;
   })().finally(() => { state.creating = null; });
@@ -376,7 +385,7 @@ async function sendMessage(text, { fromComposer }) {
   setBusy(true);
   try {
     const response = await openStream(threadPath(threadId, "/messages"),
-      { body: { content: text }, signal: turn.controller.signal });
+      { body: { content: text, model: models.picked() }, signal: turn.controller.signal });
     if (!response.ok) {
       // Nothing was stored: take the bubbles back; the composer still holds the text.
       turn.userNode.remove();
@@ -673,6 +682,7 @@ function wireKey() {
     setApiKey(ui.apiKey.value.trim());
     notify("");
     refreshThreads();
+    models.load().then(renderHeader);
   });
 }
 
@@ -714,6 +724,7 @@ function init() {
   setThreadsOpen(false);
   showEmptyState();
   renderHeader();
+  models.load().then(renderHeader);
   const wanted = new URLSearchParams(location.hash.slice(1)).get("thread");
   refreshThreads().then(() => {
     if (wanted && state.threads.some((t) => t.id === wanted)) openThread(wanted);

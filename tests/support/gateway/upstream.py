@@ -38,7 +38,9 @@ class DemoLlm:
         self.server.stop()
 
 
-def start_demo_llm(delay_ms: float, slow_first_s: float) -> DemoLlm:
-    """The demo model server at this pace, served in process until stop()."""
-    app = create_demo_app(ExplicitDemoSettings(delay_ms=delay_ms, slow_first_s=slow_first_s))
+def start_demo_llm(delay_ms: float, slow_first_s: float, **settings: Any) -> DemoLlm:
+    """The demo model server at this pace (and with these other DemoSettings, such as a
+    failure of every request), served in process until stop()."""
+    app = create_demo_app(ExplicitDemoSettings(delay_ms=delay_ms, slow_first_s=slow_first_s,
+                                               **settings))
     return DemoLlm(InProcessServer(app, LogSink(), lifespan="off"))
