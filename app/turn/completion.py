@@ -186,7 +186,7 @@ class CompletionCall:
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(utcnow().timestamp())
         # raw chunks only for a stored stream's trace (the tracer observes thread turns)
-        reasoning_format, reasoning_tag = deps.reasoning
+        reasoning_format, reasoning_tag = deps.reasoning(request.model)
         self.choices = ChoiceSet(request.n, keep_raw=view is not None
                                  and deps.settings.trace_streams != "off",
                                  reasoning_format=reasoning_format, reasoning_tag=reasoning_tag)

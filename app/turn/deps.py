@@ -4,6 +4,7 @@ to each turn shell (the native turn, the OpenAI-style call, the follow-up worker
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from app.settings import Settings
 from app.store.db import Database
@@ -53,8 +54,12 @@ class TurnDeps:
         assert self.router is not None
         return self.router
 
-    @property
-    def reasoning(self) -> tuple[ReasoningFormat, str]:
-        """The reasoning format and tag name every answer is split with
-        (CHATGATE_REASONING_FORMAT, CHATGATE_REASONING_TAG)."""
-        return self.settings.reasoning_format, self.settings.reasoning_tag
+    def reasoning(self, model: str | None) -> tuple[ReasoningFormat, str]:
+        """The reasoning format and tag name an answer of `model` is split with: the models
+        file's entry where it says, else CHATGATE_REASONING_FORMAT and _TAG. A fallback or a
+        continuation keeps the chosen model's: one answer is split one way."""
+        spec = self.models.catalog.get(model) if model is not None else None
+        fmt = spec.reasoning_format if spec is not None else None
+        tag = spec.reasoning_tag if spec is not None else None
+        return (cast(ReasoningFormat, fmt or self.settings.reasoning_format),
+                tag or self.settings.reasoning_tag)

@@ -100,7 +100,7 @@ class Turn:
                  model: str | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
         self._lease = lease or TurnLease(None, None)
-        reasoning_format, reasoning_tag = deps.reasoning
+        reasoning_format, reasoning_tag = deps.reasoning(model)
         self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off",
                                    reasoning_format=reasoning_format,
                                    reasoning_tag=reasoning_tag)

@@ -288,3 +288,39 @@ async def test_without_continuations_a_cut_answer_fails_and_counts_against_its_s
     assert [(r.server, r.status) for r in rows] == [("a", "failed")]
     assert healthy.requests(10) == []
     assert await metric(gateway, "chatgate_model_server_failures_total", server="a") == 1
+
+
+async def test_each_model_splits_its_answers_with_its_own_reasoning_format(
+    live_backend: str, start_gateway: StartGateway, demos: list[DemoLlm], tmp_path: Path
+) -> None:
+    """The same thinking answer is reasoning under a model whose entry keeps the default
+    format, and plain text under one whose entry says `none`."""
+    server = demo(demos, think_ms=0)
+    path = tmp_path / "models.toml"
+    path.write_text(f"""
+[servers.a]
+base_url = "{server.base_url}"
+
+[[models]]
+name = "thinker"
+server = "a"
+model_id = "demo-1"
+
+[[models]]
+name = "literal"
+server = "a"
+model_id = "demo-1"
+reasoning_format = "none"
+""")
+    gateway = start_gateway(live_backend, env={"CHATGATE_MODELS_FILE": str(path)})
+    async with await keyed_client(gateway, "formats") as client:
+        thread_id = await new_thread(client, "titled")
+        for model in ("thinker", "literal"):
+            response = await client.post(f"/api/threads/{thread_id}/messages",
+                                         json={"content": "[think] plan it", "model": model})
+            assert response.status_code == 200, response.text
+        thinker, literal = (m for m in await messages(client, thread_id)
+                            if m["role"] == "assistant")
+    assert thinker["reasoning"] and "<think>" not in thinker["content"]
+    assert literal["reasoning"] is None and literal["content"].startswith("<think>")
+    assert thinker["reasoning"] in literal["content"]
