@@ -11,7 +11,8 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 
-from tests.support.gateway import DemoLlm, StartGatewayProcess
+from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
+from tests.web.page_helpers import AUTH_OFF
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -58,16 +59,23 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
 
 
 @pytest.fixture
-def gateway_url(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> str:
-    """A real gateway subprocess (fresh SQLite database, auth off) on the real demo server."""
-    gateway = start_gateway_process("sqlite", upstream=demo_llm,
-                                    env={"CHATGATE_AUTH_MODE": "off"})
-    return gateway.url
+def web_gateway(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> LiveGateway:
+    """A gateway subprocess of this test alone (fresh SQLite, auth off) on the fast demo
+    model (which thinks at its own pace, 30 ms a piece). Not in process: served from the test
+    process, a turn sent right after "New thread" can finish before the page's history load,
+    which then wipes the live bubble."""
+    return start_gateway_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
+
+
+@pytest.fixture
+def gateway_url(web_gateway: LiveGateway) -> str:
+    """web_gateway's address."""
+    return web_gateway.url
 
 
 @pytest.fixture
 def slow_gateway_url(start_gateway_process: StartGatewayProcess, slow_demo_llm: DemoLlm) -> str:
     """Like gateway_url, on the 10 ms-a-delta demo server (a [long] answer takes seconds)."""
     gateway = start_gateway_process("sqlite", upstream=slow_demo_llm,
-                                    env={"CHATGATE_AUTH_MODE": "off"})
+                                    env=AUTH_OFF)
     return gateway.url

@@ -139,3 +139,18 @@ def _message(thread_id: uuid.UUID, role: str, content: str, when: dt.datetime,
     return Message(id=uuid.uuid4(), thread_id=thread_id, user_id=LOCAL_USER, role=role,
                    content=content, meta=meta, status="complete", synthetic=False,
                    created_at=when, updated_at=when, completed_at=when)
+
+
+#: The page's tests run without keys unless they test keys.
+AUTH_OFF = {"CHATGATE_AUTH_MODE": "off"}
+
+
+def viewport_ids(viewport: Viewport) -> str:
+    return viewport.name
+
+
+async def open_thread(page: Page, url: str, thread_id: str) -> None:
+    """The page opened on a stored thread, its messages drawn."""
+    await page.goto(f"{url}/#thread={thread_id}")
+    await expect(page.locator(".thread-item.active")).to_have_count(1)
+    await expect(page.locator(".message").first).to_be_visible()

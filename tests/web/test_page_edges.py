@@ -19,33 +19,18 @@ from tests.web.page_helpers import (
     VIEWPORTS,
     Viewport,
     active_thread_id,
+    open_thread,
     send,
     shot,
     sized_page,
     store_answers,
+    viewport_ids,
     wait_turns_over,
 )
 
 pytestmark = BROWSER_TESTS
-AUTH_OFF = {"CHATGATE_AUTH_MODE": "off"}
 ACCENT = "rgb(47, 111, 222)"
 MUTED = "rgb(107, 116, 128)"
-
-
-def viewport_ids(viewport: Viewport) -> str:
-    return viewport.name
-
-
-@pytest.fixture
-def web_gateway(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> LiveGateway:
-    """A gateway subprocess of this test alone (fresh SQLite, auth off), fast demo model."""
-    return start_gateway_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
-
-
-async def open_thread(page: Page, url: str, thread_id: str) -> None:
-    await page.goto(f"{url}/#thread={thread_id}")
-    await expect(page.locator(".thread-item.active")).to_have_count(1)
-    await expect(page.locator(".message").first).to_be_visible()
 
 
 # ---------- copy ----------

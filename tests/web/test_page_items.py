@@ -14,6 +14,7 @@ from playwright.async_api import Browser, Page, Route, expect
 
 from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import (
+    AUTH_OFF,
     BROWSER_TESTS,
     DESKTOP,
     PHONE,
@@ -21,17 +22,18 @@ from tests.web.page_helpers import (
     Viewport,
     active_thread_id,
     footers,
+    open_thread,
     send,
     shot,
     sized_page,
     store_answers,
+    viewport_ids,
     wait_turns_over,
 )
 from tests.web.visible_text import missing_tokens
 
 pytestmark = BROWSER_TESTS
 CONFORMANCE = Path(__file__).resolve().parents[1] / "stream" / "conformance" / "markers.jsonl"
-AUTH_OFF = {"CHATGATE_AUTH_MODE": "off"}
 
 MARKDOWN_ANSWER = (
     "# Plan\n\nSome **bold** and *italic* and `inline code`.\n\n"
@@ -41,24 +43,6 @@ MARKDOWN_ANSWER = (
     "<img src=x onerror=\"window.__pageXss=1\"> and <script>window.__pageXss=1</script> "
     "and ![pixel](https://example.com/p.png)."
 )
-
-
-def viewport_ids(viewport: Viewport) -> str:
-    return viewport.name
-
-
-@pytest.fixture
-def web_gateway(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> LiveGateway:
-    """A gateway subprocess of this test alone (fresh SQLite, auth off) on the fast demo
-    model. Not in process: served from the test process, a turn sent right after "New
-    thread" can finish before the page's history load, which then wipes the live bubble."""
-    return start_gateway_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
-
-
-async def open_thread(page: Page, url: str, thread_id: str) -> None:
-    await page.goto(f"{url}/#thread={thread_id}")
-    await expect(page.locator(".thread-item.active")).to_have_count(1)
-    await expect(page.locator(".message").first).to_be_visible()
 
 
 # ---------- markdown ----------

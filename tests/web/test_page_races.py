@@ -7,23 +7,23 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from playwright.async_api import Browser, Request, Route, expect
 
-from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
-from tests.web.page_helpers import BROWSER_TESTS, DESKTOP, STREAMING, TURN_OVER, send, sized_page
+from tests.support.gateway import LiveGateway
+from tests.web.page_helpers import (
+    BROWSER_TESTS,
+    DESKTOP,
+    STREAMING,
+    TURN_OVER,
+    send,
+    sized_page,
+)
 
 pytestmark = BROWSER_TESTS
-AUTH_OFF = {"CHATGATE_AUTH_MODE": "off"}
 MESSAGES = "**/api/threads/*/messages"
 #: Long enough for the thread's event stream to bring a notice the page already has, on a
 #: loaded machine; an ordering pause, not a deadline: nothing is asserted about time.
 NOTICE_LEAD_S = 1.0
-
-
-@pytest.fixture
-def web_gateway(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> LiveGateway:
-    return start_gateway_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
 
 
 async def test_an_answer_announced_before_its_stream_arrives_is_shown_once(

@@ -23,6 +23,7 @@ from tests.web.page_helpers import (
     active_thread_id,
     shot,
     sized_page,
+    viewport_ids,
     wait_turns_over,
 )
 
@@ -58,18 +59,6 @@ def thought_words(ms: int) -> str:
     if ms < 1000:
         return "Thought for less than a second"
     return f"Thought for {round(ms / 1000)} s"
-
-
-def viewport_ids(viewport: Viewport) -> str:
-    return viewport.name
-
-
-@pytest.fixture
-def web_gateway(start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm) -> LiveGateway:
-    """A gateway subprocess of this test alone (fresh SQLite, auth off): the demo model thinks
-    at its own pace (30 ms a piece) even when its answer comes at full speed."""
-    return start_gateway_process("sqlite", upstream=demo_llm,
-                                 env={"CHATGATE_AUTH_MODE": "off"})
 
 
 async def assert_folded_reasoning(page: Page, summary: str) -> None:

@@ -49,9 +49,11 @@ async def chat_completions(request: Request) -> Response:
     call = await open_completion(rt.gate, principal, parsed.completion, thread_id(request))
     revocation = functools.partial(rt.revocations.stream, principal.key_id)
     if parsed.stream:
-        return CompletionStreamResponse(
-            call, include_usage=parsed.include_usage, ping_s=rt.settings.keepalive_s,
-            send_timeout_s=rt.settings.sse_send_timeout_s, revocation=revocation,
+        writer = ChunkWriter(call, include_usage=parsed.include_usage)
+        return CallStreamResponse(
+            call, _frames(call, writer), ping_s=rt.settings.keepalive_s,
+            send_timeout_s=rt.settings.sse_send_timeout_s, revoked_ending=REVOKED,
+            shutdown_ending=SHUTTING_DOWN_ENDING, revocation=revocation,
             shutdown=rt.shutdown.watch)
     deltas = await run_whole(call, revocation)
     if call.closing.failure is not None:
@@ -138,17 +140,20 @@ async def _frames(call: CompletionCall, writer: ChunkWriter) -> AsyncGenerator[b
     yield DONE
 
 
-class CompletionStreamResponse(FrameResponse):
-    """The call as an event stream that always finishes it, even if the client left before
-    the first byte (when the frames never started, closing them runs nothing)."""
+class CallStreamResponse(FrameResponse):
+    """A call's frames as an event stream that always finishes the call, even if the client
+    left before the first byte (when the frames never started, closing them runs nothing).
+    Chat completions and the Responses API stream through it, each with its own frames and
+    endings."""
 
-    def __init__(self, call: CompletionCall, *, include_usage: bool, ping_s: float,
-                 send_timeout_s: float, revocation: RevocationGuard | None = None,
+    def __init__(self, call: CompletionCall, frames: AsyncGenerator[bytes, None], *,
+                 ping_s: float, send_timeout_s: float, revoked_ending: RevokedEnding,
+                 shutdown_ending: bytes, revocation: RevocationGuard | None = None,
                  shutdown: ShutdownWatch | None = None) -> None:
-        writer = ChunkWriter(call, include_usage=include_usage)
-        super().__init__(_frames(call, writer), ping_s=ping_s, send_timeout_s=send_timeout_s,
-                         log_ids=call.log_ids, revocation=revocation, revoked_ending=REVOKED,
-                         shutdown=shutdown, shutdown_ending=SHUTTING_DOWN_ENDING)
+        super().__init__(frames, ping_s=ping_s, send_timeout_s=send_timeout_s,
+                         log_ids=call.log_ids, revocation=revocation,
+                         revoked_ending=revoked_ending, shutdown=shutdown,
+                         shutdown_ending=shutdown_ending)
         self._call = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -11,16 +11,14 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
 from app.api import bodies
 from app.api.auth import authenticate
-from app.api.event_stream import FrameResponse, RevokedEnding
+from app.api.event_stream import RevokedEnding
 from app.api.sse import json_bytes
 from app.api.state import runtime
-from app.kit.shield import run_shielded
 from app.turn.completion import CompletionCall
-from app.turn.openai.chat import run_whole
+from app.turn.openai.chat import CallStreamResponse, run_whole
 from app.turn.openai.errors import (
     OpenAIError,
     failure_error,
@@ -68,9 +66,11 @@ async def create_response(request: Request) -> Response:
     outcome = _outcome(call, parsed)
     revocation = functools.partial(rt.revocations.stream, principal.key_id)
     if parsed.stream:
-        return ResponseStream(call, outcome, ping_s=rt.settings.keepalive_s,
-                              send_timeout_s=rt.settings.sse_send_timeout_s,
-                              revocation=revocation, shutdown=rt.shutdown.watch)
+        return CallStreamResponse(
+            call, _events(call, EventWriter(outcome)), ping_s=rt.settings.keepalive_s,
+            send_timeout_s=rt.settings.sse_send_timeout_s, revoked_ending=REVOKED,
+            shutdown_ending=SHUTTING_DOWN_ENDING, revocation=revocation,
+            shutdown=rt.shutdown.watch)
     deltas = await run_whole(call, revocation)
     if call.closing.failure is not None:
         raise failure_error(call.closing.failure)
@@ -149,19 +149,3 @@ async def _events(call: CompletionCall, writer: EventWriter) -> AsyncGenerator[b
         yield _frame(event)
 
 
-class ResponseStream(FrameResponse):
-    """The call as the Responses API's event stream; finished however the client left."""
-
-    def __init__(self, call: CompletionCall, outcome: Outcome, *, ping_s: float,
-                 send_timeout_s: float, revocation: Any = None, shutdown: Any = None) -> None:
-        super().__init__(_events(call, EventWriter(outcome)), ping_s=ping_s,
-                         send_timeout_s=send_timeout_s, log_ids=call.log_ids,
-                         revocation=revocation, revoked_ending=REVOKED, shutdown=shutdown,
-                         shutdown_ending=SHUTTING_DOWN_ENDING)
-        self._call = call
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await run_shielded(self._call.finish())
