@@ -76,7 +76,8 @@ async def key_rows(url: str | None, user: str | None) -> list[list[str]]:
              k.created_at.isoformat(timespec="seconds"),
              k.last_used_at.isoformat(timespec="seconds") if k.last_used_at else "",
              k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else "",
-             budget_text(k.daily_token_budget, k.daily_cost_budget_usd)]
+             budget_text(k.daily_token_budget, k.daily_cost_budget_usd),
+             ", ".join(k.allowed_models) if k.allowed_models is not None else ""]
             for k in keys
         ]
 
@@ -107,7 +108,7 @@ def list_(
     user: str | None = typer.Option(None, "--user"),
     database_url: str | None = DbOption,
 ) -> None:
-    """List keys (never the keys themselves: id, user, prefix, dates)."""
+    """List keys (never the keys themselves: id, user, prefix, dates, limits)."""
     rows = asyncio.run(key_rows(database_url, user))
     if console.width < WIDE_LISTING:
         print_records(rows)
@@ -121,10 +122,11 @@ def list_(
 
 
 LIST_HEADERS = ("id", "user", "name", "prefix", "admin", "created", "last used", "revoked",
-                "budget")
-#: Nine columns fit from here on; below it (80 columns, a pipe) a table would cut every
-#: value to "…", so each key is a block of `name value` lines instead.
-WIDE_LISTING = 150
+                "budget", "models")
+#: Ten columns fit from here on; below it (80 columns, a pipe) a table would cut every
+#: value to "…", so each key is a block of `name value` lines instead. An empty budget or
+#: models column means no limit.
+WIDE_LISTING = 170
 
 
 def print_records(rows: list[list[str]]) -> None:

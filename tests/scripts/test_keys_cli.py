@@ -84,8 +84,8 @@ async def test_created_key_works_is_never_listed_and_revoke_locks_it_out(
     assert key[:11] not in listing.stdout  # ...and not one character more
     row = next(line for line in listing.stdout.splitlines() if key_id in line)
     assert user in row
-    # the revoked column, then the (empty) budget column
-    assert re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00\s*│\s*│\s*$", row), (
+    # the revoked column, then the (empty) budget and models columns
+    assert re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00\s*│\s*│\s*│\s*$", row), (
         f"the revoked column should hold the revocation time: {row!r}")
 
     again = keys_cli(gateway.database_url, "revoke", key_id)

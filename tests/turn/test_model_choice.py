@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -102,6 +103,8 @@ async def test_a_key_limited_to_some_models_is_refused_the_others(
     assert "models of" in done.stdout and "second" in done.stdout
     refused_cli = keys_cli(database_url, "models", key_id)
     assert refused_cli.returncode == 2
+    listing = keys_cli(database_url, "list", "--user", user, env={"COLUMNS": "80"})
+    assert re.search(r"^models\s+second$", listing.stdout, re.MULTILINE), listing.stdout
     text = unique("limited turn")
     async with (same_loop_gateway(database_url, demo_llm,
                                   models_file=two_models(tmp_path, demo_llm)) as gw,
