@@ -28,12 +28,9 @@ from sqlalchemy import (
     Integer,
     String,
     bindparam,
-    column,
     func,
     literal,
-    literal_column,
     select,
-    table,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import operators
@@ -42,7 +39,7 @@ from sqlalchemy.sql.expression import UnaryExpression
 from app.store.db import Runner, dialect_of
 from app.store.driver_statements import DriverStatement
 from app.store.models import Message, table_of
-from app.store.search_schema import FTS_CONFIG, SQLITE_FTS_TABLE, SQLITE_MAP_TABLE
+from app.store.search_schema import SQLITE_FTS, pg_config, pg_vector, sqlite_fts_join
 from app.store.visibility import visible_sql
 
 MAX_TERMS = 16
@@ -122,21 +119,17 @@ def _search(dialect: str) -> DriverStatement:
             m.status != "streaming", m.content != "", visible_sql())
     match = bindparam("match", type_=String())
     if dialect == "postgresql":
-        config: ColumnElement[Any] = literal_column(f"'{FTS_CONFIG}'::regconfig")
-        vector = func.to_tsvector(config, m.content)  # the indexed expression, exactly
-        query = func.websearch_to_tsquery(config, match)
+        vector = pg_vector(m.content)
+        query = func.websearch_to_tsquery(pg_config(), match)
         statement = (select(*columns).where(vector.op("@@")(query), m.thread_id == thread_id,
                                             *rest)
                      .order_by(func.ts_rank(vector, query).desc(), m.created_at.desc()))
     else:
-        fts: ColumnElement[Any] = literal_column(SQLITE_FTS_TABLE)
         statement = (
             select(*columns)
-            .select_from(table_of(Message)
-                         .join(_search_map, _search_map.c.message_id == m.id)
-                         .join(_fts, _fts.c.rowid == _search_map.c.id))
-            .where(fts.op("MATCH")(match), _unindexed(m.thread_id) == thread_id, *rest)
-            .order_by(_hits(fts, m.content).desc(), m.created_at.desc()))
+            .select_from(sqlite_fts_join(table_of(Message), m.id))
+            .where(SQLITE_FTS.op("MATCH")(match), _unindexed(m.thread_id) == thread_id, *rest)
+            .order_by(_hits(SQLITE_FTS, m.content).desc(), m.created_at.desc()))
     return DriverStatement(statement.limit(bindparam("limit", type_=Integer())))
 
 
@@ -157,10 +150,6 @@ def _unindexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
     once for each (2 ms a search for a word that is nowhere); from the full-text index, the
     search reads the thread's matches only (0.03 ms)."""
     return UnaryExpression(column, operator=operators.custom_op("+"), type_=column.type)
-
-
-_search_map = table(SQLITE_MAP_TABLE, column("id"), column("message_id"))
-_fts = table(SQLITE_FTS_TABLE, column("rowid"))
 
 
 async def last_real_user_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:

@@ -13,22 +13,17 @@ import re
 import uuid
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, literal_column, or_, select, table
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql import column
 
 from app.store.db import dialect_of
 from app.store.models import Message, Thread, table_of
-from app.store.search_schema import FTS_CONFIG, SQLITE_FTS_TABLE, SQLITE_MAP_TABLE
+from app.store.search_schema import SQLITE_FTS, pg_config, pg_vector, sqlite_fts_join
 from app.store.visibility import visible_sql
 
 #: A search box's words beyond these add nothing but cost.
 MAX_WORDS = 8
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-_search_map = table(SQLITE_MAP_TABLE, column("id"), column("message_id"))
-_fts = table(SQLITE_FTS_TABLE, column("rowid"))
-
 
 def search_words(text: str) -> list[str]:
     """The words of the query, lower-cased, each once, in order (word characters only)."""
@@ -55,17 +50,12 @@ async def matching_thread_ids(s: AsyncSession, user_id: str, text: str) -> set[u
 
 def _threads_with_text(s: AsyncSession, user_id: str, words: list[str]) -> Any:
     """The ids of the user's threads with a visible message that holds every word."""
-    m = Message
+    m = table_of(Message).c
     mine = (m.user_id == user_id, m.content != "", visible_sql())
     if dialect_of(s) == "postgresql":
-        config: ColumnElement[Any] = literal_column(f"'{FTS_CONFIG}'::regconfig")
-        vector = func.to_tsvector(config, m.content)  # the indexed expression, exactly
-        query = func.to_tsquery(config, " & ".join(f"{word}:*" for word in words))
-        return select(m.thread_id).where(vector.op("@@")(query), *mine)
+        query = func.to_tsquery(pg_config(), " & ".join(f"{word}:*" for word in words))
+        return select(m.thread_id).where(pg_vector(m.content).op("@@")(query), *mine)
     terms = " AND ".join(f'"{word}"*' for word in words)
-    fts: ColumnElement[Any] = literal_column(SQLITE_FTS_TABLE)
     return (select(m.thread_id)
-            .select_from(table_of(Message)
-                         .join(_search_map, _search_map.c.message_id == m.id)
-                         .join(_fts, _fts.c.rowid == _search_map.c.id))
-            .where(fts.op("MATCH")(f"content : ({terms})"), *mine))
+            .select_from(sqlite_fts_join(table_of(Message), m.id))
+            .where(SQLITE_FTS.op("MATCH")(f"content : ({terms})"), *mine))
