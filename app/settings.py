@@ -229,8 +229,9 @@ class Settings(BaseSettings):
     @field_validator("price_file", mode="before")
     @classmethod
     def _readable_price_file(cls, value: Any) -> Any:
-        """Read once here, so that a missing or malformed file stops the start with its
-        reason instead of the first priced turn."""
+        """Read and parsed here as well as where the runtime builds its price table, so that
+        a missing or malformed file stops the start (or a script) with its reason instead of
+        the first priced turn."""
         if value in ("", None):
             return None
         if isinstance(value, str):
