@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 #: How a model's answers carry its thinking (the `reasoning_format` setting's values).
 REASONING_FORMATS = ("think", "think-prefilled", "none")
@@ -115,6 +116,12 @@ class Catalog:
         """The names clients may pick, in order."""
         return [spec.name for spec in self.models if spec.listed]
 
+    def usable(self, allowed: Sequence[str] | None) -> list[str]:
+        """The names a key limited to `allowed` (None: no limit) may pick, in order: what
+        every list of models a key is shown holds (/api/models, /v1/models), and all that
+        /v1/models/{id} finds for it."""
+        return [name for name in self.listed if allowed is None or name in allowed]
+
     @property
     def servers(self) -> list[ModelServer]:
         """Each model server once, in the order models name them."""
@@ -160,9 +167,8 @@ def choose(catalog: Catalog, requested: str | None, remembered: str | None,
     for name in (remembered, catalog.default):
         if name is not None and catalog.get(name) is not None and permitted(name):
             return name
-    for name in catalog.listed:
-        if permitted(name):
-            return name
+    for name in catalog.usable(allowed):
+        return name
     raise ModelNotAllowed(catalog.default)
 
 
@@ -231,12 +237,24 @@ def _servers(raw: Any) -> dict[str, ModelServer]:
         base_url = table.get("base_url")
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ModelsFileError(f"{where}: field 'base_url' must be an http(s) URL")
+        if has_credentials(base_url):
+            raise ModelsFileError(
+                f"{where}: field 'base_url' must not hold a user name and password; name the "
+                "environment variable that holds the key in field 'api_key_env'")
         key_env = table.get("api_key_env")
         if key_env is not None and not (isinstance(key_env, str) and _ENV_NAME.match(key_env)):
             raise ModelsFileError(
                 f"{where}: field 'api_key_env' must be the name of an environment variable")
         servers[str(name)] = ModelServer(str(name), base_url, key_env)
     return servers
+
+
+def has_credentials(url: str) -> bool:
+    """Whether `url` carries a user name or password (`https://user:pass@host`). The
+    upstream client sends the server's key as a bearer token and refuses a URL that brings
+    its own credentials besides, so such a URL would fail every call to its model; and the
+    catalog, which may be logged, must never hold a secret."""
+    return "@" in urlsplit(url).netloc
 
 
 def _model(entry: Any, index: int, servers: Mapping[str, ModelServer],

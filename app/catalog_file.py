@@ -19,7 +19,8 @@ from app.catalog import (
     parse_catalog,
     single_server_catalog,
 )
-from app.settings import Settings
+from app.redaction import secrets_of
+from app.settings import NO_KEY, Settings
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class LoadedCatalog:
 
     catalog: Catalog
     keys: Mapping[str, str]
+
+    def secrets(self, settings: Settings) -> list[str]:
+        """What a process of these settings must never write out (app.redaction): the
+        servers' keys, and the passwords of the database and Redis URLs."""
+        keys = [key for key in self.keys.values() if key != NO_KEY]
+        return secrets_of(keys, [settings.database_url, settings.redis_url])
 
 
 def model_defaults(settings: Settings) -> ModelDefaults:
@@ -61,7 +68,7 @@ def load_catalog(settings: Settings, environ: Mapping[str, str] | None = None
     keys: dict[str, str] = {}
     for server in catalog.servers:
         if server.api_key_env is None:
-            keys[server.name] = "not-needed"
+            keys[server.name] = NO_KEY
         elif (key := env.get(server.api_key_env)) is None:
             raise ModelsFileError(f"server '{server.name}': field 'api_key_env' names "
                                   f"{server.api_key_env}, which is not set")

@@ -9,6 +9,9 @@ import sys
 from typing import Literal
 
 import structlog
+from structlog.typing import EventDict, WrappedLogger
+
+from app.redaction import SECRETS
 
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
@@ -20,6 +23,14 @@ TRACEBACKS = structlog.processors.ExceptionRenderer(
 
 
 LogFormat = Literal["auto", "json", "console"]
+
+
+def redact_secrets(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """Every string of the line (its message, its fields, a rendered traceback) with the
+    secrets the process knows and credential shapes replaced (app.redaction): the last step
+    before the renderer, so nothing a log shipper reads holds a key."""
+    redacted: EventDict = SECRETS.value(event_dict)
+    return redacted
 
 
 def renders_json(log_format: LogFormat = "auto") -> bool:
@@ -41,12 +52,12 @@ def configure_logging(level: str = "INFO", log_format: LogFormat = "auto") -> No
         renderer = structlog.processors.JSONRenderer()
         tracebacks: list[structlog.types.Processor] = [TRACEBACKS]
     else:
-        # plain_traceback: the default rich formatter would print each frame's locals too.
-        renderer = structlog.dev.ConsoleRenderer(
-            colors=False, exception_formatter=structlog.dev.plain_traceback)
-        tracebacks = []
+        # A plain traceback as text, rendered before the redaction reads it (the console
+        # renderer's own formatter would run after it, and print each frame's locals too).
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        tracebacks = [structlog.processors.format_exc_info]
     structlog.configure(
-        processors=[*shared, *tracebacks, renderer],
+        processors=[*shared, *tracebacks, redact_secrets, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
         cache_logger_on_first_use=False,
@@ -55,7 +66,7 @@ def configure_logging(level: str = "INFO", log_format: LogFormat = "auto") -> No
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                        *tracebacks, renderer],
+                        *tracebacks, redact_secrets, renderer],
             foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         )
     )

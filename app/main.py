@@ -43,6 +43,7 @@ from app.kit.shutdown import on_stop_signals
 from app.logging import configure_logging, get_logger
 from app.metrics import GatewayMetrics
 from app.process.service import ProcessRegistry
+from app.redaction import SECRETS
 from app.routes import api_routes
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
@@ -67,6 +68,7 @@ from app.turn.stages.side_call import SideCaller
 from app.turn.stages.summary import SummaryStage
 from app.turn.stages.title import TitleStage
 from app.turn.tracing import StreamTracer
+from app.turns.interruptions import STALE_STREAMING
 from app.turns.pricing import ModelPrice, PriceTable, load_price_table
 from app.upstream import UpstreamClient, UpstreamConfig, make_http_client, make_openai_client
 from app.upstream.router import ModelRouter
@@ -91,7 +93,7 @@ async def sweep_stale_streaming(db: Database, older_than_s: float,
     if count:
         log.warning("stale_streaming_interrupted", count=count, older_than_s=older_than_s)
         if metrics is not None:
-            metrics.streams_swept.labels("stale_streaming").inc(count)
+            metrics.streams_swept.labels(STALE_STREAMING).inc(count)
     return count
 
 
@@ -326,6 +328,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     configure_logging(settings.log_level, settings.log_format)
     require_upstream(settings)
     loaded = require_catalog(settings)
+    SECRETS.know(*loaded.secrets(settings))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

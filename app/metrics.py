@@ -118,8 +118,8 @@ class GatewayMetrics:
             registry=r)
         self.turns_stopped = Counter(
             "chatgate_turns_stopped",
-            "Running turns ended before their answer did, by reason (client_left, "
-            "grace_expired, stop_request, key_revoked, shutting_down).", ["reason"], registry=r)
+            "Running turns ended before their answer did, by reason (client_gone, "
+            "stop_request, key_revoked, shutting_down).", ["reason"], registry=r)
         self.loop_lag = Gauge(
             "chatgate_event_loop_lag_seconds",
             "How late the event loop ran a timer at its last probe.", registry=r,

@@ -6,6 +6,7 @@ from starlette.routing import BaseRoute, Route
 
 from app.api import metrics
 from app.followups import endpoints as autonomy
+from app.openapi import endpoints as openapi
 from app.process import endpoints as health
 from app.threads import endpoints as threads
 from app.threads import events_endpoints as events
@@ -24,6 +25,7 @@ def api_routes() -> list[BaseRoute]:
         Route("/healthz", health.healthz, methods=["GET"]),
         Route("/readyz", health.readyz, methods=["GET"]),
         Route("/metrics", metrics.metrics, methods=["GET"]),
+        Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
         Route("/api/threads", threads.create_thread, methods=["POST"]),
         Route("/api/threads", threads.list_threads, methods=["GET"]),
         Route("/api/threads/{thread_id}/messages", threads.thread_messages, methods=["GET"]),

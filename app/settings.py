@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.catalog import has_credentials
 from app.database_urls import database_url_problem
 from app.stream import ReasoningFormat  # the split's own formats (pydantic names the three)
 from app.turns.pricing import load_price_table
@@ -29,6 +30,9 @@ DEFAULT_SYSTEM_PROMPT = (
 REASONING_TAG = re.compile(r"[A-Za-z0-9_-]+")
 
 
+#: The key sent to a model server that needs none (the OpenAI SDK insists on one): no secret.
+NO_KEY = "not-needed"
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -37,15 +41,28 @@ class SettingRefused(ValueError):
     `CHATGATE_X must be <allowed>, not '<value>'`, app.startup), `reason` why this one is
     not, when the value alone does not show it (a file that does not exist)."""
 
-    def __init__(self, allowed: str, reason: str | None = None) -> None:
+    def __init__(self, allowed: str, reason: str | None = None, *,
+                 shown: str | None = None) -> None:
         super().__init__(allowed if reason is None else f"{allowed} ({reason})")
         self.allowed = allowed
         self.reason = reason
+        #: The value as the sentence may quote it, when the value itself must not be
+        #: repeated (it holds a secret); None: the value as given.
+        self.shown = shown
 
 
 def _http_url(value: str) -> bool:
     parts = urlsplit(value)
     return parts.scheme in ("http", "https") and bool(parts.hostname) and " " not in value
+
+
+def without_credentials(url: str) -> str:
+    """`url` with whatever stands before `@` in its host part (a user name, a password)
+    written `***`: what an error may quote of a URL that holds credentials."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
 
 
 class Settings(BaseSettings):
@@ -60,7 +77,7 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("CHATGATE_DATABASE_URL", "DATABASE_URL", "database_url"),
     )
     upstream_base_url: str | None = None
-    upstream_api_key: str = "not-needed"
+    upstream_api_key: str = NO_KEY
     upstream_model: str = "demo-1"
     #: The models the OpenAI-compatible endpoint offers (`/v1/models`), comma-separated; each
     #: is sent upstream by name. Empty: the one `upstream_model`.
@@ -202,11 +219,18 @@ class Settings(BaseSettings):
     @classmethod
     def _upstream_is_http(cls, value: Any) -> Any:
         """Empty is unset (scripts/serve starts the demo model server); anything else must be
-        a URL the OpenAI client can call, or every turn would fail on it."""
+        a URL the OpenAI client can call, or every turn would fail on it: one with a user
+        name and password in it fails every call too (the key is sent as a bearer token,
+        and the client refuses a URL that brings credentials besides), so it is refused
+        here without repeating them."""
         if value in ("", None):
             return None
         if isinstance(value, str) and not _http_url(value.strip()):
             raise SettingRefused("an http(s) URL such as https://api.openai.com/v1")
+        if isinstance(value, str) and has_credentials(value.strip()):
+            raise SettingRefused(
+                "an http(s) URL without a user name and password (the key goes in "
+                "CHATGATE_UPSTREAM_API_KEY)", shown=without_credentials(value.strip()))
         return value.strip() if isinstance(value, str) else value
 
     @field_validator("redis_url", mode="before")

@@ -89,9 +89,11 @@ def settings_sentence(error: ValidationError) -> str:
     first = error.errors()[0]
     field = str(first["loc"][0]) if first["loc"] else ""
     cause = (first.get("ctx") or {}).get("error")
-    reason = f": {cause.reason}" if isinstance(cause, SettingRefused) and cause.reason else ""
-    return (f"{env_name(field)} must be {_allowed(first)}, "
-            f"not {_shown(field, first['input'])}{reason}")
+    refused = cause if isinstance(cause, SettingRefused) else None
+    reason = f": {refused.reason}" if refused and refused.reason else ""
+    shown = (repr(refused.shown[:200]) if refused and refused.shown is not None
+             else _shown(field, first["input"]))
+    return f"{env_name(field)} must be {_allowed(first)}, not {shown}{reason}"
 
 
 def sentence_of(error: BaseException) -> str | None:

@@ -17,6 +17,7 @@ bad file or arguments.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import uuid
@@ -30,7 +31,10 @@ from rich.text import Text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.catalog import ModelsFileError
+from app.catalog_file import load_catalog
 from app.cli import FLAG, resolve_database_url, run_cli
+from app.redaction import SECRETS
 from app.replay import (
     ReplayResult,
     ReplayStep,
@@ -40,6 +44,7 @@ from app.replay import (
     trace_from_json,
     trace_to_json,
 )
+from app.settings import get_settings
 from app.store.migrations import migrated_database
 from app.stream import FilterWarning
 from app.turn.rows import traces
@@ -99,8 +104,13 @@ def get_trace(message_id: str | None, file: Path | None, database_url: str | Non
 
 
 def write_trace_file(trace: Trace, path: Path) -> None:
-    path.write_text(json.dumps(trace_to_json(trace), ensure_ascii=False, indent=1) + "\n",
-                    encoding="utf-8")
+    """The trace as JSON, with the secrets this environment knows replaced: the gateway
+    redacted the chunks, but the stored message is as the model wrote it."""
+    with contextlib.suppress(ModelsFileError):
+        settings = get_settings()
+        SECRETS.know(*load_catalog(settings).secrets(settings))
+    data = SECRETS.value(trace_to_json(trace))
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     err.print(f"trace written to {path}", highlight=False)
 
 
@@ -168,6 +178,9 @@ def print_report(trace: Trace, result: ReplayResult, warnings_only: bool) -> Non
                        "manual edit): the trace's finish content differs", style="yellow"))
     if finish.get("sanitized"):
         out.print(Text(f"note: the trace was sanitised on write: {finish['sanitized']}"))
+    if finish.get("redacted"):
+        out.print(Text(f"note: {finish['redacted']} chunk(s) held a secret, replaced by "
+                       "[REDACTED] on write"))
     if result.reasoning or trace.stored_reasoning:
         same = result.reasoning == trace.stored_reasoning
         stored_note = "same as stored" if same else f"stored: {trace.stored_reasoning[:80]!r}"

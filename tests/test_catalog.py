@@ -104,6 +104,20 @@ def test_a_bad_file_is_one_sentence_naming_the_entry_and_the_field(
     assert str(raised.value) == sentence
 
 
+@pytest.mark.parametrize("url", ["https://me:hunter2@api.example.com/v1",
+                                 "https://sk-live-123@api.example.com/v1"])
+def test_a_base_url_with_credentials_is_refused_without_repeating_them(url: str) -> None:
+    """The key belongs in the variable `api_key_env` names: a URL carrying it would fail
+    every call to the model (the client sends the key as a bearer token and refuses a URL
+    with credentials besides), and would put it in the catalog, which may be logged."""
+    with pytest.raises(ModelsFileError) as raised:
+        parsed(GOOD.replace("https://api.example.com/v1", url, 1))
+    assert str(raised.value) == (
+        "server 'hosted': field 'base_url' must not hold a user name and password; name the "
+        "environment variable that holds the key in field 'api_key_env'")
+    assert "hunter2" not in str(raised.value) and "sk-live" not in str(raised.value)
+
+
 def test_the_loader_reads_the_key_from_the_variable_the_file_names(tmp_path: Path) -> None:
     path = tmp_path / "models.toml"
     path.write_text(GOOD)
@@ -151,6 +165,17 @@ def test_the_model_of_a_turn() -> None:
         choose(catalog, "nope", None, None)
     with pytest.raises(ModelNotAllowed):
         choose(catalog, "smart", None, ["fast"])
+
+
+def test_the_models_a_key_may_use() -> None:
+    """What every list a key is shown holds: the listed models its limit allows, in the
+    file's order (a name the catalog no longer has is simply not there)."""
+    catalog = parsed(GOOD)
+    assert catalog.usable(None) == ["smart", "fast"]
+    assert catalog.usable(["fast", "gone"]) == ["fast"]
+    assert catalog.usable([]) == []
+    unlisted = single_server_catalog("http://x/v1", ["a"], "b", DEFAULTS)
+    assert unlisted.usable(None) == unlisted.usable(["a", "b"]) == ["a"]
 
 
 def test_one_server_catalog_keeps_an_unlisted_default() -> None:

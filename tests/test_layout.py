@@ -43,3 +43,12 @@ def test_each_database_has_one_opening_one_finish_and_one_bill() -> None:
         text = (APP / name).read_text(encoding="utf-8")
         for method in ("open", "finish", "bill"):
             assert len(re.findall(rf"^    async def {method}\(", text, re.M)) == 1, (name, method)
+
+
+def test_every_request_body_is_read_by_the_one_parser() -> None:
+    """app.api.bodies reads a body (its size cap, its media type, the JSON limits); a handler
+    that read one itself would skip them. The demo model server is a server of its own."""
+    reading = re.compile(r"request\.(body|json|stream|form)\(")
+    readers = sorted(name for name, text in _modules()
+                     if reading.search(text) and not name.startswith("demo_llm/"))
+    assert readers == ["api/bodies.py"]

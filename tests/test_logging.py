@@ -125,3 +125,28 @@ def test_httpx_says_nothing_of_each_request_unless_debugging() -> None:
 
     assert events("INFO") == ["httpx warns"]
     assert len(events("DEBUG")) == 2
+
+
+SECRET_PROBE = """
+import logging, sys
+from app.logging import configure_logging, get_logger
+configure_logging("INFO", sys.argv[1])
+url = "postgresql+asyncpg://chat:hunter2-pw@db:5432/chat"
+try:
+    raise ConnectionError(f"cannot reach {url}")
+except ConnectionError:
+    get_logger("probe").exception("database_failed")
+    logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
+get_logger("probe").warning("upstream_failed", detail={"said": ["Bearer cg_" + "k" * 40]})
+"""
+
+
+def test_no_password_or_key_reaches_a_line_traceback_or_not() -> None:
+    """A traceback whose text holds a database URL with its password, through the gateway's
+    logger and a library's, as JSON and as readable lines."""
+    for log_format in ("json", "console"):
+        done = subprocess.run([sys.executable, "-c", SECRET_PROBE, log_format], cwd=REPO,
+                              capture_output=True, text=True, timeout=60, check=True)
+        assert "hunter2" not in done.stdout and "kkkkkkkk" not in done.stdout, done.stdout
+        assert done.stdout.count("chat:[REDACTED]@db") == 2
+        assert "Bearer [REDACTED]" in done.stdout

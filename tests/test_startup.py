@@ -36,6 +36,10 @@ def sentence(monkeypatch: pytest.MonkeyPatch, **env: str) -> str:
     ({"DATABASE_URL": "mysql://app:s3cret@db/chatgate"},
      "DATABASE_URL must be a PostgreSQL or SQLite URL (postgresql+asyncpg://user@host:5432/name"
      " or sqlite+aiosqlite:///path/to/file.db), not 'mysql://app:***@db/chatgate'"),
+    # The key belongs in its own setting; neither the user nor the password is repeated.
+    ({"CHATGATE_UPSTREAM_BASE_URL": "https://me:hunter2@api.example.com/v1"},
+     "CHATGATE_UPSTREAM_BASE_URL must be an http(s) URL without a user name and password "
+     "(the key goes in CHATGATE_UPSTREAM_API_KEY), not 'https://***@api.example.com/v1'"),
 ])
 def test_a_refused_setting_is_one_sentence(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 
+from app.api import json_limits
 from app.api.errors import ApiError, not_found
 from app.api.state import runtime
 from app.sanitize import replace_surrogates
@@ -68,9 +68,10 @@ def _require_json_media_type(request: Request) -> None:
 
 async def json_object(request: Request, *, optional: bool = False) -> dict[str, Any]:
     """The body as a JSON object: 415 when not declared JSON, 400 when it is not JSON or not
-    an object, 413 when huge. An `optional` body may be absent, and then needs no type.
-    Every lone surrogate in it is U+FFFD (app.sanitize.replace_surrogates), on every route
-    of both APIs."""
+    an object, 413 when huge, 400 naming the field when a value is past the JSON limits
+    (app.api.json_limits: 64-bit integers, finite numbers, 64 levels, ...). An `optional`
+    body may be absent, and then needs no type. Every lone surrogate in it is U+FFFD
+    (app.sanitize.replace_surrogates), on every route of both APIs."""
     if not optional:
         _require_json_media_type(request)
     raw = await _read_capped(request)
@@ -79,11 +80,11 @@ async def json_object(request: Request, *, optional: bool = False) -> dict[str, 
     if optional:
         _require_json_media_type(request)
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-        raise ApiError(400, "invalid_json", "the request body is not valid JSON") from exc
-    if not isinstance(data, dict):
-        raise ApiError(400, "invalid_json", "the request body must be a JSON object")
+        data = json_limits.loads_object(raw)
+    except json_limits.InvalidJson as exc:
+        raise ApiError(400, "invalid_json", str(exc)) from exc
+    except json_limits.JsonLimitExceeded as exc:
+        raise ApiError(400, exc.code, exc.message, param=exc.path) from exc
     if _MAY_HOLD_SURROGATE.search(raw):
         cleaned: dict[str, Any] = replace_surrogates(data)
         return cleaned
@@ -114,21 +115,32 @@ def message_content(body: dict[str, Any], max_chars: int) -> str:
     return content
 
 
+def _no_nul_in_title(title: str) -> None:
+    """A title is refused with a NUL (422), as content is: the store would drop it and keep
+    another title than the one sent."""
+    if NUL in title:
+        raise ApiError(422, "invalid_title", NUL_REFUSED.format(field="'title'"))
+
+
 def optional_title(body: dict[str, Any]) -> str | None:
-    """`title`: absent, null or a string of at most 200 characters (422 otherwise)."""
+    """`title`: absent, null or a string without NUL of at most 200 characters (422
+    otherwise)."""
     title = body.get("title")
     if title is None:
         return None
     if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
         raise ApiError(422, "invalid_title", "'title' must be a string of at most 200 characters")
+    _no_nul_in_title(title)
     return title.strip() or None
 
 
 def required_title(body: dict[str, Any]) -> str:
-    """A new `title`: a string with some text, at most 200 characters once trimmed (422)."""
+    """A new `title`: a string with some text and no NUL, at most 200 characters once
+    trimmed (422)."""
     title = body.get("title")
     if not isinstance(title, str):
         raise ApiError(422, "invalid_title", "'title' must be a string")
+    _no_nul_in_title(title)
     title = title.strip()
     if not title:
         raise ApiError(422, "invalid_title", "'title' must not be empty")

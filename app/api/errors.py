@@ -8,21 +8,25 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.logging import get_logger
+from app.redaction import SECRETS
 from app.store.errors import DatabaseUnavailable
 
 log = get_logger("api.errors")
 
 
 class ApiError(Exception):
-    """A request the gateway refuses, with its HTTP status and a stable machine code."""
+    """A request the gateway refuses, with its HTTP status and a stable machine code.
+    `param` is the body field at fault, as a path: the `/v1` routes answer it as OpenAI's
+    `param`; the native shape names it in the message only."""
 
     def __init__(self, status: int, code: str, message: str,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, *, param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers or {}
+        self.param = param
 
 
 #: Retry-After of a 503 when the lifespan's settings are not there (start-up, tests).
@@ -34,7 +38,8 @@ def error_response(status: int, code: str, message: str,
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    return JSONResponse({"error": {"code": code, "message": message}}, status,
+    # A message may echo what a client sent: no secret goes back out (app.redaction).
+    return JSONResponse({"error": {"code": code, "message": SECRETS.text(message)}}, status,
                         headers=headers or None)
 
 

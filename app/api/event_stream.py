@@ -29,6 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.api.errors import error_response
 from app.logging import get_logger
+from app.turns.interruptions import CLIENT_GONE, KEY_REVOKED, SHUTTING_DOWN
 
 log = get_logger("api.event_stream")
 
@@ -95,7 +96,11 @@ class FrameResponse(Response):
     With `shutdown`, the process shutting down ends the stream at once with a last event
     rather than leaving it to the server's cancellation: `on_shutdown` may end the source
     and say so (True; its last frames, the answer's end, close the stream), else the
-    source is stopped and `shutdown_ending` is the last frame, after what it made."""
+    source is stopped and `shutdown_ending` is the last frame, after what it made.
+
+    `on_stop`, when the stream ends before its frames did, is told why
+    (app.turns.interruptions: the client gone, the key revoked, the process shutting down)
+    before the frames are stopped, so that their cleanup (a call's finish) stores it."""
 
     def __init__(self, frames: AsyncGenerator[bytes, None] | FrameSource, *, ping_s: float,
                  send_timeout_s: float, log_ids: Mapping[str, str] | None = None,
@@ -104,7 +109,8 @@ class FrameResponse(Response):
                  revoked_ending: RevokedEnding = NATIVE_REVOKED,
                  shutdown: ShutdownWatch | None = None,
                  on_shutdown: Callable[[], bool] | None = None,
-                 shutdown_ending: bytes = SHUTTING_DOWN_FRAME) -> None:
+                 shutdown_ending: bytes = SHUTTING_DOWN_FRAME,
+                 on_stop: Callable[[str], None] | None = None) -> None:
         self.status_code, self.background, self.raw_headers = 200, None, list(HEADERS)
         # A generator is told apart by its ABC, a cached check: an isinstance of a runtime
         # Protocol looks up each of its members, 12 us a call.
@@ -120,6 +126,7 @@ class FrameResponse(Response):
         self._revoked_ending = revoked_ending
         self._shutdown, self._on_shutdown = shutdown, on_shutdown
         self._shutdown_ending = shutdown_ending
+        self._on_stop = on_stop
         self._pending: list[bytes] = []
         self._waiter: asyncio.Future[None] | None = None
         self._produced = self._gone = self._revoked = self._started = False
@@ -147,11 +154,16 @@ class FrameResponse(Response):
         producer = (None if self._frames is None
                     else asyncio.ensure_future(self._produce(self._frames)))
         tasks = [watcher] if producer is None else [watcher, producer]
+        timed_out = False
         try:
             await self._write(send)
         except TimeoutError:
+            timed_out = True
             log.info("sse_send_timeout", path=scope.get("path"), **self._log_ids)
         finally:
+            if (self._on_stop is not None and producer is not None and not producer.done()
+                    and (reason := self._stop_reason(timed_out)) is not None):
+                self._on_stop(reason)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -161,6 +173,17 @@ class FrameResponse(Response):
             await self._end_revoked(scope, receive, send)
         elif self._cut and self._started and not self._gone:
             await self._end_shut_down(scope, send)
+
+    def _stop_reason(self, timed_out: bool) -> str | None:
+        """Why the stream ends before its frames did; None: cancelled from outside, for no
+        reason it was told."""
+        if self._revoked:
+            return KEY_REVOKED
+        if self._cut:
+            return SHUTTING_DOWN
+        if self._gone or timed_out:
+            return CLIENT_GONE
+        return None
 
     async def _write(self, send: Send) -> None:
         """Everything pending in one write, then wait for more; a ping after `ping_s` of

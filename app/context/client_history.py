@@ -17,11 +17,15 @@ progress) pass as messages, an assistant's text cleaned of markers and its reaso
 that asked for it, and the model's reasoning is never sent back to it.
 
 Every text the client sent is data, never a marker: in every message that passes as a message
-(instructions, the last user message, the tool round), each `<!--` of its text (a string or
-text parts), its `name` and its tool calls' names and arguments is written `&lt;!--`, as a
-native user's text is (`escape_user_text`). Tool output is untrusted content, and a client's
-system message may carry another party's text. Only the gateway's own MSG_CONTEXT opens with
-`<!--`."""
+(instructions, the last user message, the tool round), every string at any depth (its text or
+text parts, its `name`, its tool calls, a tool result's `tool_call_id`, an image's URL) has
+each `<!--` written `&lt;!--`, as a native user's text is (`escape_user_text`), and a trailing
+`<`, `<!` or `<!-` written with `&lt;`, so that no marker forms where a model server joins two
+parts or two messages. The fields the model reads besides the messages (`tools`, their
+descriptions and schemas, `tool_choice`, `response_format`, `prediction`) are escaped the
+same way (`upstream_params`). Tool output is untrusted content, and a client's system message
+may carry another party's text. Only the gateway's own MSG_CONTEXT opens with `<!--`. Earlier
+messages folded into MSG_CONTEXT are joined first (`content_text`), then escaped as JSON."""
 
 from __future__ import annotations
 
@@ -85,37 +89,53 @@ def last_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
                  if messages[i].get("role") == "user"), None)
 
 
-def _escaped_content(content: Any) -> Any:
-    """A message's content with `<!--` escaped in its text: a string, or its text parts
-    (other parts, an image's URL, are not text the model reads as the conversation)."""
-    if isinstance(content, str):
-        return escape_user_text(content)
-    if isinstance(content, list):
-        return [{**part, "text": escape_user_text(part["text"])}
-                if part.get("type") == "text" and isinstance(part.get("text"), str)
-                else part for part in content]
-    return content
+#: What a text may end with that, joined to the next text (the following content part, or
+#: message, as a model server may join them), would complete a `<!--`.
+_OPENING_PREFIXES = ("<", "<!", "<!-")
+_LT_ESCAPED = "&lt;"
 
 
-def _escaped_call(call: Any) -> Any:
-    function = call.get("function") if isinstance(call, Mapping) else None
-    if not isinstance(function, Mapping):
-        return call
-    return {**call, "function": {k: escape_user_text(v) if isinstance(v, str) else v
-                                 for k, v in function.items()}}
+def escape_client_text(text: str) -> str:
+    """A client's text as data: every `<!--` escaped (escape_user_text), and a trailing
+    `<`, `<!` or `<!-` too, so that however a model server joins this text to the next one
+    no marker can form across the seam."""
+    text = escape_user_text(text)
+    if text.endswith(_OPENING_PREFIXES):
+        head, _, tail = text.rpartition("<")
+        text = head + _LT_ESCAPED + tail
+    return text
+
+
+def escaped_value(value: Any) -> Any:
+    """Every string of a JSON value escaped by escape_client_text, mapping keys too (a tool
+    schema's property names are text the model reads)."""
+    if isinstance(value, str):
+        return escape_client_text(value)
+    if isinstance(value, Mapping):
+        return {escaped_value(k): escaped_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escaped_value(v) for v in value]
+    return value
 
 
 def escaped_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """The message as the model may see it: `<!--` escaped in its content, its `name` and
-    its tool calls (module docstring); every other field as it came."""
-    escaped = dict(message)
-    if "content" in escaped:
-        escaped["content"] = _escaped_content(escaped["content"])
-    if isinstance(escaped.get("name"), str):
-        escaped["name"] = escape_user_text(escaped["name"])
-    if isinstance(escaped.get("tool_calls"), list):
-        escaped["tool_calls"] = [_escaped_call(call) for call in escaped["tool_calls"]]
+    """The message as the model may see it: every string in it escaped, at any depth (its
+    text or text parts, its `name`, its tool calls' ids, names and arguments, a tool
+    result's `tool_call_id`, an image's URL). The role and the parts' types hold no `<`."""
+    escaped: dict[str, Any] = escaped_value(message)
     return escaped
+
+
+#: The request fields besides `messages` whose text the model reads (the tools it is offered
+#: and their descriptions, the answer's schema, a predicted output): escaped like a message.
+MODEL_READ_PARAMS = frozenset({"tools", "functions", "tool_choice", "response_format",
+                               "prediction"})
+
+
+def upstream_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields passed to the model server besides the messages, those it reads as text
+    escaped (MODEL_READ_PARAMS); the others (sampling, `stop`, `user`, ...) as they came."""
+    return {k: escaped_value(v) if k in MODEL_READ_PARAMS else v for k, v in params.items()}
 
 
 def _with_context(message: Mapping[str, Any], marker: str) -> dict[str, Any]:

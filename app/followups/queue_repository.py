@@ -22,6 +22,7 @@ from app.store.models import Followup, Message, Thread
 from app.store.visibility import hidden_sql, visible_sql
 from app.threads.repository import with_thread_lock
 from app.turn.rows.messages import mark_interrupted
+from app.turns.interruptions import FOLLOWUP_WORKER_DIED
 
 Blocker = Literal["lost_claim", "user_replied", "already_started"]
 
@@ -185,7 +186,7 @@ async def interrupt_orphaned_replies(
                               Message.status == "streaming", Message.created_at > after)
         .with_for_update(skip_locked=True)
     )
-    return await mark_interrupted(s, rows.scalars(), reason="followup_worker_died", now=now)
+    return await mark_interrupted(s, rows.scalars(), reason=FOLLOWUP_WORKER_DIED, now=now)
 
 
 async def get_followup(s: AsyncSession, followup_id: uuid.UUID) -> Followup | None:

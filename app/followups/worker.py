@@ -36,6 +36,7 @@ from app.turn.opening import ThreadNotFound
 from app.turn.rows import ThreadGuard
 from app.turn.service import Turn, open_turn
 from app.turn.slots import GatewayBusy
+from app.turns.interruptions import SHUTTING_DOWN
 
 log = get_logger("followups.worker")
 
@@ -70,6 +71,8 @@ class FollowupWorker:
         self.max_attempts = settings.followup_max_attempts
         self.defaults: Autonomy = default_autonomy(settings)
         self._running: set[asyncio.Task[None]] = set()
+        #: The turns those tasks run, once open: a shutdown says it stopped them.
+        self._turns: set[Turn] = set()
 
     async def run(self) -> None:
         """Poll until cancelled (the lifespan's background task)."""
@@ -106,6 +109,10 @@ class FollowupWorker:
         return len(claims)
 
     async def _cancel_running(self) -> None:
+        """The process is shutting down: each turn running is stopped for that, which its
+        row says."""
+        for turn in self._turns:
+            turn.stopping(SHUTTING_DOWN)
         for task in list(self._running):
             task.cancel()
         if self._running:
@@ -127,6 +134,7 @@ class FollowupWorker:
             turn = await self._open(claim)
             if turn is None:
                 return
+            self._turns.add(turn)
             status = await self._drive(claim, turn)
             # "done" only when the reply really is in the database: a follow-up whose answer
             # was lost is a failed one (and stays visible as such to operators).
@@ -145,6 +153,9 @@ class FollowupWorker:
         except Exception as exc:
             log.exception("followup_error", error=type(exc).__name__)
             await self._settle_quietly(claim, "failed")
+        finally:
+            if turn is not None:
+                self._turns.discard(turn)
 
     async def _open(self, claim: Claim) -> Turn | None:
         """The synthetic turn, or None when it must not run (settled here)."""

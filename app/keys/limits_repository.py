@@ -1,11 +1,13 @@
-"""What the turn limits read and count: a user's streaming answers, their turn requests per
-minute window, their usage of a UTC day. The rules deciding on these numbers are the limits
+"""What the turn limits read and count: a user's streams (their `streaming` answers and their
+open calls, the calls without a message while they run), their turn requests per minute
+window, their usage of a UTC day. The rules deciding on these numbers are the limits
 service's (app/turn/gate.py); nothing here refuses anything."""
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import uuid
 from typing import Any
 
 from sqlalchemy import (
@@ -14,6 +16,7 @@ from sqlalchemy import (
     Executable,
     Select,
     String,
+    Uuid,
     bindparam,
     delete,
     func,
@@ -23,55 +26,64 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.db import Runner, dialect_of
-from app.store.models import Message, RateLimitWindow, table_of
+from app.store.models import Message, OpenCall, RateLimitWindow, table_of
 
 #: First key of the two-key advisory locks taken here, so they never meet another
 #: feature's advisory locks (whose keys are other numbers).
 USER_LOCK_NAMESPACE = 0x43474C4D  # "CGLM"
+#: An id no row has: counting with it left out counts every stream.
+NO_ROW = uuid.UUID(int=0)
 
 
 async def lock_user_and_count_streaming(s: AsyncSession, user_id: str) -> int:
-    """The user's streaming answers (as count_streaming), counted under a lock of the user's
-    held until the transaction ends, across processes: openings that insert their rows first
-    and then call this are serialised over this call and their commit only, and each counts
-    the rows the ones before it committed. PostgreSQL: one statement, a function taking a
+    """The user's streams (as count_streaming), counted under a lock of the user's held
+    until the transaction ends, across processes: openings that insert their rows first and
+    then call this are serialised over this call and their commit only, and each counts the
+    rows the ones before it committed. PostgreSQL: one statement, a function taking a
     transaction-level advisory lock on a hash of the user id (a collision only serialises two
-    users more than needed) and counting after it (migration 0007). SQLite: BEGIN IMMEDIATE
-    already serialises the whole transaction."""
+    users more than needed) and counting after it (migrations 0009, 0013). SQLite: BEGIN
+    IMMEDIATE already serialises the whole transaction."""
     if s.get_bind().dialect.name == "postgresql":
         return int(await s.scalar(_LOCK_AND_COUNT, {"user_id": user_id}) or 0)
     return await count_streaming(s, user_id)
 
 
-#: Built once, a Core query: it runs before every turn.
+#: Built once, a Core query.
 _LOCK_AND_COUNT = select(func.chatgate_lock_user_streams(
-    USER_LOCK_NAMESPACE, bindparam("user_id", type_=String())))
+    USER_LOCK_NAMESPACE, bindparam("user_id", type_=String()), NO_ROW))
 
 
 def other_streams_counted(user_id: ColumnElement[str], except_id: ColumnElement[Any]) -> CTE:
     """lock_user_and_count_streaming as a CTE (`counted`, its column `others`), for a
-    statement that also inserts the user's new streaming answer (`except_id`), left out of
-    the count: the user's OTHER streaming answers, whichever part of the statement runs
-    first (migration 0009). MATERIALIZED: it runs once, however often it is read.
-    PostgreSQL only."""
+    statement that also inserts the user's new stream (`except_id`: its answer's row or its
+    open call's), left out of the count: the user's OTHER streams, whichever part of the
+    statement runs first (migrations 0009, 0013). MATERIALIZED: it runs once, however often
+    it is read. PostgreSQL only."""
     count = func.chatgate_lock_user_streams(USER_LOCK_NAMESPACE, user_id, except_id)
     return select(count.label("others")).cte("counted").prefix_with("MATERIALIZED")
 
 
 async def count_streaming(s: AsyncSession, user_id: str) -> int:
-    """The user's assistant messages still `streaming` (in every thread and process)."""
-    return int(await s.scalar(COUNT_STREAMING, {"user_id": user_id}) or 0)
+    """The user's streams: assistant messages still `streaming` and open calls (in every
+    thread and process)."""
+    return int(await s.scalar(COUNT_OTHER_STREAMS, {"user_id": user_id, "except_id": NO_ROW})
+               or 0)
 
 
-def _count_streaming() -> Select[int]:
-    m = table_of(Message).c
-    return select(func.count()).select_from(table_of(Message)).where(
-        m.user_id == bindparam("user_id", type_=m.user_id.type),
-        m.status == "streaming", m.role == "assistant")
+def _count_other_streams() -> Select[int]:
+    m, c = table_of(Message).c, table_of(OpenCall).c
+    user_id = bindparam("user_id", type_=m.user_id.type)
+    except_id = bindparam("except_id", type_=Uuid())
+    answers = select(func.count()).select_from(table_of(Message)).where(
+        m.user_id == user_id, m.status == "streaming", m.role == "assistant", m.id != except_id)
+    calls = select(func.count()).select_from(table_of(OpenCall)).where(
+        c.user_id == user_id, c.id != except_id)
+    return select(answers.scalar_subquery() + calls.scalar_subquery())
 
 
-#: Built once, a Core query: it runs before every turn (its parameter `user_id`).
-COUNT_STREAMING = _count_streaming()
+#: The user's streams but one (`except_id`: a new row of the caller's own, or NO_ROW), as
+#: PostgreSQL's function counts them. Built once, a Core query: it runs before every turn.
+COUNT_OTHER_STREAMS = _count_other_streams()
 
 
 async def take_request(s: Runner, user_id: str, window_start: dt.datetime, limit: int

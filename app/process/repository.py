@@ -2,8 +2,8 @@
 
 A process registers at start, beats every few seconds, and deletes its row on a clean stop.
 A process is dead when its heartbeat is older than `dead_after`, or when its row is gone;
-its `streaming` rows are then swept by whichever live process looks first, with the calls
-their last checkpoint carried (the caller bills them, app.turn.rows). Times come from
+its `streaming` rows and its open calls are then swept by whichever live process looks first,
+with the calls their last checkpoint carried (the caller bills them, app.turn.rows). Times come from
 the gateway's clock (hosts must keep it synchronised, NTP), not the database's.
 """
 
@@ -18,9 +18,9 @@ from app.records import CallRecord, call_of_checkpoint
 from app.store.models import GatewayProcess, Message
 from app.turn.rows import SweptAnswer
 from app.turn.rows.messages import CHECKPOINT_CALLS, mark_interrupted
+from app.turn.rows.open_calls import sweep_open_calls
+from app.turns.interruptions import PROCESS_DIED
 from app.turns.recorder import TurnRecorder
-
-PROCESS_DIED = "process_died"
 
 
 async def register_process(
@@ -51,7 +51,8 @@ async def sweep_dead_processes(s: AsyncSession, *, now: dt.datetime,
     """`streaming` rows of a process that is dead (heartbeat older than dead_after, or no
     row at all) become `interrupted` with reason `process_died`; their content stays what
     the last checkpoint wrote, and their metadata gets the usage of the calls it carried.
-    The dead processes' rows are deleted. Returns the answers swept, with those calls."""
+    Its open calls are deleted. The dead processes' rows are deleted. Returns the answers
+    and open calls swept, with those calls."""
     cutoff = now - dead_after
     live = select(GatewayProcess.id).where(GatewayProcess.heartbeat_at >= cutoff)
     orphans = await s.execute(
@@ -63,6 +64,7 @@ async def sweep_dead_processes(s: AsyncSession, *, now: dt.datetime,
     rows = list(orphans.scalars())
     swept = [_with_checkpointed_usage(message) for message in rows]
     await mark_interrupted(s, rows, reason=PROCESS_DIED, now=now)
+    swept += await sweep_open_calls(s, live)
     await s.execute(delete(GatewayProcess).where(GatewayProcess.heartbeat_at < cutoff))
     return swept
 

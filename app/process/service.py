@@ -24,6 +24,7 @@ from app.metrics import GatewayMetrics
 from app.process import repository as process_store
 from app.store.db import Database
 from app.turn.rows import turn_rows
+from app.turns.interruptions import PROCESS_DIED
 
 log = get_logger("services.processes")
 
@@ -78,7 +79,7 @@ class ProcessRegistry:
             log.warning("dead_process_streams_interrupted", count=count,
                         process_id=self.process_id)
             if self.metrics is not None:
-                self.metrics.streams_swept.labels(process_store.PROCESS_DIED).inc(count)
+                self.metrics.streams_swept.labels(PROCESS_DIED).inc(count)
         return count
 
     async def run_forever(self) -> None:

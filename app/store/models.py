@@ -237,6 +237,23 @@ class GatewayProcess(Base):
     heartbeat_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+class OpenCall(Base):
+    """A call without a message while it runs (an OpenAI-style call without a thread): the
+    user's stream cap counts it, in every process, as it counts a `streaming` answer; its
+    `calls` are the calls so far as the last checkpoint wrote them (checkpoint entries,
+    app.records), which the dead-process sweep bills should its process die. Deleted when
+    the call is billed."""
+
+    __tablename__ = "open_calls"
+    __table_args__ = (Index("ix_open_calls_user", "user_id"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[str] = mapped_column(String(255))
+    process_id: Mapped[str | None] = mapped_column(String(64))
+    started_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JsonDocument)
+
+
 class LlmCall(Base):
     """One upstream call. Billing data: it outlives a deleted thread (FKs set to NULL)."""
 

@@ -37,6 +37,7 @@ from app.context.client_history import (
     flat_prompt,
     last_user_index,
     upstream_messages,
+    upstream_params,
 )
 from app.keys.service import Principal
 from app.kit.shield import run_shielded
@@ -51,7 +52,7 @@ from app.turn.loop import TurnLoop
 from app.turn.metrics_observer import turn_metrics
 from app.turn.model_calls import Messages, ModelCalls
 from app.turn.observers import ContextDraft, TurnHandler, TurnView, after_finish_all
-from app.turn.opening import open_rows, opening_request
+from app.turn.opening import open_call_row, open_rows, opening_request
 from app.turn.persist import TurnStore
 from app.turns.choices import ChoiceChunk, ChoiceDelta, ChoiceSet
 from app.turns.events import TurnFailure
@@ -130,16 +131,17 @@ async def open_completion(
     async def opener() -> CompletionCall:
         lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
                                      deps.openings)
-        guard = (gate.rowless_guard(principal, lease) if thread_id is None
-                 else gate.user_guard(principal, inserted=1))
+        guard = gate.user_guard(principal)
         try:
-            view = await _open(deps, principal.user_id, request, thread_id, guard)
+            opened = await _open(deps, principal.user_id, request, thread_id, guard)
         except BaseException:
             lease.give_back()
             raise
-        handlers = ([turn_metrics(gate.metrics)] if view is None else
-                    [h for o in deps.observers if (h := o.open(view))])
-        return CompletionCall(deps, request, principal.user_id, lease, view, handlers)
+        if isinstance(opened, TurnView):
+            handlers = [h for o in deps.observers if (h := o.open(opened))]
+            return CompletionCall(deps, request, principal.user_id, lease, opened, handlers)
+        return CompletionCall(deps, request, principal.user_id, lease, None,
+                              [turn_metrics(gate.metrics)], open_call=opened)
 
     call = await gate.admit(principal, opener)
     await call.start()
@@ -147,13 +149,12 @@ async def open_completion(
 
 
 async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
-                thread_id: uuid.UUID | None, guard: UserGuard) -> TurnView | None:
-    """Without a thread, the limits in a transaction of their own; with one, the turn's rows
-    through the turn's one opening, which checks the same limits."""
+                thread_id: uuid.UUID | None, guard: UserGuard) -> TurnView | uuid.UUID:
+    """Without a thread, the call's open call (its id), stored under the user's limits;
+    with one, the turn's rows through the turn's one opening, which checks the same
+    limits."""
     if thread_id is None:
-        async with deps.db.transaction(quick=True) as session:
-            await guard(session)
-        return None
+        return await open_call_row(deps, user_id, guard)
     last = last_user_index(request.messages)
     # a tool round continues an exchange whose question is stored: the answer's row alone
     tool_round = last != len(request.messages) - 1
@@ -181,8 +182,10 @@ class CompletionCall:
 
     def __init__(self, deps: TurnDeps, request: CompletionRequest, user_id: str,
                  lease: TurnLease, view: TurnView | None,
-                 handlers: list[TurnHandler]) -> None:
+                 handlers: list[TurnHandler], *, open_call: uuid.UUID | None = None) -> None:
         self.deps, self.request, self.user_id, self.view = deps, request, user_id, view
+        #: Without a thread: the call's open call, among the user's streams until billed.
+        self.open_call = open_call
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(utcnow().timestamp())
         # raw chunks only for a stored stream's trace (the tracer observes thread turns)
@@ -202,12 +205,22 @@ class CompletionCall:
         self._stream: ChoiceStream | None = None
         self._started = utcnow()
         self._finishing = False
+        #: Why the call is being ended before its answer's end, if it is (`stopping`).
+        self.stopped_by: str | None = None
         self._loop: TurnLoop[ChoiceChunk, list[ChoiceDelta]] = TurnLoop(
             self.choices, lease, self.draft.recorder, log=log, name="completion",
             finish=self.finish)
         self._loop.handlers = handlers
-        self.calls = ModelCalls(deps, request.model, self.draft.recorder,
-                                params=request.params)
+        #: What the model server gets besides the messages, its text escaped.
+        self.params = upstream_params(request.params)
+        self.calls = ModelCalls(deps, request.model, self.draft.recorder, params=self.params)
+
+    def stopping(self, reason: str) -> None:
+        """Whatever ends the call before its answer's end says why first
+        (app.turns.interruptions): stored in a thread, an `interrupted` row says so. The
+        first reason stays."""
+        if self.stopped_by is None:
+            self.stopped_by = reason
 
     async def start(self) -> None:
         """The observers' stages, then the upstream request. Raises CompletionFailed after
@@ -217,6 +230,8 @@ class CompletionCall:
             if self.view is not None:
                 self._lease.checkpoint(self.view.message_id, lambda: self.choices.first.content,
                                        self._calls_so_far, lambda: self.choices.first.reasoning)
+            elif self.open_call is not None:
+                self._lease.checkpoint_call(self.open_call, self._calls_so_far)
             for handler in self._handlers:
                 await handler.before_main(self.draft)
             settings = self.deps.settings
@@ -258,7 +273,7 @@ class CompletionCall:
         return self._stream.choice_chunks()
 
     async def _send(self, client: UpstreamClient, messages: Messages) -> ChoiceStream:
-        return await open_choice_stream(client, messages, self.request.params)
+        return await open_choice_stream(client, messages, self.params)
 
     async def _resume(self, exc: UpstreamError) -> AsyncGenerator[ChoiceChunk, None] | None:
         """The answer broke off mid-answer: the call that finishes it, if any."""
@@ -331,7 +346,7 @@ class CompletionCall:
         calls = self.draft.recorder.calls
         for attempt in range(1, USAGE_ATTEMPTS + 1):
             try:
-                await self.deps.rows.bill(self.user_id, calls)
+                await self.deps.rows.bill(self.user_id, calls, self.open_call)
                 return True
             except Exception as exc:
                 log.exception("completion_usage_failed", error=type(exc).__name__,
@@ -346,7 +361,8 @@ class CompletionCall:
         recorder, answer = self.draft.recorder, self.choices.first
         message_id = self.view.message_id if self.view else uuid.uuid4()
         model = self.calls.spec.model_id
-        finished = finished_message(message_id, answer, recorder, model=model)
+        finished = finished_message(message_id, answer, recorder, model=model,
+                                    stopped_by=self.stopped_by)
         finished.metadata["answered_by"] = self.calls.answered_by()
         if tool_calls := self.choices.choices[0].tool_calls:
             finished.metadata["tool_calls"] = tool_calls  # an answer may be only a tool call

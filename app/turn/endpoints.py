@@ -29,8 +29,8 @@ async def list_models(request: Request) -> Response:
         default = choose(catalog, None, None, allowed)
     except ModelNotAllowed:
         default = catalog.default
-    names = [name for name in catalog.listed if allowed is None or name in allowed]
-    return JSONResponse({"models": [{"name": name} for name in names], "default": default})
+    return JSONResponse({"models": [{"name": name} for name in catalog.usable(allowed)],
+                         "default": default})
 
 
 async def post_message(request: Request) -> Response:

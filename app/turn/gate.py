@@ -9,10 +9,11 @@ A turn request passes, in this order, before anything is stored or sent upstream
 3. in the turn's opening (app.turn.rows), which stores its rows only under both: the
    key's daily budget (tokens, cost) against the user's rollup of the UTC day -> 429
    `budget_exceeded`; then, serialised per user (a PostgreSQL advisory lock held to the
-   commit; SQLite's BEGIN IMMEDIATE), the user's other `streaming` answers, every process and
-   thread together, against `max_streams_per_user` -> 429 `too_many_streams` (with the calls
-   without a thread this process runs: app.turn.rowless_streams). A call that stores no
-   message checks the same in a transaction of its own. A refusal stores nothing.
+   commit; SQLite's BEGIN IMMEDIATE), the user's other streams, every process and thread
+   together, against `max_streams_per_user` -> 429 `too_many_streams`. A user's streams are
+   their `streaming` answers and their open calls (a call without a thread stores no message:
+   its `open_calls` row, stored by the same check, app.turn.rows.open_call). A refusal
+   stores nothing.
 
 Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
 a few per process at most, and a user's cap or budget must not lose them; their streaming
@@ -29,23 +30,17 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.catalog import choose
 from app.clock import Clock, utcnow
-from app.keys import limits_repository as limit_store
 from app.keys.rate_windows import RateWindows
 from app.keys.service import Principal
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.store.errors import DatabaseBusy
 from app.turn.deps import TurnDeps
-from app.turn.lease import TurnLease
-from app.turn.rowless_streams import RowlessStreams
 from app.turn.rows import DayBudget, Refused
 from app.turn.service import Turn, open_turn
 from app.turn.slots import GatewayBusy, TurnRefused
-from app.usage import repository as usage_store
 from app.usage.refusals import RefusalTally
 
 log = get_logger("services.limits")
@@ -107,7 +102,6 @@ class TurnGate:
         self.clock = clock
         self.max_streams = deps.settings.max_streams_per_user
         self.per_minute = deps.settings.rate_limit_per_minute
-        self.rowless = RowlessStreams()
 
     async def open(self, principal: Principal, thread_id: uuid.UUID, content: str,
                    model: str | None = None) -> Turn:
@@ -116,7 +110,7 @@ class TurnGate:
         logged here), or open_turn's ThreadNotFound, ThreadBusy, ContentTooLong."""
         if model is not None:
             choose(self.deps.models.catalog, model, None, principal.allowed_models)
-        guard = self.user_guard(principal, inserted=1)
+        guard = self.user_guard(principal)
 
         async def opener() -> Turn:
             return await open_turn(self.deps, principal.user_id, thread_id, content,
@@ -150,53 +144,22 @@ class TurnGate:
         if not await self.windows.take(user_id, start, self.per_minute):
             raise rate_limited(self.per_minute, (start + RATE_WINDOW - now).total_seconds())
 
-    def user_guard(self, principal: Principal, inserted: int) -> UserGuard:
-        """The daily budget and the stream cap of a call of the user's that stores
-        `inserted` streaming rows (1 for a turn, 0 for a call storing none)."""
-        return UserGuard(self, principal, inserted)
-
-    async def check_streams(self, session: AsyncSession, user_id: str, inserted: int
-                            ) -> None:
-        """Raises too_many_streams at the cap: the user's other streams counted here under
-        the user's lock (`inserted` of them the caller's own)."""
-        if self.max_streams <= 0:
-            return
-        other_streams = (await limit_store.lock_user_and_count_streaming(session, user_id)
-                         - inserted)
-        self.check_count(user_id, other_streams)
-
-    def check_count(self, user_id: str, other_streams: int) -> None:
-        """Raises too_many_streams when the user's other streams, with the calls without a
-        thread this process runs for the user, reach the cap."""
-        if other_streams + self.rowless.count(user_id) >= self.max_streams:
-            raise too_many_streams(self.max_streams)
-
-    def rowless_guard(self, principal: Principal, lease: TurnLease) -> UserGuard:
-        """user_guard for a call that stores no message: once it passes, the call counts among
-        the user's streams until its lease is given back. The hold is taken inside the
-        transaction, so the user's next guard, serialised behind this one, sees it."""
-
-        def hold() -> None:
-            lease.stream_hold = self.rowless.hold(principal.user_id)
-
-        return UserGuard(self, principal, inserted=0, then=hold)
+    def user_guard(self, principal: Principal) -> UserGuard:
+        """The daily budget and the stream cap of one call of the user's."""
+        return UserGuard(self, principal)
 
 
 class UserGuard:
-    """The user's limits for one call of theirs. A turn's opening checks them as figures
-    (stream_cap, budget), with its rows, and refuse() raises what it found; a call that
-    stores no message checks them in a transaction of its own (__call__)."""
+    """The user's limits for one call of theirs, which an opening checks as figures
+    (stream_cap, budget) where it stores its rows, a turn's or an open call's; refuse()
+    raises what it found."""
 
-    def __init__(self, gate: TurnGate, principal: Principal, inserted: int,
-                 then: Callable[[], None] | None = None) -> None:
-        self.gate, self.principal, self.inserted, self.then = gate, principal, inserted, then
+    def __init__(self, gate: TurnGate, principal: Principal) -> None:
+        self.gate, self.principal = gate, principal
 
     def stream_cap(self) -> int | None:
-        """The other streams a turn may find: the cap, less the calls without a thread this
-        process runs for the user (None: no cap)."""
-        if self.gate.max_streams <= 0:
-            return None
-        return self.gate.max_streams - self.gate.rowless.count(self.principal.user_id)
+        """The other streams a new one may find (None: no cap)."""
+        return self.gate.max_streams if self.gate.max_streams > 0 else None
 
     def budget(self) -> DayBudget | None:
         """The key's budget of the UTC day now, if it has one."""
@@ -210,17 +173,4 @@ class UserGuard:
         """The refusal for what an opening found: the budget first, then the cap."""
         if refused.over_budget(self.budget()):
             raise budget_exceeded(seconds_to_next_day(self.gate.clock()))
-        if refused.other_streams is not None:
-            self.gate.check_count(self.principal.user_id, refused.other_streams)
         raise too_many_streams(self.gate.max_streams)
-
-    async def __call__(self, session: AsyncSession) -> None:
-        """The budget, then the cap, each read in `session`: a call storing no message."""
-        if (budget := self.budget()) is not None:
-            tokens, cost = await usage_store.usage_of_day(session, self.principal.user_id,
-                                                          budget.day)
-            if budget.reached(tokens, cost):
-                raise budget_exceeded(seconds_to_next_day(self.gate.clock()))
-        await self.gate.check_streams(session, self.principal.user_id, self.inserted)
-        if self.then is not None:
-            self.then()

@@ -4,8 +4,7 @@ is refused as `gateway_busy` instead of queueing in the HTTP pool); until its ma
 response headers, a place among the turns opening at once (app.turn.opening_places); a
 place among the streams the checkpointer writes (so a crash loses at most one checkpoint
 interval); until its first delta is out, a place among the opening turns that go first when
-the process is saturated (app.turn.precedence); for a call that stores no message, its
-place among the user's streams (app.turn.rowless_streams)."""
+the process is saturated (app.turn.precedence)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from app.logging import get_logger
 from app.turn.checkpoints import Checkpointer, ContentReader, UsageReader
 from app.turn.opening_places import OpeningPlaces
 from app.turn.precedence import Opening, Precedence
-from app.turn.rowless_streams import StreamHold
 from app.turn.slots import Slot, UpstreamSlots
 
 log = get_logger("services.turn_lease")
@@ -33,7 +31,6 @@ class TurnLease:
     slot: Slot | None
     checkpoints: Checkpointer | None
     message_id: uuid.UUID | None = None
-    stream_hold: StreamHold | None = None
     precedence: Precedence | None = None
     opening: Opening | None = None
     opening_place: Slot | None = None
@@ -84,17 +81,22 @@ class TurnLease:
         if self.checkpoints is not None:
             self.checkpoints.track(message_id, content, usage, reasoning)
 
+    def checkpoint_call(self, call_id: uuid.UUID, usage: UsageReader) -> None:
+        """From now on, the checkpointer writes the calls so far of this open call (a call
+        without a message) on its schedule."""
+        self.message_id = call_id
+        if self.checkpoints is not None:
+            self.checkpoints.track_call(call_id, usage)
+
     def give_back(self) -> None:
         """Idempotent: a turn may be finished from two places."""
         if self.checkpoints is not None and self.message_id is not None:
             self.checkpoints.untrack(self.message_id)
         if self.slot is not None:
             self.slot.release()
-        if self.stream_hold is not None:
-            self.stream_hold.release()
         self.upstream_answered()
         self.delta_sent()
-        self.slot, self.message_id, self.stream_hold = None, None, None
+        self.slot, self.message_id = None, None
 
     async def close_and_give_back(self, stream: Closable | None) -> None:
         """Close the turn's upstream stream (a failure is logged, not raised: the answer is

@@ -24,7 +24,8 @@ from app.kit.shield import run_shielded
 from app.turn.event_log import LogTrimmed
 from app.turn.native_events import encode
 from app.turn.resume import CatchUp, ResumeStream
-from app.turn.runs import SHUTTING_DOWN, RunReader
+from app.turn.runs import RunReader
+from app.turns.interruptions import KEY_REVOKED, SHUTTING_DOWN
 
 RESUME_EXPIRED = frame("error", {
     "code": "resume_expired",
@@ -76,7 +77,7 @@ class LogStreamResponse(FrameResponse):
             LogFrames(stream) if isinstance(stream, RunReader) else _frames(stream))
         super().__init__(frames, ping_s=ping_s, send_timeout_s=send_timeout_s,
                          log_ids=log_ids, revocation=revocation,
-                         on_revoked=lambda: stream.stop_here("key_revoked"),
+                         on_revoked=lambda: stream.stop_here(KEY_REVOKED),
                          shutdown=shutdown,
                          on_shutdown=lambda: stream.stop_here(SHUTTING_DOWN))
         self._stream = stream
@@ -85,4 +86,4 @@ class LogStreamResponse(FrameResponse):
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await run_shielded(self._stream.close(stop="key_revoked" if self.revoked else None))
+            await run_shielded(self._stream.close(stop=KEY_REVOKED if self.revoked else None))

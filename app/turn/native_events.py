@@ -4,6 +4,7 @@ writes, each event one frame of app.api.sse's shape."""
 from __future__ import annotations
 
 from app.api.sse import frame, json_bytes
+from app.redaction import SECRETS
 from app.turns.events import (
     Delta,
     Ended,
@@ -43,4 +44,4 @@ def encode(event: TurnEvent) -> bytes:
                 end["reason"] = reason
             return frame("message_end", end)
         case Failed(code, message):
-            return frame("error", {"code": code, "message": message})
+            return frame("error", {"code": code, "message": SECRETS.text(message)})

@@ -10,7 +10,7 @@ from typing import NoReturn, Protocol
 
 from app.logging import get_logger
 from app.turn.deps import TurnDeps
-from app.turn.rows import DayBudget, Opened, OpeningRequest, Refused, ThreadGuard
+from app.turn.rows import CallOpening, DayBudget, Opened, OpeningRequest, Refused, ThreadGuard
 
 log = get_logger("services.turn_opening")
 
@@ -23,8 +23,7 @@ class TurnAdmission(Protocol):
     UserGuard)."""
 
     def stream_cap(self) -> int | None:
-        """The turn passes while the user's other streaming answers are fewer (None: no
-        cap)."""
+        """The turn passes while the user's other streams are fewer (None: no cap)."""
 
     def budget(self) -> DayBudget | None:
         """The key's daily budget, if it has one."""
@@ -65,3 +64,15 @@ async def open_rows(deps: TurnDeps, request: OpeningRequest, *,
             raise RuntimeError("an opening without limits was refused")
         admit.refuse(opened)
     return opened
+
+
+async def open_call_row(deps: TurnDeps, user_id: str, admit: TurnAdmission) -> uuid.UUID:
+    """The open call of a call that stores no message (app.turn.rows.open_call): one of the
+    user's streams from now until its bill, stored under the user's limits as a turn's rows
+    are. Returns its id; raises `admit`'s refusal, having stored nothing."""
+    call_id = uuid.uuid4()
+    refused = await deps.rows.open_call(CallOpening(
+        user_id, call_id, deps.process_id, admit.stream_cap(), admit.budget()))
+    if refused is not None:
+        admit.refuse(refused)
+    return call_id

@@ -30,10 +30,10 @@ from app.store.models import Message
 from app.threads import repository as thread_store
 from app.threads.service import message_json
 from app.turn.runs import RunReader, TurnRun, TurnRuns
-from app.turn.service import STOP_REQUEST
 from app.turn.share import REDIS_ERRORS, SharedTurns
 from app.turns.event_codec import is_last
 from app.turns.events import TurnEvent
+from app.turns.interruptions import STOP_REQUEST
 
 log = get_logger("services.resume")
 
@@ -244,4 +244,4 @@ class SharedStream:
     async def close(self, *, stop: str | None = None) -> None:
         if stop is not None:
             with suppress(*REDIS_ERRORS):
-                await self._shared.request_stop(self._message_id)
+                await self._shared.request_stop(self._message_id, stop)

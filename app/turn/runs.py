@@ -25,9 +25,10 @@ from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.records import FinalStatus
 from app.turn.event_log import TurnLog
-from app.turn.service import STOP_REQUEST, Turn
+from app.turn.service import Turn
 from app.turn.share import PRESENCE_TTL_MS, SharedTurns
 from app.turns.events import Delta, Ended, Reasoning, TurnEvent
+from app.turns.interruptions import CLIENT_GONE, SHUTTING_DOWN
 
 log = get_logger("services.turn_runs")
 
@@ -40,10 +41,6 @@ CLOSE_WAIT_S = 10.0
 #: turn so stores what was sent give or take at most this many deltas (plus what is in the
 #: socket's buffers).
 PACE_AHEAD = 16
-
-#: The stop reason of the process's shutdown, the one a client is told (`message_end`
-#: `reason`): the others are the client's own doing, or a Stop it asked for.
-SHUTTING_DOWN = "shutting_down"
 
 
 class TurnRun:
@@ -97,6 +94,8 @@ class TurnRun:
             self._runs.ended(self)
 
     def _with_reason(self, event: TurnEvent) -> TurnEvent:
+        """The shutdown's stop is the one a client is told (`message_end` `reason`): the
+        others are the client's own doing, or a Stop it asked for."""
         if self.stop_reason == SHUTTING_DOWN and isinstance(event, Ended):
             return dataclasses.replace(event, reason=SHUTTING_DOWN)
         return event
@@ -124,11 +123,12 @@ class TurnRun:
 
     def stop(self, reason: str) -> bool:
         """End the turn now (once; not when it is already storing its end): the task is
-        cancelled as a leaving client's response was. Returns whether this stopped it."""
+        cancelled as a leaving client's response was, and `reason`
+        (app.turns.interruptions) is what its row says. Returns whether this stopped it."""
         if self._turn is None or self._turn.finishing or self.stop_reason is not None:
             return False
         self.stop_reason = reason
-        self._turn.stopped_by = reason
+        self._turn.stopping(reason)
         if self._started:  # else the task has not run yet: it stops as it starts
             self.task.cancel()
         log.info("turn_stopped", reason=reason, **self.log_ids)
@@ -248,7 +248,7 @@ class TurnRuns:
     def unread(self, run: TurnRun) -> None:
         """The run's last reader left: stop it now, or once the grace is over."""
         if self.grace_s <= 0:
-            self.stop(run.message_id, "client_left")
+            self.stop(run.message_id, CLIENT_GONE)
             return
         run.grace = asyncio.get_running_loop().call_later(self.grace_s, self._grace_over, run)
 
@@ -257,7 +257,7 @@ class TurnRuns:
         if run.readers or run.done:
             return
         if self.shared is None:
-            self.stop(run.message_id, "grace_expired")
+            self.stop(run.message_id, CLIENT_GONE)
             return
         run.grace_check = asyncio.create_task(self._grace_over_shared(run, self.shared))
 
@@ -270,7 +270,7 @@ class TurnRuns:
                     PRESENCE_TTL_MS / 1000, self._grace_over, run)
             return
         if not run.readers:
-            self.stop(run.message_id, "grace_expired")
+            self.stop(run.message_id, CLIENT_GONE)
 
     def ended(self, run: TurnRun) -> None:
         """The run's task is over: its log stays readable for `keep_s` (with a grace)."""
@@ -286,7 +286,7 @@ class TurnRuns:
     async def listen_for_stops(self) -> None:
         """Stop requests made on other processes (only with `shared`)."""
         if self.shared is not None:
-            await self.shared.listen_for_stops(lambda mid: self.stop(mid, STOP_REQUEST))
+            await self.shared.listen_for_stops(self.stop)
 
     def shut_down(self) -> list[TurnRun]:
         """The process is stopping: every running turn (and any started from now on) is

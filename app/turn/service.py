@@ -13,7 +13,6 @@ docs/architecture.md draws the cancellation flow."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
@@ -113,7 +112,7 @@ class Turn:
         self._call_started = utcnow()
         #: finish() has started: the turn is ending, whatever else happens now.
         self.finishing = False
-        #: Why the turn was stopped before its end (app.turn.runs), if it was.
+        #: Why the turn is being stopped before its end, if it is (`stopping`).
         self.stopped_by: str | None = None
         self._closing: list[TurnEvent] = []
         self.store_result: StoreResult | None = None
@@ -127,6 +126,12 @@ class Turn:
     @property
     def status(self) -> FinalStatus:
         return self.answer.status
+
+    def stopping(self, reason: str) -> None:
+        """Whatever ends the turn before its answer's end says why first
+        (app.turns.interruptions): an `interrupted` row says so. The first reason stays."""
+        if self.stopped_by is None:
+            self.stopped_by = reason
 
     @property
     def stored(self) -> bool:
@@ -219,9 +224,9 @@ class Turn:
             await self._lease.close_and_give_back(self._stream)
             finished, outcome = close_turn(
                 self.message_id, self.answer, self.draft.recorder, self._call_context(),
-                prompt=self._prompt, started_at=self._call_started)
+                prompt=self._prompt, started_at=self._call_started,
+                stopped_by=self.stopped_by)
             finished.metadata["answered_by"] = self.calls.answered_by()
-            finished = with_stop_reason(finished, self.stopped_by)
             store = TurnStore(self.deps.db, self.deps.rows, self.view.user_id, self._handlers)
             self.store_result = await store.store_then(
                 finished, outcome, lambda result: self._settle(result, finished, outcome))
@@ -240,17 +245,3 @@ class Turn:
 
 async def _send(client: UpstreamClient, messages: Messages) -> UpstreamStream:
     return await client.open_stream(messages)
-
-
-#: The stop reason of a user's Stop (`POST .../stop`, on this process or another): the one a
-#: reader is told about in the stored row, which the page shows as "stopped" rather than as
-#: an interruption nobody asked for.
-STOP_REQUEST = "stop_request"
-
-
-def with_stop_reason(finished: FinishedMessage, stopped_by: str | None) -> FinishedMessage:
-    """The row says it was stopped by its user (`interrupted_reason`) when it was."""
-    if stopped_by != STOP_REQUEST or finished.status != "interrupted":
-        return finished
-    return dataclasses.replace(
-        finished, metadata={**finished.metadata, "interrupted_reason": STOP_REQUEST})

@@ -9,7 +9,9 @@ so that a client resumes, or stops, a turn on whichever process its request reac
   (a short-lived key) while it follows, so the owner does not end the turn for lack of a
   reader while one is reading elsewhere;
 - stop requests, published on `<prefix>:turn-stops`; every process listens and the owner
-  stops its turn.
+  stops its turn. A request is the message id, followed by a space and the reason
+  (app.turns.interruptions) when it is not a user's Stop (a revoked key seen by a reader
+  on another process): what the stopped turn's row says.
 
 A Redis failure costs only the cross-process part: the owner keeps streaming to its own
 readers, and logs `turn_share_failed` (once a minute at most while Redis stays down, with a
@@ -35,6 +37,7 @@ from app.logging import get_logger
 from app.turn.event_log import LogTrimmed, TurnLog
 from app.turns.event_codec import event_from_json, event_to_json, is_last
 from app.turns.events import TurnEvent
+from app.turns.interruptions import STOP_REQUEST
 
 log = get_logger("services.turn_share")
 
@@ -177,12 +180,15 @@ class SharedTurns:
         self.outage.succeeded()
         return found
 
-    async def request_stop(self, message_id: uuid.UUID) -> None:
-        await self.client.publish(self.stop_channel, str(message_id))
+    async def request_stop(self, message_id: uuid.UUID, reason: str = STOP_REQUEST) -> None:
+        """Ask the turn's owner to stop it, for `reason`. A user's Stop is the bare id, as
+        it always was: a process of an earlier version still understands it."""
+        data = str(message_id) if reason == STOP_REQUEST else f"{message_id} {reason}"
+        await self.client.publish(self.stop_channel, data)
 
-    async def listen_for_stops(self, on_stop: Callable[[uuid.UUID], object]) -> None:
-        """Call `on_stop` for each stop request of any process, until cancelled; a lost
-        connection is retried every `retry_s`."""
+    async def listen_for_stops(self, on_stop: Callable[[uuid.UUID, str], object]) -> None:
+        """Call `on_stop` with the id and the reason of each stop request of any process,
+        until cancelled; a lost connection is retried every `retry_s`."""
         while True:
             try:
                 async with self.client.pubsub() as pubsub:
@@ -201,10 +207,12 @@ class SharedTurns:
         await self.client.aclose()
 
 
-def _stop_one(on_stop: Callable[[uuid.UUID], object], data: bytes | str) -> None:
+def _stop_one(on_stop: Callable[[uuid.UUID, str], object], data: bytes | str) -> None:
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    raw_id, _, reason = text.partition(" ")
     try:
-        message_id = uuid.UUID(data.decode() if isinstance(data, bytes) else data)
+        message_id = uuid.UUID(raw_id)
     except ValueError:
         log.warning("turn_stop_ignored", reason="not_a_message_id")
         return
-    on_stop(message_id)
+    on_stop(message_id, reason or STOP_REQUEST)

@@ -14,12 +14,14 @@ A trace must never cost the message: it is written in a SAVEPOINT, and a failure
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.logging import get_logger
 from app.records import FinishedMessage
+from app.redaction import SECRETS
 from app.replay import warning_event
 from app.turn.observers import TurnHandler, TurnView
 from app.turn.rows import FinishedRow, traces
@@ -48,6 +50,16 @@ def finish_event(outcome: TurnOutcome, finished: FinishedMessage) -> dict[str, A
         "reasoning_chunks": [list(piece) for piece in outcome.raw_reasoning or ()],
         "reasoning_format": outcome.reasoning_format, "reasoning_tag": outcome.reasoning_tag,
     }
+
+
+def redacted_chunks(raw: Sequence[str], finish: dict[str, Any]) -> list[str]:
+    """The raw chunks with every secret replaced (app.redaction): a trace is read by people
+    and leaves in files. How many chunks changed is noted in the finish event
+    (`redacted`), so a replay that differs from the stored text says why."""
+    chunks = [SECRETS.text(chunk) for chunk in raw]
+    if changed := sum(a != b for a, b in zip(chunks, raw, strict=True)):
+        finish["redacted"] = changed
+    return chunks
 
 
 class StreamTracer:
@@ -82,10 +94,11 @@ class _TraceHandler(TurnHandler):
             return
         events = [warning_event(w) for w in outcome.warnings]
         events.append(finish_event(outcome, finished))
+        chunks = redacted_chunks(outcome.raw_chunks, events[-1])
         await traces.save_trace(
             session, message_id=self.view.message_id, thread_id=self.view.thread_id,
             user_id=self.view.user_id, model=outcome.model, status=finished.status,
-            chunks=list(outcome.raw_chunks), events=events,
+            chunks=chunks, events=SECRETS.value(events),
         )
         self.traced = True  # reached only when the trace is written
 

@@ -15,6 +15,7 @@ from app.sanitize import SanitizeReport, clean_json
 from app.stream import FilterWarning
 from app.turns.answer import AnswerStream
 from app.turns.events import Ended, Failed, Metadata, TurnEvent, TurnFailure, Usage
+from app.turns.interruptions import CANCELLED
 from app.turns.recorder import TurnRecorder
 from app.turns.usage import CallContext, main_call_record
 
@@ -65,6 +66,7 @@ def outcome_of(answer: AnswerStream, recorder: TurnRecorder, *, model: str) -> T
 def close_turn(
     message_id: uuid.UUID, answer: AnswerStream, recorder: TurnRecorder, ctx: CallContext, *,
     prompt: Sequence[Mapping[str, str]], started_at: dt.datetime,
+    stopped_by: str | None = None,
 ) -> tuple[FinishedMessage, TurnOutcome]:
     """The message to store and the outcome for the observers, once the stream is over.
     The main call is recorded when its request was made (`prompt`), whatever its end."""
@@ -72,7 +74,8 @@ def close_turn(
         recorder.add_call(main_call_record(
             answer, ctx, prompt=prompt, started_at=started_at,
             first_token_at=recorder.first_token_at, finished_at=utcnow()))
-    return (finished_message(message_id, answer, recorder, model=ctx.model),
+    return (finished_message(message_id, answer, recorder, model=ctx.model,
+                             stopped_by=stopped_by),
             outcome_of(answer, recorder, model=ctx.model))
 
 
@@ -104,10 +107,12 @@ def summary_fields(finished: FinishedMessage, outcome: TurnOutcome, *, duration_
 
 
 def finished_message(
-    message_id: uuid.UUID, answer: AnswerStream, recorder: TurnRecorder, *, model: str
+    message_id: uuid.UUID, answer: AnswerStream, recorder: TurnRecorder, *, model: str,
+    stopped_by: str | None = None,
 ) -> FinishedMessage:
     """The row as it will be stored; `model` is the one asked for, used when the model
-    server named none."""
+    server named none. An `interrupted` answer says why (`interrupted_reason`): what
+    stopped it (`stopped_by`, app.turns.interruptions), else CANCELLED."""
     metadata: dict[str, Any] = {
         **recorder.totals(),
         "model": answer.model or model,
@@ -123,6 +128,8 @@ def finished_message(
     }
     if answer.failure is not None:
         metadata["error"] = {"code": answer.failure.code, "message": answer.failure.message}
+    if answer.status == "interrupted":
+        metadata["interrupted_reason"] = stopped_by or CANCELLED
     return FinishedMessage(
         message_id=message_id,
         content=answer.content,

@@ -85,5 +85,6 @@ async def test_revoking_a_key_ends_its_open_streams(
             s, "mallory", uuid.UUID(turn[0].data["assistant_message_id"]))
     await db.dispose()
     assert row is not None and row.status == "interrupted"
+    assert row.meta["interrupted_reason"] == "key_revoked"
     sent = "".join(e.data["text"] for e in turn if e.event == "delta")
     assert row.content == sent and len(sent) < 2000  # far from the whole [long] answer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from typing import Any
 
@@ -86,3 +87,29 @@ def turn_log_lines(
         line for line in gateway.logs()
         if line.get("request_id") == request_id or line.get("message_id") == message_id
     ]
+
+
+#: Held back by the demo model (its first token after `slow_first_s`): a call that is let in
+#: stays open while its rival is decided.
+HELD = "[slow-first] hold on"
+
+
+async def race_native_and_thread_less(native: httpx.AsyncClient, v1: httpx.AsyncClient,
+                                      model: str) -> int:
+    """One user's native turn and thread-less streamed /v1 call sent at once, on the
+    clients given (one gateway, or two); how many were let in (anything but 429
+    `too_many_streams`). Both are held open until both statuses are known: a call left
+    before its rival is decided would free its place, and both would rightly pass."""
+    thread_id = await new_thread(native)
+    async with contextlib.AsyncExitStack() as held:
+        responses = await asyncio.gather(
+            held.enter_async_context(native.stream(
+                "POST", f"/api/threads/{thread_id}/messages", json={"content": HELD})),
+            held.enter_async_context(v1.stream("POST", "/v1/chat/completions", json={
+                "model": model, "stream": True,
+                "messages": [{"role": "user", "content": HELD}]})))
+        for response in responses:
+            if response.status_code == 429:
+                await response.aread()
+                assert response.json()["error"]["code"] == "too_many_streams", response.text
+        return sum(response.status_code != 429 for response in responses)

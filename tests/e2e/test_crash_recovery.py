@@ -12,7 +12,7 @@ import httpx
 from sqlalchemy import select
 
 from app.store.db import Database
-from app.store.models import LlmCall, UserTokenUsage
+from app.store.models import LlmCall, OpenCall, UserTokenUsage
 from tests.e2e.helpers import messages, new_thread
 from tests.support.crash import SeenDeltas, read_deltas, recovery_env, recovery_setting
 from tests.support.gateway import (
@@ -128,3 +128,67 @@ async def test_a_crashed_turns_calls_are_billed_by_the_sweep(
     meta = row["metadata"]
     assert meta["usage_source"] == "partial" and meta["tokens"] == rollup.total_tokens
     assert "checkpoint_calls" not in meta and len(seen.text) > 0
+
+
+async def _checkpointed_open_call(database_url: str, timeout_s: float = 20.0) -> None:
+    """Once an open call's row carries its calls so far (the checkpoint's next round)."""
+    db = Database(database_url)
+    try:
+        for _ in range(int(timeout_s / 0.05)):
+            async with db.transaction() as s:
+                if (await s.execute(select(OpenCall.calls))).scalar() is not None:
+                    return
+            await asyncio.sleep(0.05)
+        raise AssertionError("no checkpoint of the open call")
+    finally:
+        await db.dispose()
+
+
+async def test_a_crashed_thread_less_calls_usage_is_billed_by_the_sweep(
+    live_backend: str, slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+) -> None:
+    """A /v1 call without a thread stores no message, but its open call carries its calls
+    so far as a turn's row does: SIGKILLed mid-answer, its main call is billed by the sweep
+    (estimated from what streamed), and the user's stream is free again."""
+    env = recovery_env()
+    first = start_gateway_process(live_backend, upstream=slow_demo_llm, env=env)
+    key = await first.api_key("crash-rowless")
+    async with first.client(key) as client, client.stream("POST", "/v1/chat/completions", json={
+            "model": "demo-1", "stream": True,
+            "messages": [{"role": "user", "content": LONG}]}) as response:
+        assert response.status_code == 200
+        lines, read = response.aiter_lines(), 0
+        while read < DELTAS_BEFORE_KILL:  # the iterator left open: leaving it would hang up
+            read += (await anext(lines)).startswith("data: ")
+        await _checkpointed_open_call(first.database_url)
+        first.kill9()
+    second = start_gateway_process(live_backend, upstream=slow_demo_llm, env=env,
+                                   database_url=first.database_url)
+    bound = (recovery_setting(env, "CHATGATE_PROCESS_DEAD_AFTER_S")
+             + recovery_setting(env, "CHATGATE_HEARTBEAT_S") + RESTART_ALLOWANCE_S)
+    db = Database(first.database_url)
+    try:
+        deadline = time.monotonic() + bound
+        while True:
+            async with db.transaction() as s:
+                calls = list((await s.execute(select(LlmCall).where(
+                    LlmCall.user_id == "crash-rowless"))).scalars())
+                open_calls = (await s.execute(select(OpenCall))).scalars().all()
+                rollups = list((await s.execute(select(UserTokenUsage).where(
+                    UserTokenUsage.user_id == "crash-rowless"))).scalars())
+            if calls or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await db.dispose()
+    [main] = calls
+    assert (main.stage, main.status, main.usage_source, main.error) == (
+        "main", "interrupted", "partial", "process_died")
+    assert main.message_id is None and main.completion_tokens > 0 and main.prompt_tokens > 0
+    assert open_calls == []
+    [rollup] = [r for r in rollups if r.period_type == "day"]
+    assert (rollup.llm_call_count, rollup.total_tokens) == (1, main.total_tokens)
+    async with second.client(key) as client:
+        again = await client.post("/v1/chat/completions", json={
+            "model": "demo-1", "messages": [{"role": "user", "content": "back?"}]})
+        assert again.status_code == 200, again.text

@@ -48,6 +48,7 @@ async def test_client_disconnect_interrupts_and_cancels_upstream(
     assert stored["metadata"]["tokens"] > 0
     assert [c["status"] for c in stored["metadata"]["processingDetails"]["llm_calls"]] == [
         "interrupted"]
+    assert stored["metadata"]["interrupted_reason"] == "client_gone"  # no grace here
 
 
 async def test_unreachable_upstream_fails_the_turn_and_keeps_the_user_message(

@@ -1,7 +1,9 @@
 """A gateway process told to stop (SIGTERM) in the middle of answers: every open stream gets
 a last event before its connection closes (native: `message_end` `interrupted`, reason
 `shutting_down`; /v1: an `{"error": ...}` the openai SDK raises), the row is stored with
-the text the client saw, and the process logs no traceback on its way out."""
+the text the client saw and `interrupted_reason` `shutting_down`, and the process logs no
+traceback on its way out. A whole (non-streamed) /v1 reply the server's grace cuts says the
+same in its row."""
 
 from __future__ import annotations
 
@@ -37,6 +39,19 @@ async def _stored(gateway: GatewayProcess, message_id: str) -> Message:
         await db.dispose()
 
 
+async def _answer_in(gateway: GatewayProcess, thread_id: str) -> Message:
+    db = Database(gateway.database_url)
+    try:
+        async with db.transaction() as session:
+            row = (await session.execute(select(Message).where(
+                Message.thread_id == uuid.UUID(thread_id),
+                Message.role == "assistant"))).scalar_one()
+            session.expunge(row)
+            return row
+    finally:
+        await db.dispose()
+
+
 def _no_traceback(gateway: GatewayProcess) -> None:
     gateway.process.wait(timeout=SHUTDOWN_S)
     text = gateway.log_text()
@@ -64,6 +79,7 @@ async def test_sigterm_ends_a_native_stream_with_message_end_shutting_down(
     _no_traceback(gateway)
     row = await _stored(gateway, message_id)
     assert row.status == "interrupted"
+    assert row.meta["interrupted_reason"] == "shutting_down"
     assert row.content == delta_text(seen) + delta_text(tail)
 
 
@@ -72,7 +88,10 @@ async def test_sigterm_ends_a_v1_stream_with_an_error_the_sdk_raises(
 ) -> None:
     gateway = start_gateway_process("sqlite", upstream=slow_demo_llm)
     key = await gateway.api_key("leaving")
-    sdk = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0)
+    async with gateway.client(key) as native:
+        thread_id = await new_thread(native, "t")
+    sdk = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0,
+                             default_headers={"X-Chatgate-Thread-Id": thread_id})
     seen: list[str] = []
     stream: Any = await sdk.chat.completions.create(
         model="demo-1", stream=True,
@@ -89,3 +108,35 @@ async def test_sigterm_ends_a_v1_stream_with_an_error_the_sdk_raises(
     assert "shutting down" in raised.value.message
     assert raised.value.code == "shutting_down"  # type: ignore[attr-defined]
     _no_traceback(gateway)
+    row = await _answer_in(gateway, thread_id)
+    assert row.status == "interrupted"
+    assert row.meta["interrupted_reason"] == "shutting_down"
+    assert row.content.startswith("".join(seen))
+
+
+async def test_sigterm_past_the_grace_stores_a_whole_v1_reply_as_shutting_down(
+    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+) -> None:
+    """A whole reply is not cut at once (it may end within the server's grace), but what
+    the server cuts once its grace is over is the shutdown's doing, and its row says so."""
+    gateway = start_gateway_process("sqlite", upstream=slow_demo_llm)
+    key = await gateway.api_key("waiting")
+    async with gateway.client(key) as native:
+        thread_id = await new_thread(native, "t")
+    before = slow_demo_llm.stats()["streams_started"]
+    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0,
+                                  default_headers={"X-Chatgate-Thread-Id": thread_id}
+                                  ) as sdk:
+        call = asyncio.ensure_future(sdk.chat.completions.create(
+            model="demo-1", messages=[{"role": "user", "content": LONG}]))
+        for _ in range(500):  # the model server is answering: the call is in flight
+            if slow_demo_llm.stats()["streams_started"] > before:
+                break
+            await asyncio.sleep(0.02)
+        gateway.process.terminate()
+        with pytest.raises(openai.APIError):
+            await asyncio.wait_for(call, SHUTDOWN_S)
+    gateway.process.wait(timeout=SHUTDOWN_S)
+    row = await _answer_in(gateway, thread_id)
+    assert row.status == "interrupted"
+    assert row.meta["interrupted_reason"] == "shutting_down"

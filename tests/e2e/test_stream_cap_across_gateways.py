@@ -1,5 +1,6 @@
 """The per-user stream cap holds across gateway processes: two gateways on one PostgreSQL
-database, the user's streams open on both, the next request refused by either."""
+database, the user's streams (answers and thread-less calls) open on both, the next request
+refused by either."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.e2e.helpers import new_thread, wait_for_status
-from tests.support.gateway import DemoLlm, StartGatewayProcess, iter_sse
+from tests.e2e.helpers import new_thread, race_native_and_thread_less, wait_for_status
+from tests.support.gateway import (
+    DemoLlm,
+    StartGatewayProcess,
+    StartGatewayProcesses,
+    iter_sse,
+)
 
 pytestmark = pytest.mark.postgres
 LONG = "[long] tell me everything"
@@ -66,3 +72,23 @@ async def test_two_gateways_share_one_users_stream_cap(
             assert "event: message_end" in answer.text
     assert any(line.get("event") == "turn_refused" and line.get("code") == "too_many_streams"
                and line.get("user_id") == "alice" for line in second.logs())
+
+
+async def test_a_turn_on_one_gateway_and_a_thread_less_call_on_another_are_never_both_let_in(
+    demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses
+) -> None:
+    """A thread-less call holds an `open_calls` row every process counts: 30 users each send
+    a native turn to one gateway and a thread-less /v1 call to the other at once, against a
+    cap of one; exactly one of each pair is let in."""
+    first, second = start_gateway_processes("postgresql", 2, upstream=demo_llm, env={
+        "CHATGATE_MAX_STREAMS_PER_USER": "1", "CHATGATE_TITLE_CALLS": "false"})
+
+    async def pair(user: str) -> int:
+        key = await first.api_key(user)
+        async with first.client(key) as native, second.client(key) as v1:
+            return await race_native_and_thread_less(native, v1, "demo-1")
+
+    admitted: list[int] = []
+    for batch in range(3):
+        admitted += await asyncio.gather(*(pair(f"racer{batch}-{n}") for n in range(10)))
+    assert admitted == [1] * 30

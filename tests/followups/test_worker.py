@@ -93,17 +93,23 @@ async def test_shutdown_before_the_turn_starts_gives_the_followup_back(
 
 
 async def test_shutdown_mid_turn_settles_it_failed_never_to_run_again(runtime: Runtime) -> None:
+    """The reply is stored `interrupted`, saying the shutdown stopped it."""
     worker = FollowupWorker(runtime.turn_deps)
     thread, claim = await claimed(runtime, worker)
     task = asyncio.create_task(worker._run_claim(claim))
+    worker._running.add(task)  # as poll_once starts it
     for _ in range(200):  # until the synthetic prompt is stored and the reply streams
         await asyncio.sleep(0.02)
         if len((await state(runtime, thread))[1]) == 2:
             break
-    await cancel(task)
+    await worker._cancel_running()  # what the worker's end (the process's shutdown) runs
     followup, rows = await state(runtime, thread)
     assert followup[0] == "failed"
     assert rows == ["user:complete", "assistant:interrupted"]
+    async with runtime.db.transaction() as s:
+        reply = (await s.execute(select(Message).where(
+            Message.thread_id == thread.id, Message.role == "assistant"))).scalar_one()
+    assert reply.meta["interrupted_reason"] == "shutting_down"
 
 
 async def test_due_times_and_leases_are_read_on_the_workers_clock(

@@ -66,6 +66,10 @@ CASES: dict[str, Case] = {
         {"CHATGATE_UPSTREAM_BASE_URL": "not a url"},
         "CHATGATE_UPSTREAM_BASE_URL must be an http(s) URL such as https://api.openai.com/v1, "
         "not 'not a url'"),
+    "upstream url with credentials": Case(
+        {"CHATGATE_UPSTREAM_BASE_URL": "https://me:hunter2@api.example.com/v1"},
+        "CHATGATE_UPSTREAM_BASE_URL must be an http(s) URL without a user name and password "
+        "(the key goes in CHATGATE_UPSTREAM_API_KEY), not 'https://***@api.example.com/v1'"),
     "auth mode": Case(
         {"CHATGATE_AUTH_MODE": "foo"}, "CHATGATE_AUTH_MODE must be keys or off, not 'foo'"),
     "temperature": Case(

@@ -23,7 +23,7 @@ from tests.support.databases import drop_database, make_fresh_database_url
 
 TABLES = {"threads", "messages", "llm_calls", "user_token_usage", "api_keys", "followups",
           "message_repairs", "stream_traces", "rate_limit_windows", "gateway_processes",
-          "refusal_counts"}
+          "refusal_counts", "open_calls"}
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from redis.exceptions import RedisError
 from app.keys import limits_repository as limits
 from app.keys.rate_windows import RedisRateWindows
 from app.keys.service import Principal
-from app.turn.completion import CompletionRequest, open_completion
+from app.threads import repository as threads
+from app.turn.completion import CompletionCall, CompletionRequest, open_completion
 from app.turn.gate import window_start
 from app.turn.service import Turn
 from app.turn.slots import TurnRefused
@@ -354,3 +355,36 @@ async def test_the_rate_limit_counts_in_redis_when_configured(
         assert int(await windows.client.get(windows.key(user, window_start(NOON))) or 0) == 1
         async with gw.runtime.db.transaction() as session:  # nothing counted in the database
             assert await limits.take_request(session, user, window_start(NOON), 1)
+
+
+async def test_a_turn_and_a_thread_less_call_racing_are_never_both_let_in(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    """The stream cap is one check under the user's lock, for answers and open calls alike:
+    200 users each open a native turn and a thread-less /v1 call at once against a cap of
+    one (the gate's own openings, the endpoints' services); exactly one of each pair is let
+    in, and stays open until both are decided."""
+    async with same_loop_gateway(database_url, demo_llm, max_streams_per_user=1,
+                                 title_calls=False) as gw:
+        rt = gw.runtime
+        request = CompletionRequest(rt.settings.offered_models[0], ASK)
+
+        async def pair(user: str) -> int:
+            async with rt.db.transaction() as session:
+                thread = await threads.create_thread(session, user)
+            opened = await asyncio.gather(
+                gw.hold_turn(user, str(thread.id)),
+                open_completion(rt.gate, Principal(user, False), request, None),
+                return_exceptions=True)
+            let_in = [item for item in opened if isinstance(item, Turn | CompletionCall)]
+            refused = [item for item in opened if isinstance(item, TurnRefused)]
+            assert len(let_in) + len(refused) == 2, opened
+            assert {r.code for r in refused} <= {"too_many_streams"}
+            for item in let_in:
+                await item.finish()
+            return len(let_in)
+
+        admitted: list[int] = []
+        for batch in range(8):  # 25 users racing at once
+            admitted += await asyncio.gather(*(pair(f"racer{batch}-{n}") for n in range(25)))
+        assert admitted == [1] * 200

@@ -56,19 +56,26 @@ async def test_another_process_follows_the_mirrored_log_live_from_any_position(
 
 async def test_a_stop_request_reaches_the_listening_owner(redis_prefix: str) -> None:
     owner, other = shared(redis_prefix), shared(redis_prefix)
-    stopped: asyncio.Queue[uuid.UUID] = asyncio.Queue()
-    listener = asyncio.create_task(owner.listen_for_stops(stopped.put_nowait))
+    stopped: asyncio.Queue[tuple[uuid.UUID, str]] = asyncio.Queue()
+    listener = asyncio.create_task(owner.listen_for_stops(
+        lambda message_id, reason: stopped.put_nowait((message_id, reason))))
     message_id = uuid.uuid4()
     try:
         for _ in range(50):  # until the owner's subscription is live
             await other.request_stop(message_id)
             try:
-                assert await asyncio.wait_for(stopped.get(), 0.1) == message_id
+                assert await asyncio.wait_for(stopped.get(), 0.1) == (message_id, "stop_request")
                 break
             except TimeoutError:
                 continue
         else:
             raise AssertionError("the stop request never reached the owner")
+        # any other reason travels with it (a revoked key seen by a reader elsewhere)
+        revoked = uuid.uuid4()
+        await other.request_stop(revoked, "key_revoked")
+        while (got := await asyncio.wait_for(stopped.get(), 5))[0] != revoked:
+            assert got == (message_id, "stop_request")  # a late echo of the loop's requests
+        assert got == (revoked, "key_revoked")
     finally:
         listener.cancel()
         await asyncio.gather(listener, return_exceptions=True)

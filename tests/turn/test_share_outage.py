@@ -90,7 +90,7 @@ async def test_redis_down_is_one_warning_a_minute_with_a_count(
                         max_events=1000, clock=clock, retry_s=0.01)
     proxy.cut()
     with structlog.testing.capture_logs() as logs:
-        listener = asyncio.create_task(turns.listen_for_stops(lambda _: None))
+        listener = asyncio.create_task(turns.listen_for_stops(lambda *_: None))
         try:
             await until(lambda: turns.outage.failures >= 20)
             first_minute = share_lines(logs)

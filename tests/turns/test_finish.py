@@ -69,6 +69,33 @@ def test_a_cut_answer_is_estimated_and_marked_partial() -> None:
     assert call.prompt_tokens > 0
 
 
+@pytest.mark.parametrize(("stopped_by", "reason"), [
+    ("client_gone", "client_gone"), ("key_revoked", "key_revoked"),
+    ("shutting_down", "shutting_down"), ("stop_request", "stop_request"),
+    (None, "cancelled"),  # cancelled, and nothing said why: still never without a reason
+])
+def test_an_interrupted_answer_says_what_stopped_it(stopped_by: str | None, reason: str
+                                                    ) -> None:
+    answer = answered(["Partial"])
+    finished = finished_message(MESSAGE, answer, recorded(answer), model="demo-1",
+                                stopped_by=stopped_by)
+    assert finished.status == "interrupted"
+    assert finished.metadata["interrupted_reason"] == reason
+
+
+def test_only_an_interrupted_answer_has_a_reason() -> None:
+    """A stop that came too late (the model had ended, or the call failed) is not what
+    ended the answer: its row says nothing of it."""
+    whole = answered(["Done"], ProviderUsage(1, 1, 2))
+    whole.end()
+    failed = answered(["Half"])
+    failed.fail(TurnFailure("upstream_error", "boom"), flush=True)
+    for answer in (whole, failed):
+        finished = finished_message(MESSAGE, answer, recorded(answer), model="demo-1",
+                                    stopped_by="client_gone")
+        assert "interrupted_reason" not in finished.metadata, finished.status
+
+
 def test_a_failure_is_kept_in_the_metadata_and_ends_the_stream_as_an_error() -> None:
     answer = answered(["Half"])
     answer.fail(TurnFailure("upstream_timeout", "no first token in time"), flush=True)

@@ -25,7 +25,7 @@ from app.api.sse import json_bytes
 from app.api.state import runtime
 from app.clock import utcnow
 from app.kit.shield import run_shielded
-from app.turn.completion import CompletionCall, offered_models, open_completion
+from app.turn.completion import CompletionCall, open_completion
 from app.turn.openai.errors import (
     OpenAIError,
     failure_error,
@@ -35,6 +35,7 @@ from app.turn.openai.errors import (
 from app.turn.openai.render import ChunkWriter, model, models_list, whole_reply
 from app.turn.openai.request import parse_body, thread_id
 from app.turns.choices import ChoiceDelta
+from app.turns.interruptions import KEY_REVOKED, SHUTTING_DOWN
 
 DONE = b"data: [DONE]\n\n"
 #: `created` of the listed models: when this process started offering them.
@@ -55,7 +56,7 @@ async def chat_completions(request: Request) -> Response:
             send_timeout_s=rt.settings.sse_send_timeout_s, revoked_ending=REVOKED,
             shutdown_ending=SHUTTING_DOWN_ENDING, revocation=revocation,
             shutdown=rt.shutdown.watch)
-    deltas = await run_whole(call, revocation)
+    deltas = await run_whole(call, revocation, rt.shutdown.watch)
     if call.closing.failure is not None:
         raise failure_error(call.closing.failure)
     return JSONResponse(whole_reply(call, deltas))
@@ -63,17 +64,20 @@ async def chat_completions(request: Request) -> Response:
 
 @openai_errors
 async def list_models(request: Request) -> Response:
-    await authenticate(request)
-    rt = runtime(request)
-    return JSONResponse(models_list(offered_models(rt.turn_deps), MODELS_CREATED))
+    """GET /v1/models: the models this key may use (a key limited to some lists those)."""
+    principal = await authenticate(request)
+    catalog = runtime(request).turn_deps.models.catalog
+    return JSONResponse(models_list(catalog.usable(principal.allowed_models), MODELS_CREATED))
 
 
 @openai_errors
 async def get_model(request: Request) -> Response:
-    await authenticate(request)
-    rt = runtime(request)
+    """GET /v1/models/{id}: a model this key may not use is not there for it, as an unknown
+    one is not (404 `model_not_found`): a limited key learns nothing of the others."""
+    principal = await authenticate(request)
+    catalog = runtime(request).turn_deps.models.catalog
     name = str(request.path_params["model"])
-    if name not in offered_models(rt.turn_deps):
+    if name not in catalog.usable(principal.allowed_models):
         raise OpenAIError(404, f"The model '{name}' does not exist", "model_not_found",
                           "model")
     return JSONResponse(model(name, MODELS_CREATED))
@@ -100,19 +104,23 @@ SHUTTING_DOWN_ENDING = _data(OpenAIError(
     503, "the gateway is shutting down; send the request again", "shutting_down").body())
 
 
-async def run_whole(call: CompletionCall, revocation: RevocationGuard) -> list[ChoiceDelta]:
+async def run_whole(call: CompletionCall, revocation: RevocationGuard,
+                    shutdown: ShutdownWatch) -> list[ChoiceDelta]:
     """Every delta of a non-streamed call; a 401 `key_revoked` once its key is revoked while
     it runs, as a stream ends then. Cut or not, the call is finished (and billed for what
-    the model produced) before this returns."""
+    the model produced) before this returns. Once the process begins shutting down, the
+    call may still end in the server's grace; what cuts it after that is the shutdown
+    (the server cancels the requests left), which its row then says."""
     running = asyncio.ensure_future(call.run_to_end())
     revoked = False
 
     def revoke() -> None:
         nonlocal revoked
         revoked = True
+        call.stopping(KEY_REVOKED)
         running.cancel()
 
-    with revocation(revoke):
+    with revocation(revoke), shutdown(lambda: call.stopping(SHUTTING_DOWN)):
         try:
             return await running
         except asyncio.CancelledError:
@@ -153,7 +161,7 @@ class CallStreamResponse(FrameResponse):
         super().__init__(frames, ping_s=ping_s, send_timeout_s=send_timeout_s,
                          log_ids=call.log_ids, revocation=revocation,
                          revoked_ending=revoked_ending, shutdown=shutdown,
-                         shutdown_ending=shutdown_ending)
+                         shutdown_ending=shutdown_ending, on_stop=call.stopping)
         self._call = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

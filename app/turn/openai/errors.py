@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from app.api.errors import DATABASE_UNAVAILABLE, ApiError, note_database_unavailable
 from app.catalog import ModelNotAllowed
 from app.logging import get_logger
+from app.redaction import SECRETS
 from app.store.errors import ContentTooLong, DatabaseUnavailable, ThreadBusy
 from app.turn.completion import CompletionFailed, ModelNotFound
 from app.turn.opening import ThreadNotFound
@@ -46,8 +47,9 @@ class OpenAIError(Exception):
     def body(self) -> dict[str, object]:
         kind = _TYPES.get(self.status, "server_error" if self.status >= 500 else
                           "invalid_request_error")
-        return {"error": {"message": self.message, "type": kind, "param": self.param,
-                          "code": self.code}}
+        # Messages may echo what a client or a model server sent: no secret goes back out.
+        return {"error": {"message": SECRETS.text(self.message), "type": kind,
+                          "param": self.param, "code": self.code}}
 
     def response(self) -> Response:
         headers = dict(self.headers)
@@ -96,7 +98,7 @@ def refusal(exc: Exception) -> OpenAIError | None:
             return exc
         case ApiError():
             return OpenAIError(exc.status, exc.message, _CODES.get(exc.code, exc.code),
-                               headers=exc.headers)
+                               exc.param, headers=exc.headers)
         case ModelNotFound():
             return OpenAIError(404, f"The model '{exc}' does not exist", "model_not_found",
                                "model")

@@ -58,7 +58,8 @@ def _messages(raw: Any) -> list[dict[str, Any]]:
         param = f"messages[{position}]"
         if not isinstance(message, dict):
             raise invalid(f"'{param}' must be an object", param)
-        if message.get("role") not in ROLES:
+        role = message.get("role")
+        if not isinstance(role, str) or role not in ROLES:  # an object is no role (unhashable)
             raise invalid(f"'{param}.role' must be one of {', '.join(sorted(ROLES))}",
                           f"{param}.role")
         _content(message.get("content"), f"{param}.content",

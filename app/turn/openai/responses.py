@@ -71,7 +71,7 @@ async def create_response(request: Request) -> Response:
             send_timeout_s=rt.settings.sse_send_timeout_s, revoked_ending=REVOKED,
             shutdown_ending=SHUTTING_DOWN_ENDING, revocation=revocation,
             shutdown=rt.shutdown.watch)
-    deltas = await run_whole(call, revocation)
+    deltas = await run_whole(call, revocation, rt.shutdown.watch)
     if call.closing.failure is not None:
         raise failure_error(call.closing.failure)
     text, finish = _text_and_finish(deltas)

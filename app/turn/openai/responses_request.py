@@ -144,7 +144,7 @@ def _input(raw: Any) -> list[dict[str, Any]]:
 
 def _message(item: dict[str, Any], param: str) -> dict[str, Any]:
     role = item.get("role")
-    if role not in _INPUT_ROLES:
+    if not isinstance(role, str) or role not in _INPUT_ROLES:  # an object is unhashable
         raise invalid(f"'{param}.role' must be one of {', '.join(sorted(_INPUT_ROLES))}",
                       f"{param}.role")
     content = item.get("content")

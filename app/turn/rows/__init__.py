@@ -9,6 +9,7 @@ from app.turn.rows.contract import FinishedRow, FinishHook, SweptAnswer, ThreadG
 from app.turn.rows.postgres import PostgresTurnRows
 from app.turn.rows.shapes import (
     MAX_CONTENT_CHARS,
+    CallOpening,
     DayBudget,
     Opened,
     OpeningRequest,
@@ -25,6 +26,6 @@ def turn_rows(db: Database) -> TurnRows:
     return PostgresTurnRows(db)
 
 
-__all__ = ["MAX_CONTENT_CHARS", "DayBudget", "FinishHook", "FinishedRow", "Opened",
+__all__ = ["MAX_CONTENT_CHARS", "CallOpening", "DayBudget", "FinishHook", "FinishedRow", "Opened",
            "OpeningRequest", "Refused", "SweptAnswer", "ThreadGuard", "TurnRows", "turn_rows",
            "turn_times"]

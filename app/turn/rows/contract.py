@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.records import CallRecord, FinishedMessage
 from app.store.models import Message
 from app.store.notify import Notification
-from app.turn.rows.shapes import Opened, OpeningRequest, Refused
+from app.turn.rows.shapes import CallOpening, Opened, OpeningRequest, Refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +36,12 @@ FinishHook = Callable[[AsyncSession, FinishedRow], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class SweptAnswer:
-    """An answer swept from a dead process, and the calls its last checkpoint carried: they
-    were made and paid for, though no finish ran."""
+    """An answer or an open call swept from a dead process, and the calls its last
+    checkpoint carried: they were made and paid for, though no finish ran. An open call has
+    no message nor thread (None)."""
 
-    message_id: uuid.UUID
-    thread_id: uuid.UUID
+    message_id: uuid.UUID | None
+    thread_id: uuid.UUID | None
     user_id: str
     calls: Sequence[CallRecord]
 
@@ -74,10 +75,17 @@ class TurnRows(Protocol):
         the same transaction. Raises MessageNotFound (its thread was deleted) or
         MessageAlreadyFinished (its usage must not be counted twice), storing nothing."""
 
-    async def bill(self, user_id: str, calls: Sequence[CallRecord]) -> None:
+    async def open_call(self, opening: CallOpening) -> Refused | None:
+        """The call's `open_calls` row, stored under the cap and the budget (None), or why
+        not (Refused), having stored nothing."""
+
+    async def bill(self, user_id: str, calls: Sequence[CallRecord],
+                   open_call: uuid.UUID | None = None) -> None:
         """Calls that belong to no message (an OpenAI-style call without a thread, a turn
         whose thread was deleted while it streamed): their llm_calls rows and the user's
-        rollup, as a finish records them. The calls were made and paid for."""
+        rollup, as a finish records them, and the `open_call` row they were made under
+        deleted with them (once billed, the call no longer counts among the user's streams).
+        The calls were made and paid for."""
 
     async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
         """The calls of answers the dead-process sweep closed, with their message: their

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.sanitize import clean_text
 from app.store.models import Message, Thread, table_of
+from app.turns.interruptions import STALE_STREAMING
 
 #: The tables, for the Core statements of the histories.
 _MESSAGES, _THREADS = table_of(Message), table_of(Thread)
@@ -80,7 +81,7 @@ async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -
                Message.created_at < cutoff)
         .with_for_update(skip_locked=True)
     )
-    return await mark_interrupted(s, stale.scalars(), reason="stale_streaming", now=utcnow())
+    return await mark_interrupted(s, stale.scalars(), reason=STALE_STREAMING, now=utcnow())
 
 
 #: The key of a running answer's metadata that carries its calls so far (app.records

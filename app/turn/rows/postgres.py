@@ -62,15 +62,19 @@ from app.turn.rows.contract import (
     ThreadGuard,
 )
 from app.turn.rows.messages import context_select
-from app.turn.rows.shapes import Opened, OpeningRequest, Refused
+from app.turn.rows.shapes import CallOpening, Opened, OpeningRequest, Refused
 from app.turn.rows.statements import (
     CALLS,
+    DELETE_OPEN_CALL,
     FINISH_MESSAGE,
     LOCK_OWNED_THREAD,
     MESSAGE_EXISTS,
     MESSAGES,
+    OPEN_CALL_VALUES,
+    OPEN_CALLS,
     THREADS,
     TOUCH_THREAD_OF_MESSAGE,
+    budget_params,
     busy_on_conflict,
     call_values,
     cancel_pending_statement,
@@ -79,6 +83,7 @@ from app.turn.rows.statements import (
     inserted_values,
     new_rows,
     not_finished,
+    open_call_params,
     open_thread_update,
 )
 from app.usage.repository import SPENT_ON_DAY, rollup_upsert_of, turn_rollup_values, utc_day
@@ -151,11 +156,22 @@ class PostgresTurnRows:
             await hook(session, row)
             return row
 
-    async def bill(self, user_id: str, calls: Sequence[CallRecord]) -> None:
-        if not calls:
+    async def open_call(self, opening: CallOpening) -> Refused | None:
+        capped, budgeted = opening.stream_cap is not None, opening.budget is not None
+        async with self.db.one_statement() as connection:
+            [row] = await _open_call_statement(capped, budgeted).rows(
+                connection, open_call_params(opening, utcnow()))
+        if row["opened"] is not None:
+            return None
+        return Refused((int(row["spent_tokens"]), float(row["spent_cost"])) if budgeted
+                       else None, int(row["others"]) if capped else None)
+
+    async def bill(self, user_id: str, calls: Sequence[CallRecord],
+                   open_call: uuid.UUID | None = None) -> None:
+        if not calls and open_call is None:
             return
         async with self.db.one_statement() as connection:
-            await _bill(connection, user_id, calls, None, None)
+            await _bill(connection, user_id, calls, None, None, open_call)
 
     async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
         for answer in swept:
@@ -179,11 +195,9 @@ async def _open(runner: Runner, request: OpeningRequest) -> Outcome:
     if user is not None:
         params |= inserted_values(user, "new_user_")
     params |= inserted_values(assistant, "new_assistant_")
-    if (budget := request.budget) is not None:
-        params |= {"budget_day": budget.day, "token_budget": budget.tokens,
-                   "cost_budget": budget.cost_usd}
+    params |= budget_params(request.budget)
     statement = _statement(request.history_limit, request.stream_cap is not None,
-                           budget is not None, with_user, request.cancels_followups)
+                           request.budget is not None, with_user, request.cancels_followups)
     with busy_on_conflict(request.thread_id):
         rows = await statement.rows(runner, params)
     return _outcome(rows, request, user, assistant)
@@ -361,26 +375,60 @@ def _finish_statement(calls: int, models: int, notices: int) -> DriverStatement:
 
 
 async def _bill(runner: Runner, user_id: str, calls: Sequence[CallRecord],
-                message_id: uuid.UUID | None, thread_id: uuid.UUID | None) -> None:
+                message_id: uuid.UUID | None, thread_id: uuid.UUID | None,
+                open_call: uuid.UUID | None = None) -> None:
     """Calls recorded as a finish records a message's: their llm_calls rows (with the
     message and thread given; none for calls that belong to no message, as a deleted thread
-    leaves its older calls) and the user's rollup, in one statement."""
+    leaves its older calls) and the user's rollup, and the open call they were made under
+    deleted, in one statement."""
     now = utcnow()
     values = {"bill_user": user_id, "bill_message": message_id, "bill_thread": thread_id,
-              **_recorded_values(calls, now)}
+              "open_call": open_call, **_recorded_values(calls, now)}
     models = len(turn_rollup_values(utc_day(now), calls))
-    await _bill_statement(len(calls), models).rows(runner, values)
+    await _bill_statement(len(calls), models, open_call is not None).rows(runner, values)
 
 
-@functools.lru_cache(maxsize=16)
-def _bill_statement(calls: int, models: int) -> DriverStatement:
-    """_bill's statement, built once per count of calls and of models."""
+@functools.lru_cache(maxsize=32)
+def _bill_statement(calls: int, models: int, closes: bool) -> DriverStatement:
+    """_bill's statement, built once per count of calls and of models, and with the open
+    call's DELETE or without."""
     user = bindparam("bill_user", type_=String())
     source = {"message_id": bindparam("bill_message", type_=CALLS.c.message_id.type),
               "thread_id": bindparam("bill_thread", type_=CALLS.c.thread_id.type),
               "user_id": user}
-    return DriverStatement(_recorded(select(literal(1).label("billed")), source, user, calls,
-                                     models))
+    statement = _recorded(select(literal(1).label("billed")), source, user, calls, models)
+    if closes:
+        statement = statement.add_cte(DELETE_OPEN_CALL.cte("closed"))
+    return DriverStatement(statement)
+
+
+@functools.cache
+def _open_call_statement(capped: bool, budgeted: bool) -> DriverStatement:
+    """An open call's opening, built once per shape: `counted` (the user's lock and their
+    other streams, as a turn's opening counts them), `spent` (the day's usage), and the
+    row's INSERT only where both admit it. One row comes back: the figures, and `opened`
+    (the new row's id, NULL when refused)."""
+    counted = (other_streams_counted(OPEN_CALL_VALUES["user_id"], OPEN_CALL_VALUES["id"])
+               if capped else None)
+    spent = SPENT_ON_DAY.cte("spent") if budgeted else None
+    checks = _admitted(counted, spent)
+    source = select(*OPEN_CALL_VALUES.values())
+    if checks:  # single-row CTEs: their cross join is one row, or none when refused
+        source = (source.select_from(*(part for part, _ in checks))
+                  .where(*(condition for _, condition in checks)))
+    inserted = (insert(OPEN_CALLS).from_select(list(OPEN_CALL_VALUES), source)
+                .returning(OPEN_CALLS.c.id).cte("inserted"))
+    joined: Any = inserted
+    if checks:
+        joined = checks[0][0]
+        for part, _ in checks[1:]:
+            joined = joined.join(part, true())
+        joined = joined.outerjoin(inserted, true())
+    return DriverStatement(select(
+        (counted.c.others if counted is not None else null()).label("others"),
+        (spent.c.tokens if spent is not None else null()).label("spent_tokens"),
+        (spent.c.cost if spent is not None else null()).label("spent_cost"),
+        inserted.c.id.label("opened")).select_from(joined))
 
 
 def _recorded(statement: Any, source: Mapping[str, Any], user_id: Any, calls: int,

@@ -62,6 +62,20 @@ class OpeningRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class CallOpening:
+    """A call without a message (an OpenAI-style call without a thread), opened as one
+    stream of the user's: its `open_calls` row is stored only under `stream_cap` (the
+    user's other streams, answers and calls, counted under the user's lock, are fewer) and
+    `budget`, as a turn's rows are."""
+
+    user_id: str
+    call_id: uuid.UUID
+    process_id: str | None = None
+    stream_cap: int | None = None
+    budget: DayBudget | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Opened:
     """The opened thread (moved to the top of the list), the turn's rows (`user` None for a
     turn without a question) and the history the model is shown: (role, content,

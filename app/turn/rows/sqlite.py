@@ -18,11 +18,11 @@ import functools
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import bindparam, insert
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
-from app.keys.limits_repository import COUNT_STREAMING
+from app.keys.limits_repository import COUNT_OTHER_STREAMS
 from app.records import CallRecord, FinishedMessage
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
@@ -37,13 +37,23 @@ from app.turn.rows.contract import (
     ThreadGuard,
 )
 from app.turn.rows.messages import context_rows_select
-from app.turn.rows.shapes import Opened, OpeningRequest, Refused, turn_times
+from app.turn.rows.shapes import (
+    CallOpening,
+    DayBudget,
+    Opened,
+    OpeningRequest,
+    Refused,
+    turn_times,
+)
 from app.turn.rows.statements import (
+    DELETE_OPEN_CALL,
     FINISH_MESSAGE,
     INSERT_CALL,
     LOCK_OWNED_THREAD,
     MESSAGE_EXISTS,
     MESSAGES,
+    OPEN_CALL_VALUES,
+    OPEN_CALLS,
     OPEN_THREAD,
     TOUCH_THREAD_OF_MESSAGE,
     busy_on_conflict,
@@ -55,6 +65,7 @@ from app.turn.rows.statements import (
     inserted_values,
     new_rows,
     not_finished,
+    open_call_params,
 )
 from app.usage.repository import SPENT_ON_DAY, SQLITE_ROLLUP_UPSERT, turn_rollup_values, utc_day
 
@@ -62,9 +73,10 @@ _OPEN_THREAD = DriverStatement(OPEN_THREAD)
 _LOCK_OWNED_THREAD = DriverStatement(LOCK_OWNED_THREAD)
 _INSERT_MESSAGE = DriverStatement(insert(MESSAGES).values(inserted_params("")))
 _CANCEL_FOLLOWUPS = DriverStatement(cancel_pending_statement(True))
-#: The user's OTHER streaming answers: the new one left out, as PostgreSQL's count does.
-_COUNT_OTHER_STREAMS = DriverStatement(COUNT_STREAMING.where(
-    MESSAGES.c.id != bindparam("except_id", type_=MESSAGES.c.id.type)))
+#: The user's OTHER streams: the new row left out, as PostgreSQL's count does.
+_COUNT_OTHER_STREAMS = DriverStatement(COUNT_OTHER_STREAMS)
+_INSERT_OPEN_CALL = DriverStatement(insert(OPEN_CALLS).values(OPEN_CALL_VALUES))
+_DELETE_OPEN_CALL = DriverStatement(DELETE_OPEN_CALL)
 _SPENT_ON_DAY = DriverStatement(SPENT_ON_DAY)
 _TOUCH_THREAD = DriverStatement(TOUCH_THREAD_OF_MESSAGE)
 _FINISH_MESSAGE = DriverStatement(FINISH_MESSAGE)
@@ -120,17 +132,28 @@ class SqliteTurnRows:
             await hook(session, row)
             return row
 
-    async def bill(self, user_id: str, calls: Sequence[CallRecord]) -> None:
-        if not calls:
+    async def open_call(self, opening: CallOpening) -> Refused | None:
+        async with self.db.sqlite_writes() as writes:
+            refused = _refusal(writes, opening.user_id, opening.stream_cap, opening.budget,
+                               opening.call_id)
+            if refused is None:
+                writes.run(_INSERT_OPEN_CALL, open_call_params(opening, utcnow()))
+            return refused
+
+    async def bill(self, user_id: str, calls: Sequence[CallRecord],
+                   open_call: uuid.UUID | None = None) -> None:
+        if not calls and open_call is None:
             return
         async with self.db.sqlite_writes() as writes:
-            _record(writes, calls, user_id, utcnow(), message=None)
+            _record(writes, calls, user_id, utcnow())
+            if open_call is not None:
+                writes.run(_DELETE_OPEN_CALL, {"open_call": open_call})
 
     async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
         writes, now = await self.db.writes_in(session), utcnow()
         for answer in swept:
             _record(writes, answer.calls, answer.user_id, now,
-                    message=(answer.message_id, answer.thread_id))
+                    message_id=answer.message_id, thread_id=answer.thread_id)
 
 
 def _open(writes: SqliteWrites, request: OpeningRequest) -> Opened | None:
@@ -153,25 +176,30 @@ def _open(writes: SqliteWrites, request: OpeningRequest) -> Opened | None:
                                           for values in (user, assistant) if values])
     if request.cancels_followups:
         writes.run(_CANCEL_FOLLOWUPS, {"of_thread": request.thread_id, "now": utcnow()})
-    _check(writes, request, assistant["id"])
+    if (refused := _refusal(writes, request.user_id, request.stream_cap, request.budget,
+                            assistant["id"])) is not None:
+        raise RolledBack(refused)
     return Opened(unattached(Thread, row), detached(Message, user) if user else None,
                   detached(Message, assistant), history)
 
 
-def _check(writes: SqliteWrites, request: OpeningRequest, assistant_id: object) -> None:
-    """The budget and the cap, read once the rows are in; RolledBack when one refuses."""
+def _refusal(writes: SqliteWrites, user_id: str, stream_cap: int | None,
+             budget: DayBudget | None, new_id: uuid.UUID) -> Refused | None:
+    """What refuses a new stream of the user's (a turn's rows, already in; an open call's,
+    not yet): the budget, then the cap over the user's streams but `new_id`; None when
+    both admit it."""
     spent = others = None
-    if (budget := request.budget) is not None:
-        figures = writes.rows(_SPENT_ON_DAY, {"owner": request.user_id,
-                                              "budget_day": budget.day})[0]
+    if budget is not None:
+        figures = writes.rows(_SPENT_ON_DAY, {"owner": user_id, "budget_day": budget.day})[0]
         spent = (int(figures["tokens"]), float(figures["cost"]))
-    if request.stream_cap is not None:
-        others = int(writes.scalar(_COUNT_OTHER_STREAMS, {"user_id": request.user_id,
-                                                          "except_id": assistant_id}))
+    if stream_cap is not None:
+        others = int(writes.scalar(_COUNT_OTHER_STREAMS, {"user_id": user_id,
+                                                          "except_id": new_id}))
     refused = Refused(spent, others)
-    if refused.over_budget(budget) or (others is not None and request.stream_cap is not None
-                                       and others >= request.stream_cap):
-        raise RolledBack(refused)
+    if refused.over_budget(budget) or (others is not None and stream_cap is not None
+                                       and others >= stream_cap):
+        return refused
+    return None
 
 
 def _finish(writes: SqliteWrites, finished: FinishedMessage) -> FinishedRow:
@@ -185,18 +213,18 @@ def _finish(writes: SqliteWrites, finished: FinishedMessage) -> FinishedRow:
         raise not_finished(finished.message_id, found=found)
     message = unattached(Message, stored[0])
     _record(writes, finished.llm_calls, message.user_id, params["now"],
-            message=(message.id, message.thread_id))
+            message_id=message.id, thread_id=message.thread_id)
     return FinishedRow(message, (touched[0]["autonomy"] if touched else None) or {})
 
 
 def _record(writes: SqliteWrites, calls: Sequence[CallRecord], user_id: str,
-            now: dt.datetime, *, message: tuple[uuid.UUID, uuid.UUID] | None) -> None:
-    """One llm_calls row per call and the day's rollup, one upsert per model; `message`: the
-    message's id and its thread's, None for calls without a message."""
+            now: dt.datetime, *, message_id: uuid.UUID | None = None,
+            thread_id: uuid.UUID | None = None) -> None:
+    """One llm_calls row per call and the day's rollup, one upsert per model; the message's
+    id and its thread's, None for calls without a message."""
     if calls:
         writes.run_many(_INSERT_CALL, call_rows(
-            calls, user_id, now, message_id=message[0] if message else None,
-            thread_id=message[1] if message else None))
+            calls, user_id, now, message_id=message_id, thread_id=thread_id))
     for values in turn_rollup_values(utc_day(now), calls):
         writes.run(_ADD_TO_ROLLUP, {"user_id": user_id, **values})
 

@@ -12,21 +12,57 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import BindParameter, Update, bindparam, func, insert, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    Update,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from app.clock import utcnow
 from app.records import CallRecord, FinishedMessage
 from app.sanitize import clean_text
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
-from app.store.models import Followup, LlmCall, Message, Thread, table_of
+from app.store.models import Followup, LlmCall, Message, OpenCall, Thread, table_of
 from app.store.ownership import owned_id
 from app.store.sanitize import clean_message
 from app.synthetic import real_user_metadata
-from app.turn.rows.shapes import OpeningRequest
+from app.turn.rows.shapes import CallOpening, DayBudget, OpeningRequest
 
 STREAMING_INDEX = "uq_messages_one_streaming_per_thread"
 MESSAGES, THREADS, CALLS = table_of(Message), table_of(Thread), table_of(LlmCall)
+OPEN_CALLS = table_of(OpenCall)
+
+#: An open call's row as its opening inserts it. Its parameters are not named as the
+#: table's columns: PostgreSQL's INSERT ... SELECT would take them for the values.
+OPEN_CALL_VALUES = {"id": bindparam("call_id", type_=OPEN_CALLS.c.id.type),
+                    "user_id": bindparam("call_user", type_=OPEN_CALLS.c.user_id.type),
+                    "process_id": bindparam("call_process", type_=OPEN_CALLS.c.process_id.type),
+                    "started_at": bindparam("call_started", type_=OPEN_CALLS.c.started_at.type)}
+#: An open call's row, once its calls are billed (parameter `open_call`).
+DELETE_OPEN_CALL = delete(OPEN_CALLS).where(
+    OPEN_CALLS.c.id == bindparam("open_call", type_=OPEN_CALLS.c.id.type))
+
+
+def open_call_params(opening: CallOpening, now: dt.datetime) -> dict[str, Any]:
+    """OPEN_CALL_VALUES' parameters, with those of the checks' reads (the day's usage)."""
+    return {"call_id": opening.call_id, "call_user": opening.user_id,
+            "call_process": opening.process_id, "call_started": now, "owner": opening.user_id,
+            "stream_cap": opening.stream_cap, **budget_params(opening.budget)}
+
+
+def budget_params(budget: DayBudget | None) -> dict[str, Any]:
+    """The parameters of an opening's budget check (none without a budget)."""
+    if budget is None:
+        return {}
+    return {"budget_day": budget.day, "token_budget": budget.tokens,
+            "cost_budget": budget.cost_usd}
 
 #: The columns a new row is inserted with (`tokens` is computed by the database), each with
 #: the Message attribute it comes from.

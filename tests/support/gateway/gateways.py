@@ -70,11 +70,13 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 
 
 async def _new_key(db: Database, user: str, admin: bool, tokens: int | None,
-                   cost_usd: float | None) -> str:
+                   cost_usd: float | None, models: list[str] | None) -> str:
     async with db.transaction() as session:
         row, plaintext = await api_keys.create_key(session, user, "test", is_admin=admin)
         if tokens is not None or cost_usd is not None:
             await api_keys.set_budget(session, row.id, tokens=tokens, cost_usd=cost_usd)
+        if models is not None:
+            await api_keys.set_models(session, row.id, models)
     return plaintext
 
 
@@ -93,10 +95,11 @@ class Gateway:
         raise NotImplementedError
 
     async def api_key(self, user: str, *, admin: bool = False, tokens: int | None = None,
-                      cost_usd: float | None = None) -> str:
+                      cost_usd: float | None = None, models: list[str] | None = None) -> str:
         """A new API key for `user`, made directly in the gateway's database, with a daily
-        budget when given."""
-        return await self._with_db(lambda db: _new_key(db, user, admin, tokens, cost_usd))
+        budget when given, limited to `models` when given."""
+        return await self._with_db(
+            lambda db: _new_key(db, user, admin, tokens, cost_usd, models))
 
     async def samples(self, name: str) -> list[Sample]:
         """The samples named `name`, as GET /metrics shows them."""

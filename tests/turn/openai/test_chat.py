@@ -209,6 +209,7 @@ async def test_with_a_thread_header_the_exchange_is_stored_in_the_thread(
         ({"model": MODEL, "messages": [{"role": "system", "content": "x"}]}, "messages"),
         ({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]},
          "messages[0].role"),
+        ({"model": MODEL, "messages": [{"role": {}, "content": "x"}]}, "messages[0].role"),
         ({"model": MODEL, "messages": [{"role": "user", "content": 3}]},
          "messages[0].content"),
         ({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "n": 0}, "n"),

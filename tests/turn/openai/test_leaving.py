@@ -48,6 +48,7 @@ async def test_leaving_mid_stream_keeps_what_was_sent(
         usage = (await native.get("/api/usage")).json()
     assert row["content"] == seen
     assert row["metadata"]["usage_source"] == "partial"
+    assert row["metadata"]["interrupted_reason"] == "client_gone"
     assert usage["totals"]["llm_call_count"] == 1
     for _ in range(100):  # the model server notices the closed connection on its next send
         if paced_demo_llm.stats()["streams_cancelled"] > before:

@@ -62,6 +62,7 @@ def test_input_items_become_chat_messages() -> None:
     ({"input": "hi"}, "model"),
     ({"model": "m", "input": []}, "input"),
     ({"model": "m", "input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
+    ({"model": "m", "input": [{"role": {}, "content": "x"}]}, "input[0].role"),
     ({"model": "m", "input": "a\x00b"}, "input"),
     ({"model": "m", "input": "hi", "stream": "yes"}, "stream"),
     ({"model": "m", "input": "hi", "tools": [{"type": "web_search"}]}, "tools[0]"),

@@ -97,6 +97,7 @@ async def test_a_whole_reply_in_flight_when_its_key_is_revoked_is_refused_and_bi
         row = await wait_for_status(native, thread_id, "interrupted")
     assert len(row["content"]) < 2000  # far from the whole [long] answer
     assert row["metadata"]["usage_source"] == "partial"
+    assert row["metadata"]["interrupted_reason"] == "key_revoked"
     totals = await billed_calls(gateway, "eve")
     assert totals["llm_call_count"] == 1
     assert totals["completion_tokens"] > 0 or row["content"] == ""  # what it produced
@@ -133,3 +134,5 @@ async def test_a_responses_stream_whose_key_is_revoked_raises_and_is_stored_inte
                 break
             await asyncio.sleep(0.05)
     assert stored.status == "incomplete" and stored.output_text == seen
+    assert stored.incomplete_details is not None
+    assert stored.incomplete_details.reason == "key_revoked"  # type: ignore[comparison-overlap]
