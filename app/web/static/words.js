@@ -81,6 +81,11 @@ const FAILURES = {
 };
 
 const INTERRUPTIONS = {
+  key_revoked: "the API key was revoked",
+  shutting_down: "the gateway was shutting down; ask again",
+  client_gone: "the connection was lost",
+  cancelled: "the gateway cancelled the answer",
+  process_died: "the gateway restarted",
   stale_streaming: "the gateway restarted",
   followup_worker_died: "the gateway restarted",
 };
