@@ -84,7 +84,7 @@ _CANCEL_FOLLOWUPS = DriverStatement(cancel_pending_statement(True))
 _COUNT_OTHER_STREAMS = DriverStatement(COUNT_OTHER_STREAMS)
 _INSERT_OPEN_CALL = DriverStatement(insert(OPEN_CALLS).values(OPEN_CALL_VALUES))
 _DELETE_OPEN_CALL = DriverStatement(DELETE_OPEN_CALL)
-USAGE = table_of(UserTokenUsage)
+_USAGE = table_of(UserTokenUsage)
 _SPENT_ON_DAY = DriverStatement(SPENT_ON_DAY)
 _TOUCH_THREAD = DriverStatement(TOUCH_THREAD_OF_MESSAGE)
 _FINISH_MESSAGE = DriverStatement(FINISH_MESSAGE)
@@ -92,8 +92,8 @@ _MESSAGE_EXISTS = DriverStatement(MESSAGE_EXISTS)
 _INSERT_CALL = DriverStatement(INSERT_CALL)
 #: The rollup's upsert with a parameter for each column, named as the column (the user's id
 #: and turn_rollup_values' keys).
-_ADD_TO_ROLLUP = DriverStatement(adding_on_conflict(sqlite.insert(USAGE).values({
-    name: bindparam(name, type_=USAGE.c[name].type) for name in ROLLUP_COLUMNS})))
+_ADD_TO_ROLLUP = DriverStatement(adding_on_conflict(sqlite.insert(_USAGE).values({
+    name: bindparam(name, type_=_USAGE.c[name].type) for name in ROLLUP_COLUMNS})))
 
 
 @functools.cache
