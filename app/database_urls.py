@@ -33,9 +33,10 @@ def async_url(url: str | URL) -> URL:
     return parsed.set(drivername=driver) if driver else parsed
 
 
-def backend_name(url: str | URL) -> str:
-    """`postgresql` or `sqlite` (or what else the URL names)."""
-    return make_url(url).get_backend_name()
+def one_process_at_a_time(url: str | URL) -> bool:
+    """The database is a file that processes share only through its one write lock (SQLite):
+    several gateway processes would queue on it, and could not tell each other anything."""
+    return make_url(url).get_backend_name() == "sqlite"
 
 
 def database_url_problem(url: str) -> str | None:

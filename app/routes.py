@@ -31,7 +31,7 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/threads/{thread_id}/messages", threads.thread_messages, methods=["GET"]),
         Route("/api/threads/{thread_id}/messages", turns.post_message, methods=["POST"]),
         Route("/api/models", turns.list_models, methods=["GET"]),
-        Route("/api/threads/{thread_id}/messages/{message_id}", threads.take_back_last_exchange,
+        Route("/api/threads/{thread_id}/messages/{message_id}", turns.take_back_last_exchange,
               methods=["DELETE"]),
         Route("/api/threads/{thread_id}/messages/{message_id}/stream", resume.resume_stream,
               methods=["GET"]),

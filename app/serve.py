@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from app.database_urls import backend_name, redacted
+from app.database_urls import one_process_at_a_time, redacted
 from app.logging import configure_logging, get_logger
 from app.settings import Settings
 from app.startup import ConfigError, checked_settings, one_sentence_on_error
@@ -179,7 +179,7 @@ def check_workers(workers: int, database_url: str) -> None:
     one file lock, across processes by SQLite's sleeping busy handler (the workers add CPU
     but no write throughput), and the thread events bus is in-process: a page would miss the
     messages another worker stored. Refused with that sentence rather than run that way."""
-    if workers > 1 and backend_name(database_url) == "sqlite":
+    if workers > 1 and one_process_at_a_time(database_url):
         raise ConfigError(
             f"CHATGATE_WORKERS={workers} needs PostgreSQL (CHATGATE_DATABASE_URL="
             "postgresql+asyncpg://...): on SQLite all workers would queue on one write lock "

@@ -1,7 +1,8 @@
 """What a long thread adds to a turn's reads on PostgreSQL, in process: the CPU of a turn's
 opening (the turn repository's, app.turn.rows: one statement on PostgreSQL) on a
 fresh thread against one with N prior messages, and the CPU of the memory search in a read
-transaction against the same search as one statement (Database.one_read, what a turn runs).
+transaction against the same search as one statement (Database.one_statement(read_only=True),
+what a turn runs).
 The opening measured is the only one a turn has: the store's older openings (the thread's
 UPDATE then the rows as statements of a transaction, or the one statement called on its
 own) are gone, and with them any figure of theirs.
@@ -77,7 +78,9 @@ async def opening(db: Database, thread_id: uuid.UUID) -> float:
 
 async def search(db: Database, thread_id: uuid.UUID, one_statement: bool) -> float:
     began = time.process_time()
-    async with (db.one_read() if one_statement else db.read()) as runner:
+    reading = (db.one_statement(read_only=True) if one_statement
+               else db.transaction(read_only=True))
+    async with reading as runner:
         await memory.search_thread(runner, thread_id, "hello benchmark", before=utcnow(),
                                    limit=3)
     return time.process_time() - began

@@ -17,9 +17,9 @@ FTS_SQLITE_TRIGGERS)."""
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +36,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.expression import UnaryExpression
 
-from app.store.db import Runner, dialect_of
+from app.store.db import Runner
 from app.store.driver_statements import DriverStatement
 from app.store.models import Message, table_of
+from app.store.per_database import PerDatabase
 from app.store.search_schema import SQLITE_FTS, pg_config, pg_vector, sqlite_fts_join
 from app.store.visibility import visible_sql
 
@@ -95,12 +96,16 @@ async def search_thread(
     terms = search_terms(query_text)
     if not terms or limit <= 0:
         return []
-    dialect = dialect_of(s)
-    match = (" or ".join(terms) if dialect == "postgresql"
-             else sqlite_match(thread_id, terms))
-    rows = await _search(dialect).rows(s, {
-        "thread_id": thread_id, "before": before, "match": match, "limit": limit})
+    search = _SEARCH.of(s)
+    rows = await search.statement.rows(s, {
+        "thread_id": thread_id, "before": before, "match": search.match(thread_id, terms),
+        "limit": limit})
     return [Memory(**row) for row in rows]
+
+
+def postgres_match(_thread_id: uuid.UUID, terms: list[str]) -> str:
+    """websearch_to_tsquery's query: any of the terms (the thread is the statement's)."""
+    return " or ".join(terms)
 
 
 def sqlite_match(thread_id: uuid.UUID, terms: list[str]) -> str:
@@ -110,27 +115,43 @@ def sqlite_match(thread_id: uuid.UUID, terms: list[str]) -> str:
     return f'thread : "{thread_id.hex}0" AND content : ({quoted})'
 
 
-@functools.cache
-def _search(dialect: str) -> DriverStatement:
-    m = table_of(Message).c
-    columns = (m.id, m.role, m.content, m.created_at)
-    thread_id = bindparam("thread_id", type_=m.thread_id.type)
-    rest = (m.created_at < bindparam("before", type_=m.created_at.type),
-            m.status != "streaming", m.content != "", visible_sql())
-    match = bindparam("match", type_=String())
-    if dialect == "postgresql":
-        vector = pg_vector(m.content)
-        query = func.websearch_to_tsquery(pg_config(), match)
-        statement = (select(*columns).where(vector.op("@@")(query), m.thread_id == thread_id,
-                                            *rest)
-                     .order_by(func.ts_rank(vector, query).desc(), m.created_at.desc()))
-    else:
-        statement = (
-            select(*columns)
-            .select_from(sqlite_fts_join(table_of(Message), m.id))
-            .where(SQLITE_FTS.op("MATCH")(match), _unindexed(m.thread_id) == thread_id, *rest)
-            .order_by(_hits(SQLITE_FTS, m.content).desc(), m.created_at.desc()))
-    return DriverStatement(statement.limit(bindparam("limit", type_=Integer())))
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """A database's search: its statement (parameters `thread_id`, `before`, `match`,
+    `limit`), built once (it runs before every turn), and its `match` from the terms."""
+
+    statement: DriverStatement
+    match: Callable[[uuid.UUID, list[str]], str]
+
+
+_M = table_of(Message).c
+_COLUMNS = (_M.id, _M.role, _M.content, _M.created_at)
+_THREAD = bindparam("thread_id", type_=_M.thread_id.type)
+_MATCH = bindparam("match", type_=String())
+_LIMIT = bindparam("limit", type_=Integer())
+
+
+def _rest() -> tuple[ColumnElement[bool], ...]:
+    """What both searches ask of a message besides the match: older than `before`, no longer
+    streaming, not empty, visible."""
+    return (_M.created_at < bindparam("before", type_=_M.created_at.type),
+            _M.status != "streaming", _M.content != "", visible_sql())
+
+
+def _postgres_search() -> DriverStatement:
+    vector = pg_vector(_M.content)
+    query = func.websearch_to_tsquery(pg_config(), _MATCH)
+    return DriverStatement(
+        select(*_COLUMNS).where(vector.op("@@")(query), _M.thread_id == _THREAD, *_rest())
+        .order_by(func.ts_rank(vector, query).desc(), _M.created_at.desc()).limit(_LIMIT))
+
+
+def _sqlite_search() -> DriverStatement:
+    return DriverStatement(
+        select(*_COLUMNS)
+        .select_from(sqlite_fts_join(table_of(Message), _M.id))
+        .where(SQLITE_FTS.op("MATCH")(_MATCH), _unindexed(_M.thread_id) == _THREAD, *_rest())
+        .order_by(_hits(SQLITE_FTS, _M.content).desc(), _M.created_at.desc()).limit(_LIMIT))
 
 
 def _hits(fts: ColumnElement[Any], content: ColumnElement[Any]) -> ColumnElement[Any]:
@@ -150,6 +171,10 @@ def _unindexed(column: ColumnElement[Any]) -> ColumnElement[Any]:
     once for each (2 ms a search for a word that is nowhere); from the full-text index, the
     search reads the thread's matches only (0.03 ms)."""
     return UnaryExpression(column, operator=operators.custom_op("+"), type_=column.type)
+
+
+_SEARCH = PerDatabase(postgres=_Search(_postgres_search(), postgres_match),
+                      sqlite=_Search(_sqlite_search(), sqlite_match))
 
 
 async def last_real_user_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:

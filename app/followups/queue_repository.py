@@ -80,8 +80,7 @@ async def claim_due(
     candidates = (
         select(Followup.id).where(takeable).order_by(Followup.due_at, Followup.id).limit(limit)
     )
-    if s.get_bind().dialect.name == "postgresql":
-        candidates = candidates.with_for_update(skip_locked=True)
+    candidates = candidates.with_for_update(skip_locked=True)  # no FOR clause on SQLite
     result = await s.execute(
         update(Followup)
         .where(Followup.id.in_(candidates.scalar_subquery()), takeable)
@@ -137,7 +136,7 @@ async def release_for_retry(s: AsyncSession, claim: Claim, retry_at: dt.datetime
 async def lock_thread(s: AsyncSession, thread_id: uuid.UUID) -> dict[str, Any] | None:
     """Serialise with a user turn on the thread and return its current autonomy settings:
     the thread lock every turn-opening transaction takes first (threads.get_thread)."""
-    query = with_thread_lock(s, select(Thread.autonomy).where(Thread.id == thread_id))
+    query = with_thread_lock(select(Thread.autonomy).where(Thread.id == thread_id))
     autonomy: dict[str, Any] | None = await s.scalar(query)
     return autonomy
 

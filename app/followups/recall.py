@@ -76,7 +76,8 @@ class _RecallHandler(TurnHandler):
             log.error("empty thread - no query source", synthetic=view.synthetic)
             return
         log.debug("memory_query_source", source=source.name)
-        async with recall.db.one_read() as runner:  # beside the writer, never behind it
+        # beside the writer, never behind it
+        async with recall.db.one_statement(read_only=True) as runner:
             found = await memory.search_thread(
                 runner, view.thread_id, source.text,
                 before=window_start(view, self._window),
@@ -93,6 +94,6 @@ class _RecallHandler(TurnHandler):
         a real message is its own query."""
         if not self.view.synthetic:
             return None
-        async with self.recall.db.read() as session:
+        async with self.recall.db.transaction(read_only=True) as session:
             last_real = await memory.last_real_user_message(session, self.view.thread_id)
         return last_real.content if last_real else None

@@ -6,27 +6,28 @@ service's (app/turn/gate.py); nothing here refuses anything."""
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
     CTE,
     ColumnElement,
-    Executable,
     Select,
     String,
+    Table,
     Uuid,
     bindparam,
     delete,
     func,
     select,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.dml import ReturningInsert
 
-from app.store.db import Runner, dialect_of
+from app.store.db import Runner
 from app.store.models import Message, OpenCall, RateLimitWindow, table_of
+from app.store.per_database import PerDatabase, Upsert, upserts
 
 #: First key of the two-key advisory locks taken here, so they never meet another
 #: feature's advisory locks (whose keys are other numbers).
@@ -43,14 +44,16 @@ async def lock_user_and_count_streaming(s: AsyncSession, user_id: str) -> int:
     transaction-level advisory lock on a hash of the user id (a collision only serialises two
     users more than needed) and counting after it (migrations 0009, 0013). SQLite: BEGIN
     IMMEDIATE already serialises the whole transaction."""
-    if s.get_bind().dialect.name == "postgresql":
-        return int(await s.scalar(_LOCK_AND_COUNT, {"user_id": user_id}) or 0)
-    return await count_streaming(s, user_id)
+    return await _LOCKED_COUNT.of(s)(s, user_id)
 
 
 #: Built once, a Core query.
 _LOCK_AND_COUNT = select(func.chatgate_lock_user_streams(
     USER_LOCK_NAMESPACE, bindparam("user_id", type_=String()), NO_ROW))
+
+
+async def _locked_count_on_postgres(s: AsyncSession, user_id: str) -> int:
+    return int(await s.scalar(_LOCK_AND_COUNT, {"user_id": user_id}) or 0)
 
 
 def other_streams_counted(user_id: ColumnElement[str], except_id: ColumnElement[Any]) -> CTE:
@@ -96,10 +99,10 @@ async def take_request(s: Runner, user_id: str, window_start: dt.datetime, limit
     transaction (Database.one_statement); on SQLite by a statement before it."""
     params = {"user_id": user_id, "window_start": window_start, "request_count": 1,
               "limit": limit, "of_user": user_id, "before": window_start}
-    dialect = dialect_of(s)
-    if dialect != "postgresql":
-        await s.execute(_DELETE_OLDER_WINDOWS, params)
-    return (await s.execute(_take_upsert(dialect), params)).first() is not None
+    *before, counting = _TAKE.of(s)
+    for statement in before:
+        await s.execute(statement, params)
+    return (await s.execute(counting, params)).first() is not None
 
 
 _WINDOWS = table_of(RateLimitWindow)
@@ -110,17 +113,20 @@ _DELETE_OLDER_WINDOWS = delete(_WINDOWS).where(
     _WINDOWS.c.window_start < bindparam("before", type_=_WINDOWS.c.window_start.type))
 
 
-@functools.cache
-def _take_upsert(dialect: str) -> Executable:
-    """The counting upsert, built once per dialect (as the usage rollup's); on PostgreSQL
-    with the older windows' DELETE as a CTE (it touches other rows than the upsert's, so
-    the one snapshot they share changes nothing)."""
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    upsert = insert(_WINDOWS).on_conflict_do_update(
+def _counting_upsert(insert: Callable[[Table], Upsert]) -> ReturningInsert[Any]:
+    """The counting upsert: its update runs only below the limit."""
+    return insert(_WINDOWS).on_conflict_do_update(
         index_elements=["user_id", "window_start"],
         set_={"request_count": _WINDOWS.c.request_count + 1},
         where=_WINDOWS.c.request_count < bindparam("limit", type_=_WINDOWS.c.request_count.type),
     ).returning(_WINDOWS.c.request_count)
-    if dialect == "postgresql":
-        upsert = upsert.add_cte(_DELETE_OLDER_WINDOWS.cte("older"))
-    return upsert
+
+
+_COUNTING = upserts(_counting_upsert)
+#: take_request's statements, run in order, the last one counting: on PostgreSQL the upsert
+#: with the older windows' DELETE as a CTE (it touches other rows than the upsert's, so the
+#: one snapshot they share changes nothing); on SQLite the DELETE, then the upsert.
+_TAKE: PerDatabase[tuple[Any, ...]] = PerDatabase(
+    postgres=(_COUNTING.postgres.add_cte(_DELETE_OLDER_WINDOWS.cte("older")),),
+    sqlite=(_DELETE_OLDER_WINDOWS, _COUNTING.sqlite))
+_LOCKED_COUNT = PerDatabase(postgres=_locked_count_on_postgres, sqlite=count_streaming)

@@ -24,6 +24,7 @@ from app.metrics import GatewayMetrics
 from app.process import repository as process_store
 from app.store.db import Database
 from app.turn.rows import turn_rows
+from app.turn.rows.sweeps import sweep_dead_answers
 from app.turns.interruptions import PROCESS_DIED
 
 log = get_logger("services.processes")
@@ -65,9 +66,12 @@ class ProcessRegistry:
         """The streams of dead processes become `interrupted`, and the calls their last
         checkpoints carried are billed in the same transaction (once: a swept row is no
         longer `streaming`); returns how many."""
+        now = self.clock()
+        cutoff = now - self.dead_after
         async with self.db.transaction(quick=True) as session:
-            swept = await process_store.sweep_dead_processes(
-                session, now=self.clock(), dead_after=self.dead_after)
+            swept = await sweep_dead_answers(session, process_store.live_processes(cutoff),
+                                             now=now)
+            await process_store.forget_dead_processes(session, cutoff)
             billed = [answer for answer in swept if answer.calls]
             if billed:
                 await turn_rows(self.db).bill_swept(session, billed)

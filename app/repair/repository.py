@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
-    Boolean,
     ColumnElement,
     Row,
     Select,
@@ -33,15 +32,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import FunctionElement
 
 from app.clock import utcnow
 from app.repair import RepairPlan, Resplit, ScanFilter, StoredMessage
 from app.repair.rules import LEGACY_SYNTHETIC, REASONING_SPLIT
 from app.sanitize import clean_text
 from app.store.models import Message, MessageRepair
+from app.store.per_database import content_has_nul
 from app.store.sanitize import clean_message
 from app.store.types import JsonDocument
 from app.store.visibility import is_legacy_synthetic_sql, metadata_synthetic_is_true
@@ -70,25 +67,6 @@ def _filter_conditions(flt: ScanFilter) -> list[ColumnElement[bool]]:
     if flt.before is not None:
         conditions.append(Message.created_at < flt.before)
     return conditions
-
-
-class content_has_nul(FunctionElement[bool]):
-    """The text holds a NUL. Only SQLite can store one; the rules drop it before they look,
-    so `<!-\\0-` is a marker start the `<!--` test alone would never read."""
-
-    type = Boolean()
-    inherit_cache = True
-    name = "content_has_nul"
-
-
-@compiles(content_has_nul, "sqlite")
-def _has_nul_sqlite(element: content_has_nul, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"instr({compiler.process(element.clauses, **kw)}, char(0)) > 0"
-
-
-@compiles(content_has_nul, "postgresql")
-def _has_nul_pg(element: content_has_nul, compiler: SQLCompiler, **kw: Any) -> str:
-    return "false"  # PostgreSQL text cannot hold NUL
 
 
 def candidate_sql(resplit: Resplit | None = None) -> ColumnElement[bool]:

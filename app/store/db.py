@@ -86,20 +86,6 @@ class DatabaseTimeouts:
 Runner = AsyncSession | AsyncConnection
 
 
-def dialect_of(runner: Runner) -> str:
-    """'sqlite' or 'postgresql', for a store function whose SQL depends on it."""
-    bind = runner if isinstance(runner, AsyncConnection) else runner.get_bind()
-    return bind.dialect.name
-
-
-def session_of(runner: Runner) -> AsyncSession:
-    """The runner as the session it must be: only PostgreSQL's one statement runs on a bare
-    connection, so a store function's SQLite path always has one."""
-    if not isinstance(runner, AsyncSession):
-        raise TypeError("this store function needs a session (a transaction)")
-    return runner
-
-
 def _prepare_sqlite_file(url: URL) -> None:
     """Create the directory of a SQLite file so a fresh checkout starts with zero set-up."""
     database = url.database
@@ -256,7 +242,10 @@ def _install_closed_check(engine: AsyncEngine) -> None:
 
 
 class Database:
-    """The engine and a session factory; `transaction()` is how every caller talks to the store.
+    """The engine and a session factory, and the three ways in to the store:
+    `transaction()` for everything but a turn's hot path (`read_only` for what only reads);
+    `one_statement()` for a turn's one-statement reads and writes, which on PostgreSQL need
+    no transaction; `sqlite_writes()` for the turn repository's own writes on SQLite.
 
     The URL is always given: the store does not read the gateway's settings, so whoever starts
     the process (app.main, app.cli for the scripts, the tests) decides which database it is."""
@@ -281,8 +270,9 @@ class Database:
 
     @property
     def backend(self) -> str:
-        """'sqlite' or 'postgresql': for logs and the repositories' own SQL only. A service
-        asks what it needs to know (notifies, has_write_ahead_log), never which one runs."""
+        """'sqlite' or 'postgresql': for logs and the one choice of a statement per database
+        (app.store.per_database, app.turn.rows) only. A service asks what it needs to know
+        (notifies, has_write_ahead_log), never which one runs."""
         return self.url.get_backend_name()
 
     @property
@@ -297,15 +287,36 @@ class Database:
         return self._sqlite_writer is not None
 
     @asynccontextmanager
-    async def transaction(self, *, quick: bool = False) -> AsyncIterator[AsyncSession]:
-        """A session in one transaction: committed on success, rolled back on any error.
+    async def transaction(self, *, quick: bool = False, read_only: bool = False
+                          ) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction: committed on success, rolled back on any error. The
+        way in for everything that is not one of the turn's own hot statements: a use case's
+        reads and writes together, a maintenance job, a test's setup.
+
         `quick`: a few indexed statements, run on every turn (its opening, its finish); on
         SQLite they run on the event loop's thread, which holds the write lock for their CPU
         time only (app.store.sqlite_driver); on PostgreSQL nothing changes.
+        `read_only`: a transaction that only reads (a page listing threads, a report). On
+        SQLite it neither queues for nor takes the write lock (a deferred BEGIN: WAL readers
+        run beside the writer), and only a statement that holds the loop longer than 2 ms
+        goes to the connection's thread; on PostgreSQL it is any transaction. A write in it
+        is a mistake: on SQLite it would fail as soon as another connection holds the write
+        lock. (A read has no `quick`: it never holds the write lock.)
+
         An error meaning the database cannot be reached or used is raised as
         DatabaseUnavailable (app.store.unavailable says which), whether it came from the
         connection, a statement or the commit. Do not nest transactions of one Database: on
         SQLite the inner one would wait for the outer one and fail after the busy timeout."""
+        if quick and read_only:
+            raise ValueError("a read-only transaction takes no write lock to be quick with")
+        if read_only:
+            reading = READING.set(self._sqlite_writer is not None)
+            try:
+                async with self._errors_named(), self._session() as session:
+                    yield session
+            finally:
+                READING.reset(reading)
+            return
         on_loop = ON_LOOP.set(quick and self._sqlite_writer is not None)
         try:
             async with self._errors_named(), self._transaction() as session:
@@ -314,30 +325,47 @@ class Database:
             ON_LOOP.reset(on_loop)
 
     @asynccontextmanager
-    async def one_statement(self) -> AsyncIterator[Runner]:
-        """For a block that writes with ONE statement, on every turn (reads may follow it).
+    async def one_statement(self, *, read_only: bool = False) -> AsyncIterator[Runner]:
+        """For a block of ONE statement on a turn's way to its first token or its finish,
+        whose SQL the store function it calls knows to be one statement (a rate-limit count,
+        a memory search).
+
         On PostgreSQL a pooled connection in autocommit: no BEGIN and no COMMIT (a statement
-        is atomic on its own, and the two round trips saved are two more passes of a busy
-        event loop, with the rows it locks held through them), and no ORM session, whose
-        set-up and teardown cost a statement's worth of CPU. A second write in the block
-        commits on its own: only a caller that knows the store function it runs writes once
-        may use it. On SQLite, a quick transaction (`transaction(quick=True)`). Errors are
-        named as transaction()'s."""
+        is atomic, and reads from one snapshot, on its own; the two round trips saved are two
+        more passes of a busy event loop, with the rows it locks held through them), and no
+        ORM session, whose set-up and teardown cost a statement's worth of CPU. A second
+        write in the block commits on its own: only a caller that knows the store function
+        it runs writes once may use it (reads may follow the write).
+        On SQLite a quick transaction (`transaction(quick=True)`), or with `read_only` a
+        read (`transaction(read_only=True)`): beside the writer, never behind it.
+        Errors are named as transaction()'s."""
         if self._sqlite_writer is not None:
-            async with self.transaction(quick=True) as session:
+            async with self.transaction(quick=not read_only, read_only=read_only) as session:
                 yield session
             return
         async with self._errors_named(), self._connection() as connection:
             yield connection
 
     @asynccontextmanager
-    async def sqlite_writes(self) -> AsyncIterator[SqliteWrites]:
-        """SQLite only: a quick transaction (`transaction(quick=True)`) whose statements run on
-        the sqlite3 connection itself, without SQLAlchemy's session or execution context
-        (app.store.sqlite_writes): for the writes every turn makes. Committed on success,
-        rolled back on any error; errors named as transaction()'s."""
+    async def sqlite_writes(self, session: AsyncSession | None = None
+                            ) -> AsyncIterator[SqliteWrites]:
+        """SQLite only, for the writes every turn makes (app.turn.rows.sqlite): statements
+        run on the sqlite3 connection itself, without SQLAlchemy's session or execution
+        context (app.store.sqlite_writes).
+
+        Without `session`: a quick transaction of its own (as `transaction(quick=True)`),
+        committed on success, rolled back on any error; errors named as transaction()'s.
+        With `session` (one of transaction()'s): the statements of that session's
+        transaction, for a turn's writes that share it with the session's reads or writes;
+        its transaction commits or rolls back as it would have."""
         if self._sqlite_writer is None:
             raise RuntimeError("sqlite_writes() is SQLite's")
+        if session is not None:
+            connection = await session.connection()
+            driver = (await connection.get_raw_connection()).driver_connection
+            assert isinstance(driver, OneTripConnection)
+            yield SqliteWrites(driver.sqlite, self.engine.dialect)
+            return
         async with (self._errors_named(), self._sqlite_write_lock(),
                     self._sqlite_driver() as driver):
             with sqlalchemy_errors(WRITE_BEGIN, ()):
@@ -349,17 +377,6 @@ class Database:
                 raise
             with sqlalchemy_errors("COMMIT", ()):
                 driver.sqlite.commit()
-
-    async def writes_in(self, session: AsyncSession) -> SqliteWrites:
-        """SQLite only: the statements of `session`'s transaction (one of `transaction()`'s)
-        run on its sqlite3 connection itself, as sqlite_writes() runs them: for a turn's
-        writes that share a transaction with a session's reads or writes."""
-        if self._sqlite_writer is None:
-            raise RuntimeError("writes_in() is SQLite's")
-        connection = await session.connection()
-        driver = (await connection.get_raw_connection()).driver_connection
-        assert isinstance(driver, OneTripConnection)
-        return SqliteWrites(driver.sqlite, self.engine.dialect)
 
     async def merge_sqlite_log(self) -> tuple[int, int]:
         """SQLite: the write-ahead log copied into the database file, on a pooled connection's
@@ -401,34 +418,6 @@ class Database:
             await connection.__aexit__(None, None, None)
             raise
         await connection.close()
-
-    @asynccontextmanager
-    async def one_read(self) -> AsyncIterator[Runner]:
-        """For a block that reads with ONE statement, on a turn's way to its first token. On
-        PostgreSQL one_statement's connection: a statement reads from one snapshot on its own,
-        and BEGIN and ROLLBACK around it would be two more round trips and a session's
-        set-up. On SQLite, read()."""
-        if self._sqlite_writer is not None:
-            async with self.read() as session:
-                yield session
-            return
-        async with self._errors_named(), self._connection() as connection:
-            yield connection
-
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncSession]:
-        """A transaction that only reads, errors named as `transaction()`'s. On SQLite it
-        neither queues for nor takes the write lock (a deferred BEGIN: WAL readers run beside
-        the writer), and only a statement that holds the loop longer than 2 ms goes to the
-        connection's thread (app.store.sqlite_driver); on PostgreSQL it is any transaction.
-        A write in it is a mistake: on SQLite it would fail as soon as another connection
-        holds the write lock."""
-        reading = READING.set(self._sqlite_writer is not None)
-        try:
-            async with self._errors_named(), self._session() as session:
-                yield session
-        finally:
-            READING.reset(reading)
 
     @asynccontextmanager
     async def _errors_named(self) -> AsyncIterator[None]:

@@ -29,19 +29,19 @@ pages of log) syncs the file, 5 to 20 ms on this machine's disk, so the gateway'
 run none: the gateway merges the log on a connection's thread instead
 (Database.merge_sqlite_log, OneTripConnection.merge_log).
 
-A read (`Database.read()`: statements that write nothing, such as a memory search) begins
-with a deferred BEGIN, which takes no lock: in WAL mode a reader neither waits for the writer
-nor holds it up. Its BEGIN and its COMMIT (which only ends its snapshot) are instant and run
-on the loop. Its statements' cost the store does not bound, so each is first run on the loop
-for at most READ_ON_LOOP_S: SQLite's progress handler looks at the clock every
-READ_CHECK_STEPS steps of its virtual machine and stops the statement past that time, and a
-stopped statement, which has changed nothing and leaves the read's snapshot open, is run
+A read (`Database.transaction(read_only=True)`: statements that write nothing, such as a
+memory search) begins with a deferred BEGIN, which takes no lock: in WAL mode a reader neither
+waits for the writer nor holds it up. Its BEGIN and its COMMIT (which only ends its snapshot)
+are instant and run on the loop. Its statements' cost the store does not bound, so each is
+first run on the loop for at most READ_ON_LOOP_S: SQLite's progress handler looks at the clock
+every READ_CHECK_STEPS steps of its virtual machine and stops the statement past that time,
+and a stopped statement, which has changed nothing and leaves the read's snapshot open, is run
 again on the thread. A trip costs more than the statement it carries when the statement is
 small, as most are: a turn's memory search on a thread of 100 messages took a third more CPU
 with its trip than without, and while four other tasks kept the loop busy it took 93 ms with
-its trip (waiting for the GIL) and 1 ms without. A read's rollback still makes its
-trip: after a cancellation, a statement may still be running on the thread, and the
-connection is never used from two threads at once."""
+its trip (waiting for the GIL) and 1 ms without. A read's rollback still makes its trip: after
+a cancellation, a statement may still be running on the thread, and the connection is never
+used from two threads at once."""
 
 from __future__ import annotations
 

@@ -55,19 +55,3 @@ async def delete_thread(request: Request) -> Response:
     if not await threads.delete_thread(runtime(request).db, principal.user_id, thread_id):
         raise not_found()
     return Response(status_code=204)
-
-
-async def take_back_last_exchange(request: Request) -> Response:
-    """DELETE /api/threads/{thread_id}/messages/{message_id}: the thread's last user message
-    and its answer go (204), for an edited text to be sent in their place; 409 for an
-    earlier message or while an answer streams, 404 for a message that is not the user's."""
-    principal = await authenticate(request)
-    thread_id, message_id = bodies.thread_id(request), bodies.message_id(request)
-    try:
-        removed = await threads.take_back_last_exchange(
-            runtime(request).db, principal.user_id, thread_id, message_id)
-    except threads.ExchangeRefused as exc:
-        raise ApiError(409, exc.code, exc.message) from exc
-    if removed is None:
-        raise not_found("message")
-    return Response(status_code=204)

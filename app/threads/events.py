@@ -24,7 +24,7 @@ log = get_logger("services.thread_events")
 
 async def thread_is_users(db: Database, user_id: str, thread_id: uuid.UUID) -> bool:
     """The thread exists and is the user's (anything else is the same 404)."""
-    async with db.read() as session:
+    async with db.transaction(read_only=True) as session:
         return await thread_store.get_thread(session, user_id, thread_id) is not None
 
 
@@ -33,7 +33,7 @@ async def visible_messages(
 ) -> list[dict[str, Any]]:
     """The notice's messages the user may see, settled (not streaming), in notice order."""
     found: list[dict[str, Any]] = []
-    async with db.read() as session:
+    async with db.transaction(read_only=True) as session:
         for message_id in notice.message_ids:
             message = await thread_store.get_message(session, user_id, message_id)
             if message is None or message.thread_id != notice.thread_id:

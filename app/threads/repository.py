@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, and_, delete, func, or_, select, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -47,13 +47,12 @@ async def get_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Thr
     return result.scalar_one_or_none()
 
 
-def with_thread_lock(s: AsyncSession, query: LockedSelect) -> LockedSelect:
+def with_thread_lock(query: LockedSelect) -> LockedSelect:
     """`query` holding the thread rows it reads: FOR NO KEY UPDATE, the lock an UPDATE of the
     row takes, so it orders against that UPDATE yet still lets another transaction insert a
-    row that references the thread."""
-    if s.get_bind().dialect.name == "postgresql":
-        return query.with_for_update(key_share=True)
-    return query
+    row that references the thread. (SQLite has no row locks, and SQLAlchemy writes no FOR
+    clause there: BEGIN IMMEDIATE holds the whole database instead.)"""
+    return query.with_for_update(key_share=True)
 
 
 def _preview(source: str | None) -> str | None:
@@ -108,7 +107,7 @@ async def lock_thread(s: AsyncSession, user_id: str, thread_id: uuid.UUID) -> Th
     """The user's thread, held (on PostgreSQL) until the transaction ends: a turn opening on
     it waits, as it takes the same lock."""
     query = select(Thread).where(Thread.id == owned_id(_THREADS, thread_id, user_id, "owned"))
-    result = await s.execute(with_thread_lock(s, query))
+    result = await s.execute(with_thread_lock(query))
     return result.scalar_one_or_none()
 
 
@@ -129,18 +128,6 @@ async def is_streaming(s: AsyncSession, thread_id: uuid.UUID) -> bool:
         .where(Message.thread_id == thread_id, Message.status == "streaming")
         .limit(1))
     return result.first() is not None
-
-
-async def delete_from(s: AsyncSession, message: Message) -> int:
-    """Delete `message` and every message after it in its thread (history order: created_at,
-    then id), and mark the thread active; returns how many went. Their llm_calls rows stay
-    (billing data) with the message id set to NULL."""
-    later = or_(Message.created_at > message.created_at,
-                and_(Message.created_at == message.created_at, Message.id >= message.id))
-    result = await s.execute(
-        delete(Message).where(Message.thread_id == message.thread_id, later))
-    await touch_thread(s, message.thread_id)
-    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def set_title(s: AsyncSession, thread_id: uuid.UUID, title: str | None) -> None:

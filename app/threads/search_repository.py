@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.store.db import dialect_of
 from app.store.models import Message, Thread, table_of
+from app.store.per_database import PerDatabase
 from app.store.search_schema import SQLITE_FTS, pg_config, pg_vector, sqlite_fts_join
 from app.store.visibility import visible_sql
 
@@ -52,10 +52,21 @@ def _threads_with_text(s: AsyncSession, user_id: str, words: list[str]) -> Any:
     """The ids of the user's threads with a visible message that holds every word."""
     m = table_of(Message).c
     mine = (m.user_id == user_id, m.content != "", visible_sql())
-    if dialect_of(s) == "postgresql":
-        query = func.to_tsquery(pg_config(), " & ".join(f"{word}:*" for word in words))
-        return select(m.thread_id).where(pg_vector(m.content).op("@@")(query), *mine)
+    return _WITH_TEXT.of(s)(words, mine)
+
+
+def _postgres_with_text(words: list[str], mine: tuple[ColumnElement[bool], ...]) -> Any:
+    m = table_of(Message).c
+    query = func.to_tsquery(pg_config(), " & ".join(f"{word}:*" for word in words))
+    return select(m.thread_id).where(pg_vector(m.content).op("@@")(query), *mine)
+
+
+def _sqlite_with_text(words: list[str], mine: tuple[ColumnElement[bool], ...]) -> Any:
+    m = table_of(Message).c
     terms = " AND ".join(f'"{word}"*' for word in words)
     return (select(m.thread_id)
             .select_from(sqlite_fts_join(table_of(Message), m.id))
             .where(SQLITE_FTS.op("MATCH")(f"content : ({terms})"), *mine))
+
+
+_WITH_TEXT = PerDatabase(postgres=_postgres_with_text, sqlite=_sqlite_with_text)

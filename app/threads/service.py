@@ -1,7 +1,7 @@
 """Thread and history use cases, as JSON-ready dicts (the API shape lives here, once).
 
-What only reads runs in a read (Database.read): a page listing its threads or loading one
-never waits behind the turns' writes on SQLite."""
+What only reads runs in a read (Database.transaction(read_only=True)): a page listing its
+threads or loading one never waits behind the turns' writes on SQLite."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ async def create_thread(db: Database, user_id: str, title: str | None) -> dict[s
 async def list_threads(db: Database, user_id: str, query: str = "") -> list[dict[str, Any]]:
     """The user's threads, newest activity first; with a `query`, those whose title or
     visible text matches it (app.threads.search_repository)."""
-    async with db.read() as session:
+    async with db.transaction(read_only=True) as session:
         summaries = await thread_store.list_threads(session, user_id)
         if query.strip():
             found = await thread_search.matching_thread_ids(session, user_id, query)
@@ -62,7 +62,7 @@ async def thread_messages(
     db: Database, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool
 ) -> list[dict[str, Any]] | None:
     """The thread's messages as the user sees them, or None if it is not the user's."""
-    async with db.read() as session:
+    async with db.transaction(read_only=True) as session:
         if await thread_store.get_thread(session, user_id, thread_id) is None:
             return None
         rows = await thread_store.visible_history(
@@ -91,38 +91,3 @@ def _visible_rows(rows: list[Message], *, include_synthetic: bool) -> list[Messa
 async def delete_thread(db: Database, user_id: str, thread_id: uuid.UUID) -> bool:
     async with db.transaction() as session:
         return await thread_store.delete_thread(session, user_id, thread_id)
-
-
-class ExchangeRefused(Exception):
-    """The last exchange cannot be taken back now; `code` is the API's error code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-async def take_back_last_exchange(
-    db: Database, user_id: str, thread_id: uuid.UUID, message_id: uuid.UUID
-) -> int | None:
-    """Delete the user's last message of the thread and what answered it, so that an edited
-    text can be sent in its place (edit and resend); how many messages went, or None when
-    the thread or the message is not the user's. Only the last exchange: an earlier one
-    would leave later answers replying to a question that no longer exists; and never while
-    an answer is streaming (ExchangeRefused)."""
-    async with db.transaction() as session:
-        if await thread_store.lock_thread(session, user_id, thread_id) is None:
-            return None
-        last = await thread_store.last_user_message(session, thread_id)
-        if last is None or last.id != message_id:
-            found = await thread_store.get_message(session, user_id, message_id)
-            if found is None or found.thread_id != thread_id:
-                return None
-            raise ExchangeRefused("not_last_message",
-                                  "only the last message you sent can be edited and sent again")
-        if await thread_store.is_streaming(session, thread_id):
-            raise ExchangeRefused("thread_busy", "this thread is still streaming an answer")
-        removed = await thread_store.delete_from(session, last)
-    log.info("last_exchange_taken_back", thread_id=str(thread_id), message_id=str(message_id),
-             removed=removed)
-    return removed

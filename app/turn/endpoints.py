@@ -1,6 +1,6 @@
 """POST /api/threads/{id}/messages: validate, open the turn through the limits (404, 409, 413,
 429, 503 before any stream starts and before any upstream call), then run it and stream
-it as SSE."""
+it as SSE. DELETE /api/threads/{id}/messages/{id}: the last exchange taken back."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from app.api.errors import ApiError, not_found
 from app.api.state import runtime
 from app.catalog import ModelNotAllowed, ModelNotOffered, choose
 from app.store.errors import ContentTooLong, ThreadBusy
+from app.turn import take_back
 from app.turn.log_stream import LogStreamResponse
 from app.turn.opening import ThreadNotFound
 from app.turn.slots import TurnRefused
@@ -65,3 +66,19 @@ async def post_message(request: Request) -> Response:
         send_timeout_s=rt.settings.sse_send_timeout_s, log_ids=turn.log_ids,
         revocation=functools.partial(rt.revocations.stream, principal.key_id),
         shutdown=rt.shutdown.watch)
+
+
+async def take_back_last_exchange(request: Request) -> Response:
+    """DELETE /api/threads/{thread_id}/messages/{message_id}: the thread's last user message
+    and its answer go (204), for an edited text to be sent in their place; 409 for an
+    earlier message or while an answer streams, 404 for a message that is not the user's."""
+    principal = await authenticate(request)
+    thread_id, message_id = bodies.thread_id(request), bodies.message_id(request)
+    try:
+        removed = await take_back.take_back_last_exchange(
+            runtime(request).db, principal.user_id, thread_id, message_id)
+    except take_back.ExchangeRefused as exc:
+        raise ApiError(409, exc.code, exc.message) from exc
+    if removed is None:
+        raise not_found("message")
+    return Response(status_code=204)

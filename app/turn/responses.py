@@ -86,7 +86,7 @@ async def open_response(gate: TurnGate, principal: Principal, request: Completio
 async def stored_answer(db: Database, user_id: str, message_id: uuid.UUID
                         ) -> StoredAnswer | None:
     """The user's assistant message by id; None for another user's, a user message or none."""
-    async with db.read() as session:
+    async with db.transaction(read_only=True) as session:
         message = await thread_store.get_message(session, user_id, message_id)
     if message is None or message.role != "assistant":
         return None
@@ -110,7 +110,7 @@ async def _continuation(db: Database, user_id: str, previous: uuid.UUID
     shape with their times: what a native turn's history would hold (no rows still
     streaming, no failed answers, no empty rows; an answer that was only a tool call keeps
     its calls, so that a `function_call_output` can follow it)."""
-    async with db.read() as session:
+    async with db.transaction(read_only=True) as session:
         message = await thread_store.get_message(session, user_id, previous)
         if message is None or message.role != "assistant":
             raise PreviousResponseNotFound(str(previous))

@@ -15,7 +15,7 @@ column holds floats).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
@@ -35,6 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.models import LlmCall, UserTokenUsage
+from app.store.per_database import PerDatabase
 from app.usage.figures import COST_QUANTUM, USAGE_FIELDS, UsageFigures
 from app.usage.repository import PERIOD_DAY
 
@@ -59,6 +60,26 @@ class GroupedUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class _Sums:
+    """How a database sums costs exactly, reads the sum back, and names the UTC day of a
+    timestamp: numeric on PostgreSQL; whole nano-dollars on SQLite, whose numeric column
+    holds floats."""
+
+    cost_sum: Callable[[Any], ColumnElement[Any]]
+    cost_of: Callable[[Any], Decimal]
+    day_of: Callable[[Any], ColumnElement[Any]]
+
+
+_SUMS = PerDatabase(
+    postgres=_Sums(cost_sum=lambda cost: func.sum(cost, type_=Numeric(28, 9)),
+                   cost_of=lambda value: Decimal(str(value)),
+                   day_of=lambda at: cast(func.timezone("UTC", at), Date)),
+    sqlite=_Sums(cost_sum=lambda cost: func.sum(cast(func.round(cost * NANO), BigInteger)),
+                 cost_of=lambda value: Decimal(int(value)) / NANO,
+                 day_of=lambda at: func.date(at)))
+
+
+@dataclass(frozen=True, slots=True)
 class _Source:
     """The columns of one source: its key columns, its figures (`messages` None where the
     source has no message count) and its filter (the range, and the users when given)."""
@@ -69,13 +90,12 @@ class _Source:
     unpriced: ColumnElement[Any]
     messages: ColumnElement[Any] | None
     where: list[ColumnElement[bool]]
-    postgres: bool
+    sums: _Sums
 
     def figures(self) -> list[ColumnElement[Any]]:
         t = self.table
         tokens = [func.sum(getattr(t, name)) for name in TOKEN_FIGURES]
-        cost = (func.sum(t.cost_usd, type_=Numeric(28, 9)) if self.postgres
-                else func.sum(cast(func.round(t.cost_usd * NANO), BigInteger)))
+        cost = self.sums.cost_sum(t.cost_usd)
         messages = self.messages if self.messages is not None else null()
         return [*tokens, self.calls, self.unpriced, messages, cost]
 
@@ -95,12 +115,10 @@ class _Source:
     def _cost(self, value: Any) -> Decimal | None:
         if value is None:
             return None
-        if not self.postgres:  # whole nano-dollars
-            return (Decimal(int(value)) / NANO).quantize(COST_QUANTUM)
-        return Decimal(str(value)).quantize(COST_QUANTUM)
+        return self.sums.cost_of(value).quantize(COST_QUANTUM)
 
 
-def _rollup(first_day: dt.date, last_day: dt.date, postgres: bool) -> _Source:
+def _rollup(first_day: dt.date, last_day: dt.date, sums: _Sums) -> _Source:
     t = UserTokenUsage
     return _Source(
         t, {"day": t.period_start, "user": t.user_id, "model": t.model},
@@ -108,25 +126,24 @@ def _rollup(first_day: dt.date, last_day: dt.date, postgres: bool) -> _Source:
         messages=func.sum(t.message_count),
         where=[t.period_type == PERIOD_DAY, t.period_start >= first_day,
                t.period_start <= last_day],
-        postgres=postgres)
+        sums=sums)
 
 
-def _calls(first_day: dt.date, last_day: dt.date, postgres: bool) -> _Source:
+def _calls(first_day: dt.date, last_day: dt.date, sums: _Sums) -> _Source:
     """llm_calls; a call's day is the UTC day of its created_at (the rollup's day)."""
     t = LlmCall
-    day = cast(func.timezone("UTC", t.created_at), Date) if postgres else func.date(t.created_at)
+    day = sums.day_of(t.created_at)
     start = dt.datetime.combine(first_day, dt.time(), dt.UTC)
     stop = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), dt.UTC)
     return _Source(
         t, {"day": day, "user": t.user_id, "model": t.model, "stage": t.stage},
         calls=func.count(), unpriced=func.sum(case((t.cost_usd.is_(None), 1), else_=0)),
-        messages=None, where=[t.created_at >= start, t.created_at < stop], postgres=postgres)
+        messages=None, where=[t.created_at >= start, t.created_at < stop], sums=sums)
 
 
 def _source(s: AsyncSession, first_day: dt.date, last_day: dt.date, *, raw_calls: bool,
             users: Sequence[str]) -> _Source:
-    postgres = s.get_bind().dialect.name == "postgresql"
-    source = (_calls if raw_calls else _rollup)(first_day, last_day, postgres)
+    source = (_calls if raw_calls else _rollup)(first_day, last_day, _SUMS.of(s))
     if users:
         source.where.append(source.keys["user"].in_(list(users)))
     return source

@@ -6,14 +6,14 @@ several processes flushing at once never lose a refusal."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from sqlalchemy import func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Table, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
 from app.store.models import RefusalCount, table_of
+from app.store.per_database import Upsert, upserts
 
 #: A refusal rollup key: (UTC day, reason).
 RefusalKey = tuple[dt.date, str]
@@ -24,16 +24,23 @@ async def add_refusals(s: AsyncSession, counts: Mapping[RefusalKey, int]) -> Non
     so concurrent flushes lock rows in the same order."""
     if not counts:
         return
-    table = table_of(RefusalCount)
     now = utcnow()
     rows = [{"day": day, "reason": reason, "refusal_count": n, "updated_at": now}
             for (day, reason), n in sorted(counts.items())]
-    insert = (postgresql.insert(table) if s.get_bind().dialect.name == "postgresql"
-              else sqlite.insert(table))
-    await s.execute(insert.on_conflict_do_update(
+    await s.execute(_ADD.of(s), rows)
+
+
+def _adding(insert: Callable[[Table], Upsert]) -> Upsert:
+    """The refusal upsert: its count added to the (day, reason) row's."""
+    table = table_of(RefusalCount)
+    row = insert(table)
+    return row.on_conflict_do_update(
         index_elements=["day", "reason"],
-        set_={"refusal_count": table.c.refusal_count + insert.excluded.refusal_count,
-              "updated_at": insert.excluded.updated_at}), rows)
+        set_={"refusal_count": table.c.refusal_count + row.excluded.refusal_count,
+              "updated_at": row.excluded.updated_at})
+
+
+_ADD = upserts(_adding)
 
 
 async def refusals_between(

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.records import CallRecord
 from app.store.models import LlmCall, Message, UserTokenUsage
+from app.store.per_database import PerDatabase
 from app.store.types import UtcDateTime
 from app.usage.figures import RollupKey, UsageFigures, exact_cost
 from app.usage.repository import PERIOD_DAY
@@ -94,9 +95,11 @@ async def get_user_token_usage(
 ) -> MessageUsage:
     """Usage over the user's assistant messages created in [start, end) (None: unbounded):
     the SQL function on PostgreSQL, the SQLAlchemy query elsewhere."""
-    if s.get_bind().dialect.name == "postgresql":
-        return await get_user_token_usage_sql_function(s, user_id, start, end)
-    return await get_user_token_usage_query(s, user_id, start, end)
+    return await _USER_USAGE.of(s)(s, user_id, start, end)
+
+
+_USER_USAGE = PerDatabase(postgres=get_user_token_usage_sql_function,
+                          sqlite=get_user_token_usage_query)
 
 
 # -- the daily rollup ---------------------------------------------------------------------
@@ -131,8 +134,13 @@ async def lock_rollups(s: AsyncSession) -> None:
     that already wrote holds a row lock, so this waits for it to commit first; a finish that
     comes later adds its delta on top of the rewritten row. SQLite: BEGIN IMMEDIATE already
     serialises every writer."""
-    if s.get_bind().dialect.name == "postgresql":
-        await s.execute(text("LOCK TABLE user_token_usage IN EXCLUSIVE MODE"))
+    lock = _LOCK_ROLLUPS.of(s)
+    if lock is not None:
+        await s.execute(lock)
+
+
+_LOCK_ROLLUPS = PerDatabase(postgres=text("LOCK TABLE user_token_usage IN EXCLUSIVE MODE"),
+                            sqlite=None)
 
 
 async def replace_rollup_day(
@@ -205,9 +213,12 @@ async def finished_calls(
 
 async def begin_snapshot(s: AsyncSession) -> None:
     """PostgreSQL: read the raw rows and the rollup from one snapshot (REPEATABLE READ), so a
-    finish committing in between cannot show as a mismatch. Call first in the transaction."""
-    if s.get_bind().dialect.name == "postgresql":
-        await s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    finish committing in between cannot show as a mismatch. Call first in the transaction.
+    SQLite: a transaction reads from one snapshot already."""
+    await s.connection(execution_options=_ONE_SNAPSHOT.of(s))
+
+
+_ONE_SNAPSHOT = PerDatabase(postgres={"isolation_level": "REPEATABLE READ"}, sqlite={})
 
 
 async def usage_days(s: AsyncSession) -> list[dt.date]:

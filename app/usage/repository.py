@@ -8,23 +8,21 @@ app.usage.figures, shared with the backfill; this module only writes what it say
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import ColumnElement, Executable, bindparam, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import NullType
 
 from app.clock import utcnow
 from app.records import CallRecord
 from app.store.models import UserTokenUsage, table_of
+from app.store.per_database import UpsertT
 from app.usage.figures import UsageFigures, deltas_by_model
 
 PERIOD_DAY = "day"
 _USAGE = table_of(UserTokenUsage)
-_InsertT = TypeVar("_InsertT", postgresql.Insert, sqlite.Insert)
 
 
 def utc_day(moment: dt.datetime) -> dt.date:
@@ -38,13 +36,14 @@ _SUMMED = ("total_tokens", "prompt_tokens", "completion_tokens", "message_count"
 
 
 #: A rollup row's columns as an upsert writes them, the user first.
-_ROLLUP_COLUMNS = ("user_id", "period_type", "period_start", "model", *_SUMMED, "cost_usd",
-                   "updated_at")
+ROLLUP_COLUMNS = ("user_id", "period_type", "period_start", "model", *_SUMMED, "cost_usd",
+                  "updated_at")
 
 
-def _adding_on_conflict(row: _InsertT) -> _InsertT:
+def adding_on_conflict(row: UpsertT) -> UpsertT:
     """The INSERT `row`, adding its figures to the (user, period, model) row when that row
-    exists already."""
+    exists already: the rollup's one rule, which each database's upsert of a turn's usage
+    (app.turn.rows) is built with."""
     t, new = table_of(UserTokenUsage).c, row.excluded
     set_: dict[str, Any] = {name: t[name] + new[name] for name in _SUMMED}
     # NULL + x is NULL: keep whichever side is known, the sum when both are.
@@ -52,33 +51,6 @@ def _adding_on_conflict(row: _InsertT) -> _InsertT:
     set_["updated_at"] = new.updated_at
     return row.on_conflict_do_update(
         index_elements=["user_id", "period_type", "period_start", "model"], set_=set_)
-
-
-@functools.cache
-def _rollup_upsert(dialect: str) -> Executable:
-    """The upsert, built once per dialect: building it (its `excluded` alias, its SET clause)
-    costs more CPU than running it, and only its parameters change from turn to turn."""
-    table = table_of(UserTokenUsage)
-    if dialect == "postgresql":
-        return _adding_on_conflict(postgresql.insert(table))
-    return _adding_on_conflict(sqlite.insert(table))
-
-
-#: SQLite's upsert with a parameter for each column, named as the column (the user's id and
-#: turn_rollup_values' keys): as the driver's SQL (app.turn.rows.sqlite).
-SQLITE_ROLLUP_UPSERT = _adding_on_conflict(sqlite.insert(table_of(UserTokenUsage)).values({
-    name: bindparam(name, type_=table_of(UserTokenUsage).c[name].type)
-    for name in _ROLLUP_COLUMNS}))
-
-
-def rollup_upsert_of(user_id: ColumnElement[str], prefix: str) -> postgresql.Insert:
-    """PostgreSQL's upsert as INSERT ... SELECT, for a data-modifying CTE: the user is
-    `user_id`, a column of the CTE it depends on (no row there, nothing added), and every
-    other value a parameter named `prefix` + its column, as turn_rollup_values gives them."""
-    table = table_of(UserTokenUsage)
-    values = [bindparam(prefix + name, type_=table.c[name].type) for name in _ROLLUP_COLUMNS[1:]]
-    return _adding_on_conflict(
-        postgresql.insert(table).from_select(_ROLLUP_COLUMNS, select(user_id, *values)))
 
 
 def _rollup_values(*, period_start: dt.date, model: str, delta: UsageFigures,
@@ -98,16 +70,6 @@ def turn_rollup_values(day: dt.date, calls: Sequence[CallRecord]) -> list[dict[s
     upserts lock the user's rollup rows in that order, the same for every turn."""
     return [_rollup_values(period_start=day, model=model, delta=delta)
             for model, delta in sorted(deltas_by_model(calls).items())]
-
-
-async def add_to_rollup(
-    s: AsyncSession, *, user_id: str, period_start: dt.date, model: str, delta: UsageFigures,
-    period_type: str = PERIOD_DAY,
-) -> None:
-    """Atomically add delta to the (user, period, model) row, creating it if missing."""
-    await s.execute(_rollup_upsert(s.get_bind().dialect.name), {
-        "user_id": user_id, **_rollup_values(period_start=period_start, model=model,
-                                             delta=delta, period_type=period_type)})
 
 
 #: The user's usage of one UTC day, every model (parameters `owner`, `budget_day`): for a

@@ -106,7 +106,7 @@ async def _rows(gateway: InProcessGateway, user: str) -> tuple[int, int, int]:
     """The user's recorded calls, messages and threads."""
     db = Database(gateway.database_url)
     try:
-        async with db.read() as session:
+        async with db.transaction(read_only=True) as session:
             counts = []
             for model in (LlmCall, Message, Thread):
                 counts.append(await session.scalar(

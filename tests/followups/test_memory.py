@@ -115,7 +115,7 @@ async def test_a_search_starts_from_the_threads_matches(db: Database) -> None:
     whole database (25 ms with 10,000 of them; 0.6 ms now)."""
     thread = await new_thread(db)
     await turn(db, thread, "Tell me about zeppelin airships", "They float.")
-    compiled = memory._search("sqlite").statement.compile(dialect=db.engine.dialect)
+    compiled = memory._SEARCH.sqlite.statement.statement.compile(dialect=db.engine.dialect)
     async with db.transaction() as s:
         connection = await s.connection()
         plan = [row[3] for row in await connection.exec_driver_sql(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from decimal import Decimal
 
 import pytest
 from sqlalchemy import select
@@ -16,8 +15,7 @@ from app.store.db import Database
 from app.store.models import RateLimitWindow
 from app.turn.rows import Opened, OpeningRequest, turn_rows
 from app.usage import repository as usage
-from app.usage.figures import UsageFigures
-from tests.store.factories import new_thread, open_rows
+from tests.store.factories import bill, new_thread, open_rows, spent
 from tests.support.statements import statements_in_transaction
 
 MINUTE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -40,7 +38,7 @@ async def test_concurrent_requests_neither_lose_a_count_nor_pass_the_limit_toget
 
 
 async def _windows(db: Database) -> list[dt.datetime]:
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         return list((await s.execute(select(RateLimitWindow.window_start))).scalars().all())
 
 
@@ -58,9 +56,7 @@ async def test_streaming_rows_and_the_days_usage_are_counted_per_user(db: Databa
     for user in ("alice", "alice", "bob"):
         thread = await new_thread(db, user)
         await open_rows(db, thread, "hi")
-        async with db.transaction() as s:
-            await usage.add_to_rollup(s, user_id=user, period_start=MINUTE.date(), model="m",
-                                      delta=UsageFigures(total_tokens=10, cost_usd=Decimal("0.25")))
+        await bill(db, user, spent("m", 10, 0.25), at=MINUTE)
     async with db.transaction() as s:
         assert await limits.count_streaming(s, "alice") == 2
         assert await limits.count_streaming(s, "carol") == 0

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.clock import utcnow
 from app.process import repository as processes
 from app.records import FinishedMessage
 from app.store.db import Database
 from app.store.models import GatewayProcess, Message
+from app.turn.rows import SweptAnswer, turn_rows
 from app.turn.rows import messages as messages_store
-from app.turn.rows import turn_rows
+from app.turn.rows.sweeps import sweep_dead_answers
 from tests.store.factories import new_thread, open_rows
 
 DEAD_AFTER = dt.timedelta(seconds=10)
@@ -20,6 +23,15 @@ DEAD_AFTER = dt.timedelta(seconds=10)
 async def _register(db: Database, process_id: str, at: dt.datetime) -> None:
     async with db.transaction() as s:
         await processes.register_process(s, process_id, hostname="h", pid=1, now=at)
+
+
+async def _sweep(s: AsyncSession, now: dt.datetime) -> list[SweptAnswer]:
+    """The sweep as the process registry runs it: the dead processes' turns (the turn
+    repository's), then their rows."""
+    cutoff = now - DEAD_AFTER
+    swept = await sweep_dead_answers(s, processes.live_processes(cutoff), now=now)
+    await processes.forget_dead_processes(s, cutoff)
+    return swept
 
 
 async def _open(db: Database, process_id: str | None) -> Message:
@@ -35,7 +47,7 @@ async def test_rows_of_a_process_whose_heartbeat_stopped_are_swept(db: Database)
     gone, legacy = await _open(db, "never-registered"), await _open(db, None)
     async with db.transaction() as s:
         await messages_store.checkpoint_contents(s, {dead.id: "seen so far"}, now=now)
-        assert len(await processes.sweep_dead_processes(s, now=now, dead_after=DEAD_AFTER)) == 2
+        assert len(await _sweep(s, now)) == 2
     async with db.transaction() as s:
         rows = {m.id: m for m in [await s.get(Message, r.id)
                                   for r in (alive, dead, gone, legacy)] if m}
@@ -55,7 +67,7 @@ async def test_a_beat_keeps_a_process_alive_and_re_registers_a_swept_one(db: Dat
     row = await _open(db, "slow")
     async with db.transaction() as s:
         await processes.beat(s, "slow", hostname="h", pid=1, now=utcnow())
-        assert await processes.sweep_dead_processes(s, now=utcnow(), dead_after=DEAD_AFTER) == []
+        assert await _sweep(s, utcnow()) == []
         await processes.unregister_process(s, "slow")
         await processes.beat(s, "slow", hostname="h", pid=1, now=utcnow())
         assert await s.get(GatewayProcess, "slow") is not None

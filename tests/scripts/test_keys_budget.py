@@ -3,15 +3,12 @@ gateway (429 budget_exceeded), cleared; bad input refused with exit 2."""
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
-from decimal import Decimal
 
 from app.store.db import Database
-from app.usage import repository as usage
-from app.usage.figures import UsageFigures
 from tests.e2e.helpers import new_thread
 from tests.scripts.test_keys_cli import create_key, keys_cli, unique
+from tests.store.factories import bill, spent
 from tests.support.gateway import DemoLlm, same_loop_gateway
 
 
@@ -28,10 +25,7 @@ async def test_budget_is_set_listed_enforced_and_cleared(
 
     db = Database(database_url)
     try:
-        async with db.transaction() as session:
-            await usage.add_to_rollup(
-                session, user_id=user, period_start=dt.datetime.now(dt.UTC).date(),
-                model="demo-1", delta=UsageFigures(total_tokens=100, cost_usd=Decimal("0")))
+        await bill(db, user, spent("demo-1", 100, 0.0))
     finally:
         await db.dispose()
     async with same_loop_gateway(database_url, demo_llm) as gw, gw.client(key) as client:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import select
 
@@ -14,6 +16,8 @@ from app.store.db import Database
 from app.store.models import Message, Thread
 from app.threads import repository as threads_store
 from app.turn.rows import DayBudget, Opened, OpeningRequest, turn_rows
+from app.turn.rows import postgres as postgres_rows
+from app.turn.rows import sqlite as sqlite_rows
 
 
 def call(
@@ -28,6 +32,38 @@ def call(
         started_at=now - dt.timedelta(milliseconds=900), first_token_at=now, finished_at=now,
         status=status, error=None, reasoning_tokens=reasoning,
     )
+
+
+async def bill(db: Database, user_id: str, *calls: CallRecord,
+               at: dt.datetime | None = None) -> None:
+    """Calls billed as the gateway bills calls without a message (the turn repository's
+    bill): their llm_calls rows and the user's rollup, on the UTC day of `at` (now when
+    None). A test that needs usage on the books spends it this way, through the one rule
+    that counts it."""
+    with _store_clock(at):
+        await turn_rows(db).bill(user_id, list(calls))
+
+
+def spent(model: str, tokens: int, cost: float | None) -> CallRecord:
+    """A call of `tokens` prompt tokens that cost `cost` (USD; None: unpriced)."""
+    return call(model, tokens, 0, cost=cost)
+
+
+@contextmanager
+def _store_clock(at: dt.datetime | None) -> Iterator[None]:
+    """The turn repository's `now` is `at` for the block (unchanged when None)."""
+    if at is None:
+        yield
+        return
+    modules = (postgres_rows, sqlite_rows)
+    saved = [module.utcnow for module in modules]
+    for module in modules:
+        module.utcnow = lambda: at  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for module, clock in zip(modules, saved, strict=True):
+            module.utcnow = clock  # type: ignore[assignment]
 
 
 async def schedule_due_followup(db: Database, thread: Thread) -> None:
@@ -102,7 +138,7 @@ def random_user() -> str:
 
 async def thread_rows(db: Database, thread: Thread) -> list[tuple[str, str, str]]:
     """The thread's messages as (role, content, status), in order."""
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         rows = await s.execute(select(Message.role, Message.content, Message.status)
                                .where(Message.thread_id == thread.id)
                                .order_by(Message.created_at))

@@ -65,12 +65,12 @@ async def test_a_one_statement_block_commits_each_statement_on_postgresql(
             assert await limits_store.take_request(s, "bob", minute, 10)
             raise RuntimeError("after the write")
     assert db.engine.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         users = (await s.execute(select(RateLimitWindow.user_id))).scalars().all()
     assert users == (["alice"] if db.backend == "postgresql" else [])
 
 
-async def test_a_one_read_block_needs_neither_a_transaction_nor_the_write_lock(db: Database
+async def test_a_one_statement_read_needs_neither_a_transaction_nor_the_write_lock(db: Database
                                                                                ) -> None:
     """A turn's one-statement read (its memory search) waits for no writer: on SQLite it
     reads beside a transaction holding the write lock (were it to queue for that lock, here
@@ -79,7 +79,7 @@ async def test_a_one_read_block_needs_neither_a_transaction_nor_the_write_lock(d
     thread = await new_thread(db, "alice", "kept")
 
     async def title() -> str | None:
-        async with db.one_read() as r:
+        async with db.one_statement(read_only=True) as r:
             return await r.scalar(select(Thread.title).where(Thread.id == thread.id))
 
     async with db.transaction() as writer:

@@ -35,7 +35,7 @@ async def test_rows_are_what_sqlalchemy_gives(db: Database) -> None:
         await set_autonomy(s, "alice", thread.id, {"followups": True})
     statement = _the_thread()
     params = {"wanted": thread.id, "owner": "alice"}
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         expected = [dict(row._mapping) for row in await s.execute(statement, params)]
         rows = await DriverStatement(statement).rows(s, params)
     assert rows == expected

@@ -144,7 +144,7 @@ async def test_a_read_neither_waits_for_nor_holds_up_a_writer(
 
     async def read_names() -> list[str]:
         trips.clear()
-        async with asyncio.timeout(5), db.read() as s:
+        async with asyncio.timeout(5), db.transaction(read_only=True) as s:
             names = list((await s.scalars(text("SELECT name FROM t ORDER BY id"))).all())
         # Only a new connection's set-up (the first time: the writer holds the pooled one).
         assert "_run" not in trips and "commit" not in trips
@@ -192,7 +192,7 @@ async def test_a_read_statement_stays_on_the_loop_while_its_time_is_not_up(
     db: Database, trips: list[str], passes: LoopPasses
 ) -> None:
     """However many steps it takes: what counts is the time it holds the loop."""
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         (await driver_of(s)).clock = TickingClock(0.0)
         before = passes.count
         assert await s.scalar(text(COUNTING)) == 20000
@@ -210,7 +210,7 @@ async def test_a_read_statement_past_its_time_on_the_loop_runs_again_on_the_thre
     async with db.transaction() as s:
         await s.execute(text("INSERT INTO t (name) VALUES ('before')"))
     trips.clear()
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         (await driver_of(s)).clock = TickingClock(READ_ON_LOOP_S / 4)
         assert await s.scalar(text("SELECT count(*) FROM t")) == 1
         other = sqlite3.connect(tmp_path / "driver.db", isolation_level=None)
@@ -231,10 +231,10 @@ async def test_a_read_that_fails_is_rolled_back_and_the_next_one_reads(
     db: Database, trips: list[str]
 ) -> None:
     with pytest.raises(ValueError):
-        async with db.read() as s:
+        async with db.transaction(read_only=True) as s:
             assert await s.scalar(text("SELECT count(*) FROM t")) == 0
             raise ValueError("a bug in the caller")
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         assert await s.scalar(text("SELECT count(*) FROM t")) == 0
     assert trips == ["rollback"]  # on the thread, behind anything still running there
 
@@ -250,7 +250,7 @@ async def test_a_read_cancelled_mid_statement_is_rolled_back_behind_it(
                 "WHERE i < 3000000) SELECT count(*) FROM n")
 
     async def search() -> None:
-        async with db.read() as s:
+        async with db.transaction(read_only=True) as s:
             await s.scalar(slow)
 
     task = asyncio.create_task(search())
@@ -261,7 +261,7 @@ async def test_a_read_cancelled_mid_statement_is_rolled_back_behind_it(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         assert await s.scalar(text("SELECT count(*) FROM t")) == 0
     assert trips[0] == "_run" and trips[1] in ("rollback", "close")
     assert "_run" not in trips[2:]  # the next read's statement, on the loop

@@ -52,7 +52,7 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
 
 
 async def _names(db: Database) -> list[str]:
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         return list((await s.scalars(text("SELECT name FROM t ORDER BY id"))).all())
 
 
@@ -68,7 +68,7 @@ async def test_rows_counts_and_many_rows_as_a_session_would_give_them(db: Databa
     assert renamed == [{"id": 1, "name": "a!"}]
     assert unchanged == 0 and (found, none) == (2, None)
     assert rows == [{"name": "a!", "at": at}, {"name": "b", "at": at}]  # aware UTC, as a session's
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         assert (await s.execute(select(_T.c.name, _T.c.at).order_by(_T.c.id))).all() == [
             ("a!", at), ("b", at)]
 
@@ -104,7 +104,8 @@ async def test_a_write_runs_on_the_connection_the_last_one_used(db: Database) ->
     """With several idle connections in the pool, one write after another still runs on
     one connection: another connection's commit empties a connection's page cache, so
     writes handed round the pool read again every page the others had written."""
-    async with db.read() as a, db.read() as b, db.read() as c:  # three connections pooled
+    async with (db.transaction(read_only=True) as a, db.transaction(read_only=True) as b,
+                db.transaction(read_only=True) as c):  # three connections pooled
         for session in (a, b, c):
             await session.execute(text("SELECT 1"))
     async with db.sqlite_writes() as writes:

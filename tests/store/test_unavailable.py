@@ -63,16 +63,16 @@ async def test_a_locked_sqlite_database_raises_database_unavailable(tmp_path: ob
         await db.dispose()
 
 
-@pytest.mark.parametrize("kind", ["transaction", "read"])
+@pytest.mark.parametrize("read_only", [False, True], ids=["transaction", "read"])
 async def test_no_free_pooled_connection_in_time_raises_database_busy(
-        database_url: str, kind: str) -> None:
+        database_url: str, read_only: bool) -> None:
     """The pool's checkout timeout is an overload of this process, told apart from an outage
     (still a DatabaseUnavailable for every caller that does not care), for a read too."""
     db = Database(database_url, pool_size=1, max_overflow=0, pool_timeout=0.05)
     try:
         async with db.engine.connect():  # the only connection, held
             with pytest.raises(DatabaseBusy) as caught:
-                async with getattr(db, kind)() as session:
+                async with db.transaction(read_only=read_only) as session:
                     await session.execute(text("SELECT 1"))
         assert isinstance(caught.value, DatabaseUnavailable)
         async with db.transaction() as session:  # given back: the next one gets it

@@ -13,7 +13,7 @@ from app.store.db import Database
 async def until_a_lock_is_awaited(db: Database) -> None:
     """Until some session of the database waits for a lock (bounded: 500 looks)."""
     for _ in range(500):
-        async with db.read() as s:
+        async with db.transaction(read_only=True) as s:
             if await s.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")):
                 return
         await asyncio.sleep(0.01)

@@ -20,7 +20,7 @@ async def _thought_turn(gateway: LiveGateway, user: str, thread_id: str) -> None
     """An earlier answer that reasoned, stored as the finish stores one."""
     db = Database(gateway.database_url)
     try:
-        async with db.read() as s:
+        async with db.transaction(read_only=True) as s:
             thread = await threads_store.get_thread(s, user, uuid.UUID(thread_id))
         assert thread is not None
         await turn(db, thread, "say hello", "Hello there!", reasoning=THOUGHT,

@@ -45,7 +45,7 @@ async def test_what_the_user_does_not_see_is_not_found(db: Database) -> None:
     followup = await open_rows(db, thread, "Continue our conversation about zeppelins.",
                                synthetic=True, trigger_type="check_in", trigger_reason="idle")
     await finish(db, followup.assistant.id, "", status="failed", calls=[])
-    async with db.read() as session:
+    async with db.transaction(read_only=True) as session:
         assert await matching_thread_ids(session, "alice", "zeppelins") == set()
 
 

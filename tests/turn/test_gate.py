@@ -10,7 +10,6 @@ import json
 import os
 import uuid
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -25,9 +24,8 @@ from app.turn.completion import CompletionCall, CompletionRequest, open_completi
 from app.turn.gate import window_start
 from app.turn.service import Turn
 from app.turn.slots import TurnRefused
-from app.usage import repository as usage
-from app.usage.figures import UsageFigures
 from tests.e2e.helpers import messages, new_thread
+from tests.store.factories import bill, spent
 from tests.support.gateway import (
     DemoLlm,
     FakeClock,
@@ -208,10 +206,8 @@ async def test_the_rate_limit_counts_turn_requests_per_user_and_minute(
 
 
 async def spend(gw: SameLoopGateway, user: str, day: dt.date, tokens: int, cost: str) -> None:
-    async with gw.runtime.db.transaction() as session:
-        await usage.add_to_rollup(session, user_id=user, period_start=day, model="demo-1",
-                                  delta=UsageFigures(total_tokens=tokens, message_count=1,
-                                                     llm_call_count=1, cost_usd=Decimal(cost)))
+    await bill(gw.runtime.db, user, spent("demo-1", tokens, float(cost)),
+               at=dt.datetime.combine(day, dt.time(12), dt.UTC))
 
 
 async def test_a_key_over_its_daily_budget_is_refused_until_midnight_utc(

@@ -63,7 +63,7 @@ async def runtime(database_url: str) -> AsyncIterator[Runtime]:
 
 async def _contents(db: Database, thread: Thread) -> list[tuple[str, str]]:
     """The thread as its user sees it: (status, content), the turn's answer still streaming."""
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         return [(m.status, m.content) for m in await threads_store.visible_history(
             s, thread.user_id, thread.id)]
 

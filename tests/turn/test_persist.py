@@ -53,7 +53,7 @@ async def _finish(db: Database, thread: Thread, assistant: Message, handlers: li
 
 
 async def _stored(db: Database, thread: Thread, assistant: Message) -> tuple[str, str | None]:
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         message = await threads_store.get_message(s, thread.user_id, assistant.id)
         stored_thread = await threads_store.get_thread(s, thread.user_id, thread.id)
     assert message is not None and stored_thread is not None
@@ -105,10 +105,10 @@ async def test_a_finish_retried_after_it_committed_changes_nothing(db: Database)
     move the thread."""
     thread, assistant = await _opened(db)
     assert await _finish(db, thread, assistant, []) == "stored"
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         before = await threads_store.get_thread(s, thread.user_id, thread.id)
     assert await _finish(db, thread, assistant, []) == "already_finished"
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         after = await threads_store.get_thread(s, thread.user_id, thread.id)
     assert before is not None and after is not None
     assert after.updated_at == before.updated_at

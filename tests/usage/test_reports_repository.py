@@ -13,7 +13,7 @@ import pytest
 from app.store.db import Database
 from app.usage import reports_repository as usage_reports
 from app.usage.figures import UsageFigures
-from app.usage.repository import add_to_rollup
+from tests.store.factories import bill, spent
 from tests.usage_accounting.workload import (
     DAY1,
     DAY2,
@@ -111,9 +111,10 @@ async def test_usage_days_come_from_calls_and_rollups(
     await finished_turn(db, monkeypatch, thread, at(DAY1), [call("gpt-4o", 1, 1)])
     await finished_turn(db, monkeypatch, thread, at(DAY3), [call("gpt-4o", 1, 1)])
     lone_day = DAY3 + dt.timedelta(days=5)
-    async with db.transaction() as s:
-        await add_to_rollup(s, user_id="dora", period_start=lone_day, model="m",
-                            delta=UsageFigures(total_tokens=1))
+    async with db.transaction() as s:  # a rollup day without calls, as a backfill may leave
+        await usage_reports.lock_rollups(s)
+        await usage_reports.replace_rollup_day(
+            s, lone_day, {("dora", lone_day, "m"): UsageFigures(total_tokens=1)})
         # every day between the first and the last call, and the rollup's own days
         assert await usage_reports.usage_days(s) == [DAY1, DAY2, DAY3, lone_day]
 
@@ -135,8 +136,8 @@ async def test_a_finish_waits_while_a_day_is_rewritten(database_url: str) -> Non
                 await release.wait()
 
         async def finish() -> None:
-            async with db.transaction() as s:
-                await add_to_rollup(s, user_id="u", period_start=day, model="m", delta=one)
+            await bill(db, "u", spent("m", 1, None),
+                       at=dt.datetime.combine(day, dt.time(12), dt.UTC))
 
         rewriting = asyncio.create_task(rewrite())
         await locked.wait()

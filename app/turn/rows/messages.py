@@ -1,6 +1,6 @@
 """A turn's messages besides its opening and finish: the history the model is shown, the
-partial text of running answers and the sweep of abandoned ones. (What the user sees is the
-threads' repository's, app.threads.repository.)"""
+partial text of running answers, the sweep of abandoned ones and the taking back of a thread's
+last exchange. (What the user sees is the threads' repository's, app.threads.repository.)"""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
+    delete,
     not_,
+    or_,
     select,
     update,
 )
@@ -23,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.sanitize import clean_text
 from app.store.models import Message, Thread, table_of
+from app.threads.repository import touch_thread
 from app.turns.interruptions import STALE_STREAMING
 
 #: The tables, for the Core statements of the histories.
@@ -142,3 +145,15 @@ async def mark_interrupted(
         count += 1
     await s.flush()
     return count
+
+
+async def delete_from(s: AsyncSession, message: Message) -> int:
+    """Delete `message` and every message after it in its thread (history order: created_at,
+    then id), and mark the thread active; returns how many went. Their llm_calls rows stay
+    (billing data) with the message id set to NULL."""
+    later = or_(Message.created_at > message.created_at,
+                and_(Message.created_at == message.created_at, Message.id >= message.id))
+    result = await s.execute(
+        delete(Message).where(Message.thread_id == message.thread_id, later))
+    await touch_thread(s, message.thread_id)
+    return int(result.rowcount)  # type: ignore[attr-defined]

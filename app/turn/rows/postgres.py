@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     BindParameter,
+    ColumnElement,
     Integer,
     Interval,
     Numeric,
@@ -42,6 +43,7 @@ from sqlalchemy import (
     select,
     true,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -51,7 +53,7 @@ from app.logging import get_logger
 from app.records import CallRecord, FinishedMessage
 from app.store.db import Database, Runner
 from app.store.driver_statements import DriverStatement
-from app.store.models import Message, Thread, detached, unattached
+from app.store.models import Message, Thread, UserTokenUsage, detached, table_of, unattached
 from app.store.notify import Notification
 from app.store.ownership import by_key
 from app.turn.rows.contract import (
@@ -86,7 +88,13 @@ from app.turn.rows.statements import (
     open_call_params,
     open_thread_update,
 )
-from app.usage.repository import SPENT_ON_DAY, rollup_upsert_of, turn_rollup_values, utc_day
+from app.usage.repository import (
+    ROLLUP_COLUMNS,
+    SPENT_ON_DAY,
+    adding_on_conflict,
+    turn_rollup_values,
+    utc_day,
+)
 
 log = get_logger("store.turn_rows")
 
@@ -444,6 +452,16 @@ def _recorded(statement: Any, source: Mapping[str, Any], user_id: Any, calls: in
     for k in range(models):
         statement = statement.add_cte(rollup_upsert_of(user_id, f"usage{k}_").cte(f"usage{k}"))
     return statement
+
+
+def rollup_upsert_of(user_id: ColumnElement[str], prefix: str) -> postgresql.Insert:
+    """The rollup's upsert as INSERT ... SELECT, for a data-modifying CTE: the user is
+    `user_id`, a column of the CTE it depends on (no row there, nothing added), and every
+    other value a parameter named `prefix` + its column, as turn_rollup_values gives them."""
+    table = table_of(UserTokenUsage)
+    values = [bindparam(prefix + name, type_=table.c[name].type) for name in ROLLUP_COLUMNS[1:]]
+    return adding_on_conflict(
+        postgresql.insert(table).from_select(ROLLUP_COLUMNS, select(user_id, *values)))
 
 
 def _recorded_values(calls: Sequence[CallRecord], now: dt.datetime) -> dict[str, Any]:

@@ -18,7 +18,8 @@ import functools
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.clock import utcnow
@@ -26,7 +27,7 @@ from app.keys.limits_repository import COUNT_OTHER_STREAMS
 from app.records import CallRecord, FinishedMessage
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
-from app.store.models import Message, Thread, detached, unattached
+from app.store.models import Message, Thread, UserTokenUsage, detached, table_of, unattached
 from app.store.notify import Notification
 from app.store.sqlite_writes import SqliteWrites
 from app.turn.rows.contract import (
@@ -67,7 +68,13 @@ from app.turn.rows.statements import (
     not_finished,
     open_call_params,
 )
-from app.usage.repository import SPENT_ON_DAY, SQLITE_ROLLUP_UPSERT, turn_rollup_values, utc_day
+from app.usage.repository import (
+    ROLLUP_COLUMNS,
+    SPENT_ON_DAY,
+    adding_on_conflict,
+    turn_rollup_values,
+    utc_day,
+)
 
 _OPEN_THREAD = DriverStatement(OPEN_THREAD)
 _LOCK_OWNED_THREAD = DriverStatement(LOCK_OWNED_THREAD)
@@ -77,12 +84,16 @@ _CANCEL_FOLLOWUPS = DriverStatement(cancel_pending_statement(True))
 _COUNT_OTHER_STREAMS = DriverStatement(COUNT_OTHER_STREAMS)
 _INSERT_OPEN_CALL = DriverStatement(insert(OPEN_CALLS).values(OPEN_CALL_VALUES))
 _DELETE_OPEN_CALL = DriverStatement(DELETE_OPEN_CALL)
+_USAGE = table_of(UserTokenUsage)
 _SPENT_ON_DAY = DriverStatement(SPENT_ON_DAY)
 _TOUCH_THREAD = DriverStatement(TOUCH_THREAD_OF_MESSAGE)
 _FINISH_MESSAGE = DriverStatement(FINISH_MESSAGE)
 _MESSAGE_EXISTS = DriverStatement(MESSAGE_EXISTS)
 _INSERT_CALL = DriverStatement(INSERT_CALL)
-_ADD_TO_ROLLUP = DriverStatement(SQLITE_ROLLUP_UPSERT)
+#: The rollup's upsert with a parameter for each column, named as the column (the user's id
+#: and turn_rollup_values' keys).
+_ADD_TO_ROLLUP = DriverStatement(adding_on_conflict(sqlite.insert(_USAGE).values({
+    name: bindparam(name, type_=_USAGE.c[name].type) for name in ROLLUP_COLUMNS})))
 
 
 @functools.cache
@@ -108,14 +119,16 @@ class SqliteTurnRows:
                         session, {"thread_id": request.thread_id, "owner": request.user_id}):
                     return None
                 await guard(session, request.thread_id)
-                return _open(await self.db.writes_in(session), request)
+                async with self.db.sqlite_writes(session) as writes:
+                    return _open(writes, request)
         except RolledBack as rolled_back:
             return rolled_back.refused
 
     async def open_in(self, session: AsyncSession, request: OpeningRequest
                       ) -> Opened | Refused | None:
         try:
-            return _open(await self.db.writes_in(session), request)
+            async with self.db.sqlite_writes(session) as writes:
+                return _open(writes, request)
         except RolledBack as rolled_back:
             return rolled_back.refused
 
@@ -128,7 +141,8 @@ class SqliteTurnRows:
             async with self.db.sqlite_writes() as writes:
                 return _finish(writes, finished)
         async with self.db.transaction(quick=True) as session:
-            row = _finish(await self.db.writes_in(session), finished)
+            async with self.db.sqlite_writes(session) as writes:
+                row = _finish(writes, finished)
             await hook(session, row)
             return row
 
@@ -150,10 +164,11 @@ class SqliteTurnRows:
                 writes.run(_DELETE_OPEN_CALL, {"open_call": open_call})
 
     async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
-        writes, now = await self.db.writes_in(session), utcnow()
-        for answer in swept:
-            _record(writes, answer.calls, answer.user_id, now,
-                    message_id=answer.message_id, thread_id=answer.thread_id)
+        now = utcnow()
+        async with self.db.sqlite_writes(session) as writes:
+            for answer in swept:
+                _record(writes, answer.calls, answer.user_id, now,
+                        message_id=answer.message_id, thread_id=answer.thread_id)
 
 
 def _open(writes: SqliteWrites, request: OpeningRequest) -> Opened | None:

@@ -57,12 +57,12 @@ async def _open(db: Database, thread: Thread, content: str | None = "two", **kwa
 
 
 async def _followups(db: Database, thread: Thread) -> list[str]:
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         return [f.status for f in await list_followups(s, thread.id)]
 
 
 async def _moved_at(db: Database, thread: Thread) -> dt.datetime | None:
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         return await s.scalar(select(Thread.updated_at).where(Thread.id == thread.id))
 
 
@@ -81,7 +81,7 @@ async def test_an_opening_stores_the_turn_after_its_history_and_cancels_follow_u
         ("user", "one", "complete"), ("assistant", "reply one", "complete"),
         ("user", "broken", "complete"), ("assistant", "lost", "failed"),
         ("user", "two", "complete"), ("assistant", "", "streaming")]
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         stored = {m.id: m.created_at for m in await threads_store.visible_history(
             s, thread.user_id, thread.id)}
     user, assistant = opened.user, opened.assistant
@@ -337,7 +337,7 @@ async def test_a_finish_stores_the_message_its_calls_and_the_rollup(db: Database
     assert assistant.tokens == 1358 and assistant.meta == metadata
     assert row.thread_autonomy == (thread.autonomy or {})
     assert await _moved_at(db, thread) == assistant.completed_at
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         rows = (await s.execute(select(LlmCall).order_by(LlmCall.stage))).scalars().all()
         usage = {u.model: u for u in (await s.execute(select(UserTokenUsage))).scalars()}
     assert [(r.stage, r.model, r.total_tokens, r.cost_usd) for r in rows] == [
@@ -350,7 +350,7 @@ async def test_a_finish_stores_the_message_its_calls_and_the_rollup(db: Database
     assert title.cost_usd is None and title.unpriced_call_count == 1
     assert main.period_type == "day" and main.period_start == assistant.completed_at.date()
     await turn(db, thread, "again", "same models", calls=calls, metadata=metadata)
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         usage = {u.model: u for u in (await s.execute(select(UserTokenUsage))).scalars()}
     assert (usage["gpt-4o"].total_tokens, usage["gpt-4o"].message_count) == (2600, 2)
     assert (usage["gpt-4o-mini"].llm_call_count, usage["gpt-4o-mini"].cost_usd) == (2, None)
@@ -363,7 +363,7 @@ async def test_a_failed_finish_rolls_everything_back(db: Database) -> None:
     with pytest.raises(IntegrityError):
         await turn_rows(db).finish(FinishedMessage(opened.assistant.id, "lost", {"tokens": 1},
                                                    "complete", bad))
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         row = await s.get(Message, opened.assistant.id)
         assert row is not None and (row.status, row.content) == ("streaming", "")
         assert await s.scalar(select(func.count()).select_from(LlmCall)) == 0
@@ -380,7 +380,7 @@ async def test_a_finish_twice_or_of_a_missing_message_stores_nothing(db: Databas
         await rows.finish(FinishedMessage(uuid.uuid4(), "x", {}, "complete", [call()]))
     with pytest.raises(ValueError):
         await rows.finish(FinishedMessage(assistant.id, "x", {}, "streaming", []))
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         assert await s.scalar(select(func.count()).select_from(LlmCall)) == 1
         content = await s.scalar(select(Message.content).where(Message.id == assistant.id))
     assert content == "a"
@@ -402,7 +402,7 @@ async def test_a_finish_is_one_statement_compiled_once(db: Database,
     assert kinds == (["WITH"] if db.backend == "postgresql"
                      else ["UPDATE", "UPDATE", "INSERT", "INSERT", "INSERT"])
     assert len(kinds) == len(statements) and compiled == []
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         usage = (await s.execute(
             select(UserTokenUsage.model, UserTokenUsage.total_tokens, UserTokenUsage.message_count)
             .where(UserTokenUsage.user_id == "alice").order_by(UserTokenUsage.model))).all()
@@ -478,7 +478,7 @@ async def test_a_finish_hook_writes_in_the_finish_transaction(db: Database) -> N
         await rows.finish(message, hook=failing)
     assert (await thread_rows(db, thread))[-1] == ("assistant", "", "streaming")
     await rows.finish(message, hook=titling)
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         stored = await threads_store.get_thread(s, "alice", thread.id)
         assert await s.scalar(select(func.count()).select_from(LlmCall)) == 1
     assert stored is not None and stored.title == "set by the hook"
@@ -492,7 +492,7 @@ async def test_a_bill_records_calls_without_a_message(db: Database) -> None:
     await rows.bill("carol", [call("m", 100, 20, cost=0.25),
                               call("m", 10, 2, stage="title", cost=None)])
     await rows.bill("carol", [])
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         calls = (await s.execute(select(LlmCall).order_by(LlmCall.stage))).scalars().all()
         [usage] = (await s.execute(select(UserTokenUsage))).scalars().all()
     assert [(c.stage, c.message_id, c.thread_id, c.user_id, c.total_tokens) for c in calls] == [
@@ -514,7 +514,7 @@ async def test_a_real_message_cancels_the_threads_follow_ups_a_synthetic_does_no
     await finish(db, prompt.assistant.id, "answer")
     assert await _followups(db, thread) == ["pending"]
     await open_rows(db, thread, "I'm back")
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         [cancelled] = await list_followups(s, thread.id)
         [untouched] = await list_followups(s, other.id)
     assert cancelled.status == "cancelled" and cancelled.finished_at is not None
@@ -565,7 +565,7 @@ async def test_a_finish_stores_the_reasoning_apart_and_its_calls_reasoning_token
     _, stepped = await turn(db, thread, "q3", "Later.", reasoning="hmm", reasoning_ms=-40,
                             calls=[])
     assert (stepped.reasoning, stepped.reasoning_ms) == ("hmm", 0)
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         stored = await s.get(Message, thought.id)
         tokens = (await s.execute(select(LlmCall.message_id, LlmCall.stage,
                                          LlmCall.reasoning_tokens))).all()
@@ -584,7 +584,7 @@ async def test_a_bill_and_a_swept_bill_count_reasoning_tokens(db: Database) -> N
     async with db.transaction() as s:
         await rows.bill_swept(s, [SweptAnswer(opened.assistant.id, thread.id, "carol",
                                               [call("m", 5, 5, reasoning=4)])])
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         tokens = sorted((await s.scalars(select(LlmCall.reasoning_tokens))).all(),
                         key=lambda n: -1 if n is None else n)
         [usage] = (await s.execute(select(UserTokenUsage))).scalars().all()
@@ -606,7 +606,7 @@ async def test_a_checkpoint_keeps_the_reasoning_the_user_saw(db: Database) -> No
             reasonings={running.id: "thinking so far", done.id: "stale"})
     async with db.transaction() as s:
         await messages_store.checkpoint_contents(s, {running.id: "Hel"}, now=utcnow())
-    async with db.read() as s:
+    async with db.transaction(read_only=True) as s:
         first, second = await s.get(Message, running.id), await s.get(Message, done.id)
     assert first is not None and (first.content, first.reasoning, first.status) == (
         "Hel", "thinking so far", "streaming")

@@ -10,7 +10,8 @@ from sqlalchemy import func, select
 
 from app.store.db import Database
 from app.store.models import LlmCall
-from app.threads.service import ExchangeRefused, take_back_last_exchange, thread_messages
+from app.threads.service import thread_messages
+from app.turn.take_back import ExchangeRefused, take_back_last_exchange
 from tests.e2e.helpers import keyed_client, messages, new_thread
 from tests.store.factories import finish, open_rows, turn
 from tests.store.factories import new_thread as stored_thread
@@ -29,7 +30,7 @@ async def test_the_last_question_and_its_answer_go(db: Database) -> None:
     question, _ = await turn(db, thread, "q2", "a2")
     assert await take_back_last_exchange(db, "alice", thread.id, question.id) == 2
     assert await history(db, "alice", thread.id) == ["q1", "a1"]
-    async with db.read() as session:  # the usage of the answer stays billed
+    async with db.transaction(read_only=True) as session:  # the usage of the answer stays billed
         calls = await session.scalar(select(func.count(LlmCall.id)))
     assert calls is not None and calls >= 2
 
