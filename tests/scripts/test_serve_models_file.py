@@ -18,7 +18,7 @@ def test_serve_refuses_a_bad_models_file_in_one_sentence(installed_venv: None,
     done = _run([str(SERVE), "--port", str(free_port())],
                 {"CHATGATE_MODELS_FILE": str(path)}, tmp_path)
     assert_one_sentence(done, "CHATGATE_MODELS_FILE: model 'one': field 'fallbacks' names "
-                              "'two', which is no model")
+                              "'two', which is no model; the models are 'one'")
 
 
 def test_serve_refuses_a_models_file_url_with_credentials_without_repeating_them(
