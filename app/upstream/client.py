@@ -332,7 +332,7 @@ class UpstreamClient:
         """The request (app.upstream.sending: retries, status errors), answered with the raw
         HTTP response whose body is still unread. A response that arrived just as the deadline
         struck is closed, not left to the garbage collector with its connection."""
-        body = {
+        body: dict[str, Any] = {
             "messages": list(messages), "model": self._config.model,
             "temperature": self._config.temperature, "max_tokens": self._config.max_tokens,
             "stream": True, "stream_options": {"include_usage": True},
@@ -343,7 +343,8 @@ class UpstreamClient:
             body.update(params)
         if self._token_cap is not None:
             for key in ("max_tokens", "max_completion_tokens"):
-                if isinstance(body.get(key), int) and body[key] > self._token_cap:
+                asked = body.get(key)
+                if isinstance(asked, int) and asked > self._token_cap:
                     body[key] = self._token_cap
         response: httpx.Response | None = None
         try:
