@@ -272,7 +272,7 @@ class UpstreamClient:
         try:
             response = await self._http.get(url, timeout=timeout_s, headers={
                 "Authorization": f"Bearer {self._config.api_key}"})
-        except (httpx.HTTPError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, httpx.HTTPError, OSError):
             return False
         await response.aclose()
         return True
