@@ -167,7 +167,19 @@ class Catalog:
 
 
 class ModelNotOffered(LookupError):
-    """The request names a model the catalog does not list."""
+    """The request names a model the catalog does not list; str() is the name asked for,
+    `available` what the key may pick instead (for the error a user reads)."""
+
+    def __init__(self, name: str, available: Sequence[str] = ()) -> None:
+        super().__init__(name)
+        self.available = tuple(available)
+
+    def sentence(self, template: str = "there is no model named '{name}'") -> str:
+        """`template` (with the name) and the models the key may pick, as one sentence."""
+        said = template.format(name=self)
+        if not self.available:
+            return said
+        return f"{said}; the models are {', '.join(repr(n) for n in self.available)}"
 
 
 class ModelNotAllowed(PermissionError):
@@ -185,7 +197,7 @@ def choose(catalog: Catalog, requested: str | None, remembered: str | None,
 
     if requested is not None:
         if requested not in catalog.listed and requested != catalog.default:
-            raise ModelNotOffered(requested)
+            raise ModelNotOffered(requested, catalog.usable(allowed))
         if not permitted(requested):
             raise ModelNotAllowed(requested)
         return requested
