@@ -277,8 +277,8 @@ def _upstream(settings: Settings, demo_port: int | None) -> Iterator[str | None]
         yield url
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="scripts/serve", description=__doc__,
+def main(argv: list[str] | None = None, prog: str = "scripts/serve") -> None:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
