@@ -17,7 +17,8 @@ FAKE_PYTHON3 = """#!/usr/bin/env bash
 set -e
 if [ "$1 $2" = "-m venv" ]; then
     mkdir -p "$3/bin"
-    printf '#!/usr/bin/env bash\\nsleep 0.1\\necho "$*" >> "%s/pip-calls"\\n' "$PWD" > "$3/bin/python"
+    printf '#!/usr/bin/env bash\\nsleep 0.1\\necho "$*" >> "%s/pip-calls"\\n' "$PWD" \\
+        > "$3/bin/python"
     chmod +x "$3/bin/python"
 fi
 """
