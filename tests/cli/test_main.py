@@ -16,6 +16,7 @@ import pytest
 from app.store.db import Database
 from app.usage import repository as usage
 from app.usage.figures import UsageFigures
+from tests.scripts.conftest import installed_venv  # noqa: F401 (a fixture)
 from tests.support.gateway import ROOT, clean_env
 
 CHATGATE = ROOT / ".venv" / "bin" / "chatgate"
@@ -33,9 +34,10 @@ def run(command: list[str], database_url: str) -> subprocess.CompletedProcess[st
 
 
 @pytest.fixture
-def database_url(tmp_path: Path) -> str:
-    if not CHATGATE.exists():
-        pytest.skip(f"{CHATGATE} is not installed: run scripts/test (bootstrap installs it)")
+def database_url(installed_venv: None, tmp_path: Path) -> str:
+    """A migrated SQLite file, by `chatgate migrate`: .venv installed from this checkout's
+    pyproject.toml has the command (else the test is skipped, as serve's are)."""
+    assert CHATGATE.exists(), f"{CHATGATE} is missing from an up-to-date .venv"
     url = f"sqlite+aiosqlite:///{tmp_path}/chatgate.db"
     done = run([str(CHATGATE), "migrate"], url)
     assert done.returncode == 0, done.stdout + done.stderr
