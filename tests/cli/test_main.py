@@ -16,7 +16,6 @@ import pytest
 from app.store.db import Database
 from app.usage import repository as usage
 from app.usage.figures import UsageFigures
-from tests.scripts.conftest import installed_venv  # noqa: F401 (a fixture)
 from tests.support.gateway import ROOT, clean_env
 
 CHATGATE = ROOT / ".venv" / "bin" / "chatgate"
