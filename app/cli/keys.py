@@ -140,7 +140,7 @@ MIN_PREFIX = 4
 
 
 async def matching_key_ids(url: str | None, prefix: str) -> list[uuid.UUID]:
-    async with migrated_database(resolve_database_url(url)) as db, db.read() as session:
+    async with migrated_database(resolve_database_url(url)) as db, db.transaction() as session:
         ids = await api_keys.key_ids(session)
     wanted = prefix.lower()
     return [key_id for key_id in ids if str(key_id).startswith(wanted)]
