@@ -407,7 +407,7 @@ async def test_a_token_budget_lets_at_most_its_rest_and_a_prompt_through(
             assert usage_event["completion_tokens"] <= 300
             refused = await post(client, thread)
             assert (refused.status, refused.code) == (429, "budget_exceeded")
-            async with gw.runtime.db.read() as session:
+            async with gw.runtime.db.transaction() as session:
                 spent, _ = await usage.usage_of_day(session, "alice",
                                                     gw.runtime.gate.clock().date())
             assert 300 <= spent <= 300 + usage_event["prompt_tokens"]
