@@ -37,6 +37,9 @@ _MODEL_FIELDS = frozenset({
     "reasoning_format", "reasoning_tag", "continuation", "fallbacks",
 })
 _SERVER_FIELDS = frozenset({"base_url", "api_key_env"})
+#: A server's `base_url` that names the built-in demo model server: scripts/serve starts it
+#: on a loopback port and the gateway calls it there (`with_demo_url`).
+DEMO_SERVER = "demo"
 
 
 class ModelsFileError(ValueError):
@@ -130,6 +133,28 @@ class Catalog:
             seen.setdefault(spec.server.name, spec.server)
         return list(seen.values())
 
+    @property
+    def wants_demo(self) -> bool:
+        """A server of the file is the built-in demo model server (`base_url = "demo"`)."""
+        return any(server.base_url == DEMO_SERVER for server in self.servers)
+
+    def with_demo_url(self, url: str | None) -> Catalog:
+        """The catalog with its demo servers at `url`, where the demo model server listens.
+        Without one (the gateway started by something other than scripts/serve) a model on
+        it could never answer: ModelsFileError, one sentence saying what to do."""
+        if not self.wants_demo:
+            return self
+        if url is None:
+            demo = next(s.name for s in self.servers if s.base_url == DEMO_SERVER)
+            raise ModelsFileError(
+                f"server '{demo}': base_url \"{DEMO_SERVER}\" is the built-in demo model "
+                "server, which scripts/serve (chatgate serve) starts; elsewhere give its URL")
+        moved = {s.name: replace(s, base_url=url) for s in self.servers
+                 if s.base_url == DEMO_SERVER}
+        models = tuple(replace(spec, server=moved.get(spec.server.name, spec.server))
+                       for spec in self.models)
+        return Catalog(models, self.default)
+
     def chain(self, name: str) -> list[ModelSpec]:
         """The model and then its fallbacks, each once, in order."""
         first = self._by_name[name]
@@ -142,7 +167,19 @@ class Catalog:
 
 
 class ModelNotOffered(LookupError):
-    """The request names a model the catalog does not list."""
+    """The request names a model the catalog does not list; str() is the name asked for,
+    `available` what the key may pick instead (for the error a user reads)."""
+
+    def __init__(self, name: str, available: Sequence[str] = ()) -> None:
+        super().__init__(name)
+        self.available = tuple(available)
+
+    def sentence(self, template: str = "there is no model named '{name}'") -> str:
+        """`template` (with the name) and the models the key may pick, as one sentence."""
+        said = template.format(name=self)
+        if not self.available:
+            return said
+        return f"{said}; the models are {', '.join(repr(n) for n in self.available)}"
 
 
 class ModelNotAllowed(PermissionError):
@@ -160,7 +197,7 @@ def choose(catalog: Catalog, requested: str | None, remembered: str | None,
 
     if requested is not None:
         if requested not in catalog.listed and requested != catalog.default:
-            raise ModelNotOffered(requested)
+            raise ModelNotOffered(requested, catalog.usable(allowed))
         if not permitted(requested):
             raise ModelNotAllowed(requested)
         return requested
@@ -217,11 +254,24 @@ def parse_catalog(data: Mapping[str, Any], defaults: ModelDefaults) -> Catalog:
         for other in spec.fallbacks:
             if other not in names:
                 raise ModelsFileError(
-                    f"model '{spec.name}': field 'fallbacks' names '{other}', which is no model")
+                    f"model '{spec.name}': field 'fallbacks' names '{other}', which is no "
+                    f"model; the models are {_listed(names, specs)}")
     default = data.get("default", specs[0].name)
     if default not in names:
-        raise ModelsFileError(f"field 'default' names '{default}', which is no model")
+        raise ModelsFileError(f"field 'default' names {_quoted(default)}, which is no model; "
+                              f"the models are {_listed(names, specs)}")
     return Catalog(tuple(specs), str(default))
+
+
+def _quoted(value: Any) -> str:
+    """A wrong value as a sentence quotes it: 'text', or `nothing` when it is missing."""
+    return "nothing" if value is None else repr(str(value) if isinstance(value, str) else value)
+
+
+def _listed(names: Any, specs: Sequence[ModelSpec] = ()) -> str:
+    """The valid names, in the file's order, as a sentence lists them: 'a', 'b'."""
+    ordered = [spec.name for spec in specs] or list(names)
+    return ", ".join(f"'{name}'" for name in ordered)
 
 
 def _servers(raw: Any) -> dict[str, ModelServer]:
@@ -235,8 +285,13 @@ def _servers(raw: Any) -> dict[str, ModelServer]:
         if extra := set(table) - _SERVER_FIELDS:
             raise ModelsFileError(f"{where}: field '{sorted(extra)[0]}' is unknown")
         base_url = table.get("base_url")
+        if base_url == DEMO_SERVER:
+            servers[str(name)] = ModelServer(str(name), DEMO_SERVER, None)
+            continue
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ModelsFileError(f"{where}: field 'base_url' must be an http(s) URL")
+            raise ModelsFileError(f"{where}: field 'base_url' must be an http(s) URL, or "
+                                  f"\"{DEMO_SERVER}\" for the built-in demo model server, not "
+                                  f"{_quoted(base_url)}")
         if has_credentials(base_url):
             raise ModelsFileError(
                 f"{where}: field 'base_url' must not hold a user name and password; name the "
@@ -269,7 +324,9 @@ def _model(entry: Any, index: int, servers: Mapping[str, ModelServer],
         raise ModelsFileError(f"{where}: field '{sorted(extra)[0]}' is unknown")
     server = servers.get(str(entry.get("server")))
     if server is None:
-        raise ModelsFileError(f"{where}: field 'server' must name one of the [servers] tables")
+        raise ModelsFileError(
+            f"{where}: field 'server' names {_quoted(entry.get('server'))}, which is no "
+            f"[servers] table; the tables are {_listed(servers)}")
     spec = _spec(name, server, _text(entry, "model_id", where, name), defaults)
     changes: dict[str, Any] = {}
     for key in ("max_tokens", "max_retries"):

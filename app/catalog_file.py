@@ -47,10 +47,13 @@ def model_defaults(settings: Settings) -> ModelDefaults:
         reasoning_format=settings.reasoning_format, reasoning_tag=settings.reasoning_tag)
 
 
-def load_catalog(settings: Settings, environ: Mapping[str, str] | None = None
-                 ) -> LoadedCatalog:
+def load_catalog(settings: Settings, environ: Mapping[str, str] | None = None, *,
+                 place_demo: bool = True) -> LoadedCatalog:
     """Raises ModelsFileError (one sentence) for a file that is missing, unreadable, not
-    TOML, or wrong, and for a key variable that is not set."""
+    TOML, or wrong, and for a key variable that is not set. The file's demo servers
+    (`base_url = "demo"`) are placed at `demo_base_url`, which scripts/serve sets once it
+    started the demo model server; `place_demo=False` leaves them unplaced, for the check
+    made before that server runs."""
     env = os.environ if environ is None else environ
     defaults = model_defaults(settings)
     if not settings.models_file:
@@ -65,6 +68,8 @@ def load_catalog(settings: Settings, environ: Mapping[str, str] | None = None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ModelsFileError(f"the models file {path} is not valid TOML: {exc}") from exc
     catalog = parse_catalog(data, defaults)
+    if place_demo:
+        catalog = catalog.with_demo_url(settings.demo_base_url)
     keys: dict[str, str] = {}
     for server in catalog.servers:
         if server.api_key_env is None:

@@ -96,13 +96,38 @@ def demo_model_server(port: int | None = None) -> Iterator[str]:
 
 
 def effective_settings(base: Settings, host: str, upstream_url: str | None) -> Settings:
-    """Auth off on loopback unless set explicitly; the demo server's URL when started."""
+    """Auth off on loopback unless set explicitly; the demo server's URL when started: the
+    one upstream's, or that of the models file's demo servers."""
     update: dict[str, object] = {}
     if "auth_mode" not in base.model_fields_set and "CHATGATE_AUTH_MODE" not in os.environ:
         update["auth_mode"] = "off" if is_loopback(host) else "keys"
     if upstream_url is not None:
-        update["upstream_base_url"] = upstream_url
+        update["demo_base_url" if base.models_file else "upstream_base_url"] = upstream_url
     return base.model_copy(update=update)
+
+
+def demo_wanted(settings: Settings) -> bool:
+    """The demo model server is started: no model server is configured, or the models file
+    names it (`base_url = "demo"`)."""
+    if settings.models_file:
+        from app.catalog_file import load_catalog
+
+        return load_catalog(settings, place_demo=False).catalog.wants_demo
+    return not settings.upstream_base_url
+
+
+def check_demo_port(settings: Settings, demo_port: int | None) -> None:
+    """--demo-port applies when the demo model server starts, and is refused with the
+    reason when it does not (an option silently ignored reads as if it had worked)."""
+    if demo_port is None:
+        return
+    if demo_wanted(settings):
+        check_port_free("127.0.0.1", demo_port, "--demo-port")
+        return
+    why = ("the models file names no server with base_url = \"demo\"" if settings.models_file
+           else "CHATGATE_UPSTREAM_BASE_URL is set")
+    raise ConfigError(f"--demo-port {demo_port} does not apply: no demo model server starts, "
+                      f"as {why}")
 
 
 def warn_if_open_to_the_network(settings: Settings, host: str) -> bool:
@@ -134,8 +159,7 @@ def prepare(host: str, port: int, demo_port: int | None = None, *,
         check_workers(base.workers, base.database_url)
         check_port_free(host, port, "--port")
         check_models_file(base)
-        if demo_port is not None and not base.upstream_base_url:
-            check_port_free("127.0.0.1", demo_port, "--demo-port")
+        check_demo_port(base, demo_port)
         if migrate_database:
             migrate(base.database_url)
     return base
@@ -148,7 +172,7 @@ def check_models_file(settings: Settings) -> None:
     from app.catalog_file import load_catalog
 
     try:
-        load_catalog(settings)
+        load_catalog(settings, place_demo=False)
     except ModelsFileError as exc:
         raise ConfigError(f"CHATGATE_MODELS_FILE: {exc}") from None
 
@@ -209,6 +233,8 @@ def _export_for_workers(settings: Settings) -> None:
     os.environ["CHATGATE_AUTH_MODE"] = settings.auth_mode
     if settings.upstream_base_url:
         os.environ["CHATGATE_UPSTREAM_BASE_URL"] = settings.upstream_base_url
+    if settings.demo_base_url:
+        os.environ["CHATGATE_DEMO_BASE_URL"] = settings.demo_base_url
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         metrics_dir = Path(tempfile.mkdtemp(prefix="chatgate-prometheus-"))
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
@@ -236,21 +262,23 @@ def migrate(database_url: str) -> None:
 
 @contextmanager
 def _upstream(settings: Settings, demo_port: int | None) -> Iterator[str | None]:
-    if settings.upstream_base_url or settings.models_file:
+    if not demo_wanted(settings):
         yield None
         return
+    why = ("The models file names the demo model server (base_url = \"demo\")"
+           if settings.models_file else "No CHATGATE_UPSTREAM_BASE_URL set")
     with demo_model_server(demo_port) as url:
         log.warning(
             "demo_upstream_started",
-            message=f"No CHATGATE_UPSTREAM_BASE_URL set: started the built-in demo model "
-                    f"server at {url} and pointed the gateway at it.",
+            message=f"{why}: started the built-in demo model server at {url} and pointed "
+                    "the gateway at it.",
             upstream=url,
         )
         yield url
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="scripts/serve", description=__doc__,
+def main(argv: list[str] | None = None, prog: str = "scripts/serve") -> None:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)

@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     #: A TOML file of model servers and the models users pick (app.catalog); unset: the
     #: one model server above, with the names of `models`.
     models_file: str | None = None
+    #: Where the models file's `base_url = "demo"` servers are: scripts/serve sets it to the
+    #: demo model server it starts (set it by hand only for a demo server run elsewhere).
+    demo_base_url: str | None = None
     #: How the model server's answers carry the model's thinking inline (spec v1.2,
     #: "Reasoning"): `think`, a leading <think>...</think> block; `think-prefilled`, the chat
     #: template put the opener into the prompt, so the answer starts inside the thinking and
@@ -231,6 +234,15 @@ class Settings(BaseSettings):
             raise SettingRefused(
                 "an http(s) URL without a user name and password (the key goes in "
                 "CHATGATE_UPSTREAM_API_KEY)", shown=without_credentials(value.strip()))
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("demo_base_url", mode="before")
+    @classmethod
+    def _demo_is_http(cls, value: Any) -> Any:
+        if value in ("", None):
+            return None
+        if isinstance(value, str) and not _http_url(value.strip()):
+            raise SettingRefused("an http(s) URL such as http://127.0.0.1:8001/v1")
         return value.strip() if isinstance(value, str) else value
 
     @field_validator("redis_url", mode="before")

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, ValidationError
@@ -125,7 +126,34 @@ def one_sentence_on_error() -> Iterator[None]:
         raise SystemExit(EXIT_CONFIG) from None
 
 
+def check_setting_names(environ: Mapping[str, str] | None = None,
+                        env_file: str | None = None) -> None:
+    """One `warning:` line on stderr for each `CHATGATE_` variable (of the environment, and
+    of the `.env` file the settings read) that no setting reads, naming the closest one; a
+    near miss of a setting that decides who gets in or where the data goes is a ConfigError
+    (the start refused) instead."""
+    from dotenv import dotenv_values
+
+    from app.demo_llm.settings import DemoSettings
+    from app.setting_names import setting_names, unknown_names
+
+    env = os.environ if environ is None else environ
+    path = Path(env_file or str(Settings.model_config.get("env_file") or ".env"))
+    sources = {"the environment": list(env)}
+    if path.is_file():
+        sources[str(path)] = list(dotenv_values(path))
+    unknown = unknown_names(setting_names(Settings, DemoSettings), sources)
+    for name in unknown:
+        if name.refused:
+            raise ConfigError(name.refusal())
+    for name in unknown:
+        sys.stderr.write(f"warning: {name.warning()}\n")
+    sys.stderr.flush()
+
+
 def checked_settings() -> Settings:
-    """The process's settings, validated now: the first thing an entry point does."""
+    """The process's settings, validated now: the first thing an entry point does. A
+    misspelt variable is said first: it may be why a setting is not what was meant."""
     with one_sentence_on_error():
+        check_setting_names()
         return get_settings()

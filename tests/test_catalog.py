@@ -74,9 +74,12 @@ def test_a_good_file_makes_every_model_with_its_server_and_defaults() -> None:
 @pytest.mark.parametrize(("change", "sentence"), [
     (('name = "fast"', 'name = "smart"'), "model 'smart': field 'name' is used twice"),
     (('fallbacks = ["fast"]', 'fallbacks = ["nope"]'),
-     "model 'smart': field 'fallbacks' names 'nope', which is no model"),
-    (('server = "local"', 'server = "elsewhere"'),
-     "model 'fast': field 'server' must name one of the [servers] tables"),
+     "model 'smart': field 'fallbacks' names 'nope', which is no model; the models are "
+     "'smart', 'fast'"),
+    (('server = "local"', 'server = "locl"'),
+     "model 'fast': field 'server' names 'locl', which is no [servers] table; the tables are "
+     "'hosted', 'local'"),
+
     (("max_tokens = 2048", "max_tokens = -3"),
      "model 'smart': field 'max_tokens' must be a whole number above 0"),
     (("max_tokens = 2048", 'max_tokens = "many"'),
@@ -89,7 +92,8 @@ def test_a_good_file_makes_every_model_with_its_server_and_defaults() -> None:
      "model 'smart': field 'reasoning_tag' must be letters, digits, '-' and '_'"),
     (("max_tokens = 2048", "max_tokenz = 2048"), "model 'smart': field 'max_tokenz' is unknown"),
     (('base_url = "http://127.0.0.1:8001/v1"', 'base_url = "ftp://x"'),
-     "server 'local': field 'base_url' must be an http(s) URL"),
+     "server 'local': field 'base_url' must be an http(s) URL, or \"demo\" for the built-in "
+     "demo model server, not 'ftp://x'"),
     (('api_key_env = "HOSTED_KEY"', 'api_key_env = "sk-live-123 456"'),
      "server 'hosted': field 'api_key_env' must be the name of an environment variable"),
     (("prices = { prompt = 2.5, completion = 10.0 }", "prices = { prompt = 2.5 }"),
@@ -181,3 +185,29 @@ def test_the_models_a_key_may_use() -> None:
 def test_one_server_catalog_keeps_an_unlisted_default() -> None:
     catalog = single_server_catalog("http://x/v1", ["a"], "b", DEFAULTS)
     assert catalog.listed == ["a"] and catalog.default == "b" and catalog.get("b") is not None
+
+
+def test_a_reference_to_a_missing_default_names_it_and_the_models() -> None:
+    with pytest.raises(ModelsFileError) as raised:
+        parsed('default = "smrt"\n' + GOOD)
+    assert str(raised.value) == ("field 'default' names 'smrt', which is no model; the models "
+                                 "are 'smart', 'fast'")
+
+
+def test_a_demo_server_is_placed_where_the_demo_model_server_listens(tmp_path: Path) -> None:
+    """`base_url = "demo"`: scripts/serve starts the demo model server and says where; a
+    gateway started any other way cannot reach it and is told so."""
+    path = tmp_path / "models.toml"
+    path.write_text(GOOD.replace('"http://127.0.0.1:8001/v1"', '"demo"', 1))
+    placed = load_catalog(Settings(models_file=str(path),
+                                   demo_base_url="http://127.0.0.1:8123/v1"),
+                          {"HOSTED_KEY": "k"}).catalog
+    assert placed.wants_demo is False
+    assert placed["fast"].server.base_url == "http://127.0.0.1:8123/v1"
+    assert placed["smart"].server.base_url == "https://api.example.com/v1"
+    assert load_catalog(Settings(models_file=str(path)), {"HOSTED_KEY": "k"},
+                        place_demo=False).catalog.wants_demo
+    with pytest.raises(ModelsFileError) as raised:
+        load_catalog(Settings(models_file=str(path)), {"HOSTED_KEY": "k"})
+    assert str(raised.value).startswith("server 'local': base_url \"demo\" is the built-in "
+                                        "demo model server, which scripts/serve")

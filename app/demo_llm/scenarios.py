@@ -24,6 +24,7 @@ SHAPES = (
     "seed-bug", "no-closer", "split-markers", "echo-context", "truncated", "error-mid",
     "error-before", "long", "garbled", "html", "no-metadata", "empty", "cut-clean",
     "bad-chunk", "think", "think-prefilled", "think-field", "think-unclosed", "think-markers",
+    "code",
 )
 #: Keywords that combine with any shape.
 MODIFIERS = ("no-usage", "slow-first", "title-error")
@@ -406,6 +407,33 @@ def _html(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
     return Reply(scenario="html", pieces=tuple(chunk_text(text, chat.user_text)))
 
 
+#: `[code]`: fenced blocks in two languages, so a page's code rendering, its highlighting
+#: and its Copy button can be tried without a real model. The `<` and `>` of the code are
+#: text the page must show as written.
+CODE_ANSWER = (
+    "Here is the same check in two languages.\n\n"
+    "Python:\n\n"
+    "```python\n"
+    "def is_even(n: int) -> bool:\n"
+    "    \"\"\"True when n divides by 2.\"\"\"\n"
+    "    return n % 2 == 0\n"
+    "\n"
+    "print([n for n in range(10) if is_even(n)])\n"
+    "```\n\n"
+    "JavaScript:\n\n"
+    "```javascript\n"
+    "const isEven = (n) => n % 2 === 0;\n"
+    "console.log([...Array(10).keys()].filter((n) => isEven(n) && n < 10));\n"
+    "```\n\n"
+    "Both print `[0, 2, 4, 6, 8]`."
+)
+
+
+def _code(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    text = CODE_ANSWER + "\n\n" + metadata_comment(_metadata(awaiting))
+    return Reply(scenario="code", pieces=tuple(chunk_text(text, chat.user_text)))
+
+
 def _no_metadata(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
     return Reply(scenario="no-metadata",
                  pieces=tuple(chunk_text(answer_text(chat, awaiting), chat.user_text)))
@@ -484,6 +512,7 @@ _SHAPE_BUILDERS: dict[str, Callable[[ChatInput, Awaiting | None], Reply]] = {
     "long": _long,
     "garbled": _garbled,
     "html": _html,
+    "code": _code,
     "no-metadata": _no_metadata,
     "empty": _empty,
     "think": _think,

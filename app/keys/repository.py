@@ -80,6 +80,12 @@ async def list_keys(s: AsyncSession, user_id: str | None = None) -> list[ApiKey]
     return list(result.scalars())
 
 
+async def key_ids(s: AsyncSession) -> list[uuid.UUID]:
+    """Every key's id, revoked ones included (what an operator's id prefix is matched
+    against: a few rows, an operator's table)."""
+    return list((await s.execute(select(ApiKey.id).order_by(ApiKey.id))).scalars())
+
+
 async def set_budget(
     s: AsyncSession, key_id: uuid.UUID, *, tokens: int | None, cost_usd: float | None
 ) -> bool:

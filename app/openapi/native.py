@@ -111,7 +111,7 @@ def schemas(max_content_chars: int) -> dict[str, Schema]:
                                                  "refusal_count": COUNT}))}),
         "ModelServerState": obj({"server": TEXT,
                                  "state": {"type": "string",
-                                           "enum": ["healthy", "cooling_down"]},
+                                           "enum": ["healthy", "cooling_down", "unreachable"]},
                                  "cooldown_until": nullable(TIMESTAMP), "requests": COUNT,
                                  "failures": COUNT}),
     }

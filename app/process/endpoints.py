@@ -21,12 +21,13 @@ async def healthz(_: Request) -> JSONResponse:
 
 async def readyz(request: Request) -> JSONResponse:
     """The database answers and is migrated to head: 200, else 503 with the reason. Each
-    model server's state goes with either answer (`healthy`, or `cooling_down` until when,
-    with this process's requests and failures): a cooling server is no reason to take the
-    process out of rotation, its models fall back to the others."""
+    model server's state goes with either answer (`healthy`, `cooling_down` until when, or
+    `unreachable` when it does not answer at all; with this process's requests and
+    failures): neither is a reason to take the process out of rotation, another process
+    reaches the same servers, and its models fall back to the others."""
     rt = runtime(request)
     reason = await not_ready_reason(rt.db)
-    servers = rt.turn_deps.models.state()
+    servers = await rt.turn_deps.models.checked_state()
     if reason is None:
         return JSONResponse({"status": "ready", "model_servers": servers})
     return JSONResponse(

@@ -46,7 +46,7 @@ async def post_message(request: Request) -> Response:
     try:
         turn = await rt.gate.open(principal, thread_id, content, model)
     except ModelNotOffered as exc:
-        raise ApiError(404, "model_not_found", f"there is no model named '{exc}'") from exc
+        raise ApiError(404, "model_not_found", exc.sentence()) from exc
     except ModelNotAllowed as exc:
         raise ApiError(403, "model_not_allowed",
                        f"this key may not use the model '{exc}'") from exc

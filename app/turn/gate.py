@@ -15,6 +15,10 @@ A turn request passes, in this order, before anything is stored or sent upstream
    its `open_calls` row, stored by the same check, app.turn.rows.open_call). A refusal
    stores nothing.
 
+A turn let in under a token budget may spend what the budget has left: its answer's
+`max_tokens` is lowered to it (app.turn.allowance), so the budget is overshot by at most the
+turn's prompt (and its title and summary calls), not by a whole answer.
+
 Follow-up turns (app.followups.worker) do not come through here: they are the gateway's own,
 a few per process at most, and a user's cap or budget must not lose them; their streaming
 rows still count against the user's cap for the user's own requests. They do take an upstream
@@ -37,11 +41,13 @@ from app.keys.service import Principal
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
 from app.store.errors import DatabaseBusy
+from app.turn.allowance import token_allowance
 from app.turn.deps import TurnDeps
 from app.turn.rows import DayBudget, Refused
 from app.turn.service import Turn, open_turn
 from app.turn.slots import GatewayBusy, TurnRefused
 from app.usage.refusals import RefusalTally
+from app.usage.repository import usage_of_day
 
 log = get_logger("services.limits")
 
@@ -125,7 +131,8 @@ class TurnGate:
         try:
             try:
                 await self._count_request(principal.user_id)
-                return await opener()
+                with token_allowance(await self._tokens_left(principal)):
+                    return await opener()
             except DatabaseBusy as busy:  # all connections in use: an overload, not an outage
                 raise GatewayBusy(self.deps.settings.database_retry_after_s) from busy
         except TurnRefused as refused:
@@ -135,6 +142,19 @@ class TurnGate:
             log.warning("turn_refused", code=refused.code, user_id=principal.user_id,
                         retry_after_s=refused.retry_after_s)
             raise
+
+    async def _tokens_left(self, principal: Principal) -> int | None:
+        """What the key's daily token budget has left (None: no token budget): the most
+        tokens the admitted turn's answer may run to, so the budget is overshot by at most
+        the turn's prompt. Read before the opening, which checks the budget again under
+        the user's lock (turns admitted at the same moment may each get the same rest)."""
+        budget = principal.daily_token_budget
+        if budget is None:
+            return None
+        async with self.deps.db.transaction(read_only=True) as session:
+            spent, _ = await usage_of_day(session, principal.user_id,
+                                          self.clock().astimezone(dt.UTC).date())
+        return max(1, budget - spent)
 
     async def _count_request(self, user_id: str) -> None:
         if self.per_minute <= 0:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from app.catalog import ModelSpec
 from app.clock import utcnow
 from app.records import CallRecord
+from app.turn.allowance import current_allowance
 from app.turn.deps import TurnDeps
 from app.turns.continuation import continuable, continuation_messages
 from app.turns.recorder import TurnRecorder
@@ -52,13 +53,24 @@ class ModelCalls:
         self.started_at = utcnow()
         #: Calls that may still finish this answer after a mid-answer failure.
         self.continuations_left = deps.settings.max_continuations
+        #: The most tokens an answer may run to: what the key's daily budget had left when
+        #: the turn was admitted (app.turn.allowance); None: the model's own limit.
+        self.token_limit = current_allowance()
 
     def context(self, spec: ModelSpec | None = None) -> CallContext:
         """What a call to `spec` (default: the answering model) is recorded and priced by."""
         spec = spec or self.spec
-        client = self._router.client(spec.name)
+        client = self._held(self._router.client(spec.name))
         request = {**client.request_params(), **self._params}
+        if self.token_limit is not None:
+            for key in ("max_tokens", "max_completion_tokens"):
+                if isinstance(request.get(key), int) and request[key] > self.token_limit:
+                    request[key] = self.token_limit
         return CallContext(spec.model_id, request, self._prices, server=spec.server.name)
+
+    def _held(self, client: UpstreamClient) -> UpstreamClient:
+        """The client as this turn may use it: held to its token limit, if it has one."""
+        return client if self.token_limit is None else client.limited(self.token_limit)
 
     def answered_by(self) -> dict[str, str]:
         """What the stored answer says of the model that gave it."""
@@ -72,7 +84,7 @@ class ModelCalls:
         self.started_at = utcnow()
         try:
             self.spec, stream = await self._router.open(
-                self.chain, lambda client: send(client, messages), attempts)
+                self.chain, lambda client: send(self._held(client), messages), attempts)
         except UpstreamError:
             if attempts:
                 self.spec = attempts[-1].spec
@@ -106,7 +118,8 @@ class ModelCalls:
         started = utcnow()
         try:
             spec, stream = await self._router.open(
-                chain, lambda client: send(client, messages), attempts, continuing=failed)
+                chain, lambda client: send(self._held(client), messages), attempts,
+                continuing=failed)
         except UpstreamError:
             self._record(attempts)
             raise

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar, cast
 
 import httpx
@@ -246,6 +247,35 @@ class UpstreamClient:
                                 write=config.connect_timeout_s, pool=config.connect_timeout_s)
         self._sender = StreamSender(http, str(client.base_url), config.api_key,
                                     config.max_retries, timeout)
+        self._http = http
+        #: The most tokens an answer of this client may run to, whatever a request asks.
+        self._token_cap: int | None = None
+
+    def limited(self, max_tokens: int) -> UpstreamClient:
+        """This client with its answers held to `max_tokens` (a key's budget left for the
+        day): its own limit and any a request's params ask for are lowered to it, never
+        raised. Shares everything else (the SDK client, the pool, the sender)."""
+        capped = copy.copy(self)
+        capped._config = replace(self._config, max_tokens=min(self._config.max_tokens,
+                                                              max_tokens))
+        capped._token_cap = max_tokens if self._token_cap is None else min(self._token_cap,
+                                                                           max_tokens)
+        return capped
+
+    async def reachable(self, timeout_s: float) -> bool:
+        """The model server answers HTTP at all (`GET {base_url}/models`, whatever its
+        status): what /readyz calls reachable. No connection, a refused one or a timeout is
+        not; nothing is raised."""
+        if not self._config.base_url:
+            return False
+        url = self._config.base_url.rstrip("/") + "/models"
+        try:
+            response = await self._http.get(url, timeout=timeout_s, headers={
+                "Authorization": f"Bearer {self._config.api_key}"})
+        except (TimeoutError, httpx.HTTPError, OSError):
+            return False
+        await response.aclose()
+        return True
 
     @property
     def model(self) -> str:
@@ -302,7 +332,7 @@ class UpstreamClient:
         """The request (app.upstream.sending: retries, status errors), answered with the raw
         HTTP response whose body is still unread. A response that arrived just as the deadline
         struck is closed, not left to the garbage collector with its connection."""
-        body = {
+        body: dict[str, Any] = {
             "messages": list(messages), "model": self._config.model,
             "temperature": self._config.temperature, "max_tokens": self._config.max_tokens,
             "stream": True, "stream_options": {"include_usage": True},
@@ -311,6 +341,11 @@ class UpstreamClient:
             if "max_completion_tokens" in params or "max_tokens" in params:
                 del body["max_tokens"]
             body.update(params)
+        if self._token_cap is not None:
+            for key in ("max_tokens", "max_completion_tokens"):
+                asked = body.get(key)
+                if isinstance(asked, int) and asked > self._token_cap:
+                    body[key] = self._token_cap
         response: httpx.Response | None = None
         try:
             async with asyncio.timeout(self._config.first_token_timeout_s):

@@ -14,6 +14,7 @@ time by hand."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ log = get_logger("upstream.router")
 T = TypeVar("T")
 #: The longest a Retry-After may cool a server down.
 RETRY_AFTER_MAX_S = 600.0
+#: How long /readyz waits for a model server to answer, and keeps its answer.
+REACH_TIMEOUT_S = 1.0
+REACH_KEEP_S = 5.0
 
 
 class RouterReport(Protocol):
@@ -97,14 +101,39 @@ class ModelRouter:
         self._failures_to_cool = failures_to_cool
         self._cooldown_first_s, self._cooldown_max_s = cooldown_first_s, cooldown_max_s
         self.health = {server.name: ServerHealth(server.name) for server in catalog.servers}
+        #: Whether each server answered /readyz's question, and when it was asked.
+        self._reach: dict[str, tuple[dt.datetime, bool]] = {}
 
     def client(self, model: str) -> UpstreamClient:
         return self._clients[model]
 
     def state(self) -> list[dict[str, Any]]:
-        """Each server's state, for /readyz."""
+        """Each server's state as this process's requests found it."""
         now = self._clock()
         return [health.as_json(now) for health in self.health.values()]
+
+    async def checked_state(self, timeout_s: float = REACH_TIMEOUT_S) -> list[dict[str, Any]]:
+        """Each server's state for /readyz, each server asked first whether it answers at
+        all (at once, `timeout_s` at most): one that does not is `unreachable`, whatever
+        this process's requests found, since its models' turns would fail on it. A server's
+        answer is kept `REACH_KEEP_S`: a load balancer polling /readyz does not become a
+        stream of requests to every model server."""
+        now = self._clock()
+        stale = [name for name, (at, _) in self._reach.items()
+                 if (now - at).total_seconds() > REACH_KEEP_S]
+        for name in stale:
+            del self._reach[name]
+        first = {spec.server.name: spec.name for spec in reversed(self.catalog.models)}
+        asked = [name for name in self.health if name not in self._reach]
+        answers = await asyncio.gather(*(self._clients[first[name]].reachable(timeout_s)
+                                         for name in asked))
+        for name, answer in zip(asked, answers, strict=True):
+            self._reach[name] = (now, answer)
+        states = self.state()
+        for state in states:
+            if not self._reach[state["server"]][1]:
+                state["state"] = "unreachable"
+        return states
 
     def ordered(self, chain: Sequence[ModelSpec]) -> list[ModelSpec]:
         """The chain with the cooling servers' models last (in their order)."""

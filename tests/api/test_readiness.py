@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -16,7 +17,7 @@ from sqlalchemy.engine import make_url
 
 from app.store.migrations import alembic_config
 from tests.support.databases import PG_ADMIN_URL, require_postgres
-from tests.support.gateway import DemoLlm, LiveGateway, StartGateway
+from tests.support.gateway import DemoLlm, LiveGateway, StartGateway, free_port
 
 NOT_READY_WAIT_S = 10.0
 
@@ -94,3 +95,21 @@ def test_readyz_503_while_postgresql_refuses_connections(
 
     ready = wait_for_readyz(gateway, 200)
     assert (ready.status_code, ready.json()["status"]) == (200, "ready")
+
+
+def test_readyz_reports_a_model_server_it_cannot_reach_as_unreachable(
+    demo_llm: DemoLlm, start_gateway: StartGateway, tmp_path: Path
+) -> None:
+    """A models file whose server is not there: /readyz says so before any turn fails on it
+    (it said `healthy`, as no request had failed yet); the process stays in rotation."""
+    closed = free_port()  # nothing listens there
+    path = tmp_path / "models.toml"
+    path.write_text(f'[servers.up]\nbase_url = "{demo_llm.base_url}"\n\n'
+                    f'[servers.down]\nbase_url = "http://127.0.0.1:{closed}/v1"\n\n'
+                    '[[models]]\nname = "one"\nserver = "up"\n\n'
+                    '[[models]]\nname = "two"\nserver = "down"\n')
+    gateway = start_gateway("sqlite", env={"CHATGATE_MODELS_FILE": str(path)})
+    ready = get(gateway, "/readyz")
+    assert (ready.status_code, ready.json()["status"]) == (200, "ready")
+    states = {s["server"]: s["state"] for s in ready.json()["model_servers"]}
+    assert states == {"up": "healthy", "down": "unreachable"}

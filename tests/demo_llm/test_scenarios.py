@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from app.demo_llm.scenarios import (
+    CODE_ANSWER,
     HTML_ANSWER,
     ChatInput,
     answer_text,
@@ -57,6 +58,7 @@ SEED_PROSE = (
         ("[garbled] Hi", "Aha, rozumím. " + answer_text(chat("[garbled] Hi"), None), None,
          ["metadata_at_start", "garbled_block"]),
         ("[html] Hi", HTML_ANSWER, META, []),
+        ("[code] Hi", CODE_ANSWER, META, []),
         ("[no-metadata] Hi", answer_text(chat("[no-metadata] Hi"), None), None, []),
         ("[empty] Hi", "", META, ["metadata_at_start"]),
         ("[awaiting:task] Hi", answer_text(chat("[awaiting:task] Hi"), "task"),
@@ -69,6 +71,14 @@ def test_scenario_output_through_the_marker_filter(
     reply = plan_reply(chat(user_text))
     assert through_filter(reply.pieces) == (visible, metadata, warnings)
     assert through_filter((reply.text,)) == (visible, metadata, warnings)
+
+
+def test_code_answers_with_fenced_blocks_in_two_languages() -> None:
+    """The page's code rendering and Copy need an answer with code blocks to try them."""
+    visible, _, _ = through_filter(plan_reply(chat("[code] show me")).pieces)
+    fences = [line for line in visible.splitlines() if line.startswith("```")]
+    assert fences == ["```python", "```", "```javascript", "```"]
+    assert "return n % 2 == 0" in visible and "n < 10" in visible
 
 
 def test_error_mid_stops_before_any_marker() -> None:

@@ -72,6 +72,11 @@ CASES: dict[str, Case] = {
         "(the key goes in CHATGATE_UPSTREAM_API_KEY), not 'https://***@api.example.com/v1'"),
     "auth mode": Case(
         {"CHATGATE_AUTH_MODE": "foo"}, "CHATGATE_AUTH_MODE must be keys or off, not 'foo'"),
+    "auth mode misspelt": Case(
+        {"CHATGATE_AUTH_MDOE": "keys"},
+        "CHATGATE_AUTH_MDOE (in the environment) is not a setting: did you mean "
+        "CHATGATE_AUTH_MODE? It decides who gets in, so the gateway does not start with it "
+        "misspelt"),
     "temperature": Case(
         {"CHATGATE_UPSTREAM_TEMPERATURE": "hot"},
         "CHATGATE_UPSTREAM_TEMPERATURE must be a number, not 'hot'"),

@@ -24,6 +24,7 @@ from app.turn.completion import CompletionCall, CompletionRequest, open_completi
 from app.turn.gate import window_start
 from app.turn.service import Turn
 from app.turn.slots import TurnRefused
+from app.usage import repository as usage
 from tests.e2e.helpers import messages, new_thread
 from tests.store.factories import bill, spent
 from tests.support.gateway import (
@@ -384,3 +385,36 @@ async def test_a_turn_and_a_thread_less_call_racing_are_never_both_let_in(
         for batch in range(8):  # 25 users racing at once
             admitted += await asyncio.gather(*(pair(f"racer{batch}-{n}") for n in range(25)))
         assert admitted == [1] * 200
+
+
+async def test_a_token_budget_lets_at_most_its_rest_and_a_prompt_through(
+    database_url: str, demo_llm: DemoLlm
+) -> None:
+    """A 300-token budget and a long answer: the answer is cut where the budget ends (its
+    `max_tokens` lowered to what is left), not at the model's own 1,024, so the day's usage
+    passes the budget by the prompt at most; the next turn is refused. The same on /v1,
+    where the client's own larger max_tokens is lowered too."""
+    async with same_loop_gateway(database_url, demo_llm, title_calls=False,
+                                 summary_calls=False) as gw:
+        key = await gw.api_key("alice", tokens=300)
+        async with gw.client(key) as client:
+            thread = await new_thread(client)
+            answer = await post(client, thread, "[long] Tell me everything")
+            usage_event = next(e.data for e in answer.events if e.event == "usage")
+            assert usage_event["completion_tokens"] <= 300
+            refused = await post(client, thread)
+            assert (refused.status, refused.code) == (429, "budget_exceeded")
+            async with gw.runtime.db.transaction() as session:
+                used, _ = await usage.usage_of_day(session, "alice",
+                                                    gw.runtime.gate.clock().date())
+            assert 300 <= used <= 300 + usage_event["prompt_tokens"]
+
+        bob = await gw.api_key("bob", tokens=300)
+        async with gw.client(bob) as client:
+            response = await client.post("/v1/chat/completions", json={
+                "model": "demo-1", "max_tokens": 5000,
+                "messages": [{"role": "user", "content": "[long] Tell me everything"}]})
+            assert response.status_code == 200, response.text
+            used = response.json()["usage"]
+            assert used["completion_tokens"] <= 300
+            assert response.json()["choices"][0]["finish_reason"] == "length"

@@ -86,11 +86,15 @@ async def test_a_turn_names_a_model_and_its_thread_keeps_it(
         "demo-2"]
     assert next(t for t in threads if t["id"] == thread)["model"] == "second"
     assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "model_not_found")
+    assert unknown.json()["error"]["message"] == (
+        "there is no model named 'nope'; the models are 'first', 'second'")
     assert wrong.status_code == 400
     assert len(rows) == 4  # the refused turns stored nothing
     assert v1.status_code == 200 and sent_models(demo_llm, text + " v1") == ["demo-2"]
     assert (v1_unknown.status_code, v1_unknown.json()["error"]["code"]) == (
         404, "model_not_found")
+    assert v1_unknown.json()["error"]["message"] == (
+        "The model 'third' does not exist; the models are 'first', 'second'")
 
 
 async def test_a_key_limited_to_some_models_is_refused_the_others(

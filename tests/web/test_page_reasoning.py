@@ -153,11 +153,11 @@ async def test_a_reload_while_the_model_thinks_follows_both_channels(
         await page.goto(web_gateway.url + "/")
         await page.click("#new-thread")
         await expect(page.locator(".thread-item.active")).to_have_count(1)
-        thread_id = await active_thread_id(page)
         await page.fill("#message-input", QUESTION)
         await page.click("#send")
         summary = page.locator(".message.assistant [data-testid=reasoning-summary]")
         await expect(summary).to_have_text("Thinking…", timeout=15_000)
+        thread_id = await active_thread_id(page)  # stored with its first message
         await page.reload()
         await expect(page.locator(".message.assistant")).to_have_count(1)
         await wait_turns_over(page, 1)

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.api.errors import DATABASE_UNAVAILABLE, ApiError, note_database_unavailable
-from app.catalog import ModelNotAllowed
+from app.catalog import ModelNotAllowed, ModelNotOffered
 from app.logging import get_logger
 from app.redaction import SECRETS
 from app.store.errors import ContentTooLong, DatabaseUnavailable, ThreadBusy
@@ -100,8 +100,11 @@ def refusal(exc: Exception) -> OpenAIError | None:
             return OpenAIError(exc.status, exc.message, _CODES.get(exc.code, exc.code),
                                exc.param, headers=exc.headers)
         case ModelNotFound():
-            return OpenAIError(404, f"The model '{exc}' does not exist", "model_not_found",
-                               "model")
+            cause = exc.__cause__  # the catalog's refusal, with the models the key may pick
+            message = (cause.sentence("The model '{name}' does not exist")
+                       if isinstance(cause, ModelNotOffered) else
+                       f"The model '{exc}' does not exist")
+            return OpenAIError(404, message, "model_not_found", "model")
         case ModelNotAllowed():
             return OpenAIError(403, f"This key may not use the model '{exc}'",
                                "model_not_allowed", "model")

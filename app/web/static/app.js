@@ -27,6 +27,9 @@ const models = modelPicker($("model-picker"), (name) => {
 const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null,
                 /** A "New thread" on its way (a promise of its id), or null. */
                 creating: null,
+                /** "New thread" was pressed: an empty thread is shown, which is stored only
+                 *  with its first message (a refused first send leaves nothing). */
+                draft: false,
                 /** The open thread's title, kept while a search leaves it out of the list. */
                 currentTitle: null,
                 /** The search the list shows, its pending timer, and a count of the list's
@@ -117,7 +120,8 @@ async function refreshThreads() {
 
 function renderThreadList() {
   ui.threadList.replaceChildren(...state.threads.map(threadItem));
-  if (state.threads.length === 0) {
+  if (state.draft) ui.threadList.prepend(draftItem());
+  else if (state.threads.length === 0) {
     const text = state.listQuery ? `No thread matches “${state.listQuery}”.` : "No threads yet.";
     const empty = el("p", "list-empty", text);
     empty.dataset.testid = "list-empty";
@@ -149,17 +153,62 @@ function threadItem(thread) {
   return item;
 }
 
+/** The new thread not stored yet: first in the list, as the open one. */
+function draftItem() {
+  const item = el("button", "thread-item draft active");
+  item.type = "button";
+  item.dataset.testid = "thread-draft";
+  item.append(el("span", "title", "New thread"),
+              el("span", "preview", "saved with its first message"));
+  item.addEventListener("click", () => setThreadsOpen(false));
+  return item;
+}
+
 function renderHeader() {
   const current = state.threads.find((t) => t.id === state.currentId);
   // A search may leave the open thread out of the list: its title is remembered.
   if (current) state.currentTitle = current.title;
   else if (!state.currentId) state.currentTitle = null;
   ui.title.textContent = state.currentId ? state.currentTitle || "Untitled thread"
-    : "No thread open";
+    : state.draft ? "New thread" : "No thread open";
   ui.title.title = ui.title.textContent; // the whole title, when the header cuts it short
   models.show(current);
   ui.rename.hidden = !state.currentId;
   ui.remove.hidden = !state.currentId;
+}
+
+/** "New thread": an empty thread to write in, stored by its first send (createThread). */
+function startDraft() {
+  if (state.editing) cancelEdit();
+  if (state.watch) state.watch.abort();
+  state.currentId = null;
+  state.currentTitle = null;
+  state.draft = true;
+  history.replaceState(null, "", location.pathname);
+  closeRename();
+  notify("");
+  renderThreadList();
+  showEmptyState();
+  ui.input.focus();
+}
+
+/** The thread a refused first send created: deleted again, and the page back on the empty
+ *  new thread with the text still in the composer, as if it had never been stored. */
+async function discardThread(id) {
+  try {
+    await callApi("DELETE", threadPath(id));
+  } catch {
+    return; // the gateway cannot be reached: the empty thread stays, and shows as one
+  }
+  state.threads = state.threads.filter((t) => t.id !== id);
+  if (state.currentId === id) {
+    if (state.watch) state.watch.abort();
+    state.currentId = null;
+    state.draft = true;
+    history.replaceState(null, "", location.pathname);
+  }
+  renderThreadList();
+  showEmptyState();
 }
 
 /** A new thread, opened; a send made while "New thread" is still on its way goes to that
@@ -181,6 +230,7 @@ async function openThread(id) {
   if (state.editing && state.editing.threadId !== id) cancelEdit();
   if (id !== state.currentId) state.currentTitle = null;
   state.currentId = id;
+  state.draft = false;
   history.replaceState(null, "", `#thread=${id}`);
   closeRename();
   renderThreadList();
@@ -194,6 +244,7 @@ async function openThread(id) {
 function closeThread() {
   if (state.editing) cancelEdit();
   state.currentId = null;
+  state.draft = false;
   if (state.watch) state.watch.abort();
   history.replaceState(null, "", location.pathname);
   closeRename();
@@ -202,7 +253,7 @@ function closeThread() {
 }
 
 function showEmptyState() {
-  const text = state.currentId ? "No messages yet. Write one below to start."
+  const text = state.currentId || state.draft ? "No messages yet. Write one below to start."
     : "No thread open. Write a message below to start one, or pick a thread from the list.";
   const note = el("p", "empty-state", text);
   note.dataset.testid = "empty-state";
@@ -377,6 +428,8 @@ async function sendEdited(text) {
 // ---------- one turn ----------
 
 async function sendMessage(text, { fromComposer }) {
+  // The first message of a new thread stores the thread; refused, it takes the thread back.
+  const first = !state.currentId && !state.creating;
   const threadId = state.creating ? await state.creating
     : state.currentId || (await createThread());
   state.turnsStarted += 1;
@@ -392,6 +445,7 @@ async function sendMessage(text, { fromComposer }) {
       turn.reply.remove();
       if (!ui.messages.children.length) showEmptyState();
       const error = await errorFrom(response);
+      if (first) await discardThread(threadId);
       error.sentChars = [...text].length; // characters as the gateway counts them
       fail(error);
       return;
@@ -404,6 +458,7 @@ async function sendMessage(text, { fromComposer }) {
     else {
       turn.userNode.remove();
       turn.reply.remove();
+      if (first) await discardThread(threadId);
     }
   } finally {
     state.turn = null;
@@ -689,7 +744,7 @@ function wireKey() {
 function wireThreads() {
   ui.newThread.addEventListener("click", () => {
     setThreadsOpen(false);
-    createThread().catch(fail);
+    startDraft();
   });
   ui.search.addEventListener("input", onSearchInput);
   ui.toggleThreads.addEventListener("click",

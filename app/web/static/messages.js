@@ -6,6 +6,9 @@ import { renderMarkdown } from "./markdown.js";
 import { statusWords, thoughtWords, timeWords, usageWords } from "./words.js";
 
 export const EMPTY_ANSWER = "The model returned no text.";
+/** An answer whose thinking never closed: the model spent it all thinking. */
+export const UNFINISHED_THINKING = "The model was still thinking when its answer ended, so "
+  + "there is no answer. Its thinking so far is above; try again, or ask for a shorter answer.";
 
 /** The text each bubble stands for (what Copy copies and Retry re-sends). */
 const textOf = new WeakMap();
@@ -79,7 +82,8 @@ function renderContent(content, message) {
     return;
   }
   if (!text && message.status === "complete") {
-    content.replaceChildren(el("p", "empty-answer", EMPTY_ANSWER));
+    content.replaceChildren(el("p", "empty-answer",
+      thinkingUnfinished(message) ? UNFINISHED_THINKING : EMPTY_ANSWER));
     return;
   }
   content.replaceChildren(renderMarkdown(text));
@@ -111,6 +115,14 @@ function renderFooter(footer, message) {
   }
   if (message.status !== "streaming") parts.push(...actionButtons(message));
   footer.replaceChildren(...parts);
+}
+
+/** An answer that is all thinking: the thinking never closed (the filter's warning
+ *  `reasoning_unclosed`), so nothing of it is the answer. */
+function thinkingUnfinished(message) {
+  const stream = message.metadata && message.metadata.stream;
+  return Boolean(message.reasoning) && Boolean(stream)
+    && (stream.warnings || []).includes("reasoning_unclosed");
 }
 
 /** A complete answer the model ended only because it reached its token limit: it looks
