@@ -98,7 +98,7 @@ def schemas() -> dict[str, Schema]:
             "choices": array(obj({"index": COUNT,
                                   "message": obj({"role": {"const": "assistant"},
                                                   "content": nullable(TEXT)},
-                                                 {"reasoning_content": TEXT,
+                                                 {"reasoning_content": nullable(TEXT),
                                                   "tool_calls": array(ANY_OBJECT)}),
                                   "finish_reason": TEXT})),
             "usage": _usage(), "chatgate": ANY_OBJECT}),
