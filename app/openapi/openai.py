@@ -54,6 +54,12 @@ def _input_item() -> Schema:
         obj({"type": {"const": "function_call_output"}, "call_id": TEXT,
              "output": {"anyOf": [TEXT, array(ANY_OBJECT)]}}),
         obj({"type": {"const": "reasoning"}}),
+        obj({"type": {"const": "item_reference"},
+             "id": {"type": "string", "pattern": "^(msg|rs|fc)_",
+                    "description": "An item of an earlier stored response of the key's user: "
+                                   "a message is its stored clean text, a reasoning item "
+                                   "nothing (thinking is never sent back), a function call "
+                                   "the call. Any other id is a 400."}}),
     ]}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -18,6 +18,7 @@ from app.api.event_stream import RevokedEnding
 from app.api.sse import json_bytes
 from app.api.state import runtime
 from app.turn.completion import CompletionCall
+from app.turn.item_references import ItemNotFound, ResolvedItem, resolve_items
 from app.turn.openai.chat import CallStreamResponse, run_whole
 from app.turn.openai.errors import (
     OpenAIError,
@@ -35,6 +36,8 @@ from app.turn.openai.responses_render import (
 )
 from app.turn.openai.responses_request import (
     ResponsesRequest,
+    item_not_found,
+    item_references,
     parse_responses_body,
     previous_not_found,
     response_message_id,
@@ -47,12 +50,17 @@ from app.turn.responses import (
 )
 from app.turns.choices import ChoiceDelta
 
+if TYPE_CHECKING:
+    from app.store.db import Database
+
 
 @openai_errors
 async def create_response(request: Request) -> Response:
     principal = await authenticate(request)
     rt = runtime(request)
-    parsed = parse_responses_body(await bodies.json_object(request))
+    body = await bodies.json_object(request)
+    parsed = parse_responses_body(body, await _referenced(rt.turn_deps.db, principal.user_id,
+                                                          body))
     try:
         call = await open_response(rt.gate, principal, parsed.completion(),
                                    store=parsed.store, previous=parsed.previous_response)
@@ -93,6 +101,21 @@ async def get_response(request: Request) -> Response:
         raise OpenAIError(404, f"Response with id '{raw}' not found.", "not_found",
                           "response_id")
     return JSONResponse(response_object(stored_outcome(answer)))
+
+
+async def _referenced(db: Database, user_id: str, body: dict[str, Any]
+                      ) -> dict[str, ResolvedItem]:
+    """The stored items the body's `item_reference`s name (none read without any)."""
+    refs = item_references(body)
+    if not refs:
+        return {}
+    try:
+        return await resolve_items(db, user_id, refs)
+    except ItemNotFound as exc:
+        position = next(i for i, item in enumerate(body["input"]) if isinstance(item, dict)
+                        and item.get("type") == "item_reference"
+                        and item.get("id") == exc.item_id)
+        raise item_not_found(exc.item_id, position) from None
 
 
 def _outcome(call: CompletionCall, parsed: ResponsesRequest) -> Outcome:
