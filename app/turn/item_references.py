@@ -61,7 +61,7 @@ def parse_item_id(raw: str) -> ItemReference | None:
         return None
     kind = _KINDS[match[1]]
     index = int(match[3] or 0)
-    if (kind == "function_call") != (match[3] is not None):
+    if kind == "function_call" and match[3] is None:
         return None  # a call's id always has its index, the others only past the first
     return ItemReference(raw, kind, uuid.UUID(hex=match[2]), index)
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.turn.item_references import ItemReference, parse_item_id
 
-HEX = uuid.UUID(int=7).hex
+HEX = uuid.UUID(int=0xBEEF).hex
 
 
 @pytest.mark.parametrize(("raw", "kind", "index"), [
@@ -18,7 +18,7 @@ HEX = uuid.UUID(int=7).hex
     (f"msg_{HEX}_2", "message", 2), (f"fc_{HEX}_0", "function_call", 0),
     (f"fc_{HEX}_3", "function_call", 3)])
 def test_a_minted_id_names_its_message_and_item(raw: str, kind: str, index: int) -> None:
-    assert parse_item_id(raw) == ItemReference(raw, kind, uuid.UUID(int=7), index)
+    assert parse_item_id(raw) == ItemReference(raw, kind, uuid.UUID(int=0xBEEF), index)
 
 
 @pytest.mark.parametrize("raw", [
