@@ -197,3 +197,18 @@ async def visible_history(
         query = query.where(visible_sql())
     result = await s.execute(query.order_by(Message.created_at, Message.id))
     return list(result.scalars())
+
+
+async def delete_messages(s: AsyncSession, thread_id: uuid.UUID, ids: list[uuid.UUID]) -> int:
+    """Delete these messages of the thread (one exchange taken out of the middle: the later
+    ones stay); returns how many went. Their llm_calls rows stay (billing data) with the
+    message id set to NULL."""
+    result = await s.execute(
+        delete(Message).where(Message.thread_id == thread_id, Message.id.in_(ids)))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def has_messages(s: AsyncSession, thread_id: uuid.UUID) -> bool:
+    """Whether any message, shown or not, is left in the thread."""
+    result = await s.execute(select(Message.id).where(Message.thread_id == thread_id).limit(1))
+    return result.first() is not None

@@ -1,10 +1,12 @@
-"""`POST /v1/responses`, `GET /v1/responses/{id}`: the OpenAI Responses API over the same
-completion service, turn loop and marker filter as `/v1/chat/completions`, with the same
-keys, limits and error shape (app.turn.openai.errors)."""
+"""`POST /v1/responses`, `GET /v1/responses/{id}` (and its `input_items`), `DELETE` and
+`cancel`: the OpenAI Responses API over the same completion service, turn loop and marker
+filter as `/v1/chat/completions`, with the same keys, limits and error shape
+(app.turn.openai.errors)."""
 
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,7 @@ from app.turn.openai.errors import (
     openai_errors,
     refusal,
 )
+from app.turn.openai.responses_items import deleted, input_items_page, page_query
 from app.turn.openai.responses_render import (
     EventWriter,
     Outcome,
@@ -48,6 +51,7 @@ from app.turn.responses import (
     response_id,
     stored_answer,
 )
+from app.turn.stored_responses import ResponseBusy, delete_response, response_input
 from app.turns.choices import ChoiceDelta
 
 if TYPE_CHECKING:
@@ -93,14 +97,65 @@ async def create_response(request: Request) -> Response:
 async def get_response(request: Request) -> Response:
     principal = await authenticate(request)
     rt = runtime(request)
-    raw = str(request.path_params["response_id"])
-    message_id = response_message_id(raw)
+    raw, message_id = _response_path(request)
     answer = (None if message_id is None else
               await stored_answer(rt.turn_deps.db, principal.user_id, message_id))
     if answer is None:
-        raise OpenAIError(404, f"Response with id '{raw}' not found.", "not_found",
-                          "response_id")
+        raise _not_found(raw)
     return JSONResponse(response_object(stored_outcome(answer)))
+
+
+@openai_errors
+async def list_input_items(request: Request) -> Response:
+    """GET /v1/responses/{id}/input_items: the stored input the response was asked with."""
+    principal = await authenticate(request)
+    raw, message_id = _response_path(request)
+    query = page_query(request.query_params)
+    items = (None if message_id is None else
+             await response_input(runtime(request).turn_deps.db, principal.user_id, message_id))
+    if items is None:
+        raise _not_found(raw)
+    return JSONResponse(input_items_page(items, query))
+
+
+@openai_errors
+async def remove_response(request: Request) -> Response:
+    """DELETE /v1/responses/{id}: the response and its question go (its thread too when
+    nothing is left); OpenAI's deleted object."""
+    principal = await authenticate(request)
+    raw, message_id = _response_path(request)
+    try:
+        gone = message_id is not None and await delete_response(
+            runtime(request).turn_deps.db, principal.user_id, message_id)
+    except ResponseBusy:
+        raise OpenAIError(409, "the response is still being written; delete it once it "
+                               "has finished", "response_in_progress") from None
+    if not gone:
+        raise _not_found(raw)
+    return JSONResponse(deleted(raw))
+
+
+@openai_errors
+async def cancel_response(request: Request) -> Response:
+    """POST /v1/responses/{id}/cancel: no response here runs in the background (each is
+    answered while its request is open), so a stored one is refused as OpenAI refuses a
+    response that was not created with `background: true`."""
+    principal = await authenticate(request)
+    raw, message_id = _response_path(request)
+    answer = (None if message_id is None else await stored_answer(
+        runtime(request).turn_deps.db, principal.user_id, message_id))
+    if answer is None:
+        raise _not_found(raw)
+    raise OpenAIError(400, "Cannot cancel a synchronous response.")
+
+
+def _response_path(request: Request) -> tuple[str, uuid.UUID | None]:
+    raw = str(request.path_params["response_id"])
+    return raw, response_message_id(raw)
+
+
+def _not_found(raw: str) -> OpenAIError:
+    return OpenAIError(404, f"Response with id '{raw}' not found.", "not_found", "response_id")
 
 
 async def _referenced(db: Database, user_id: str, body: dict[str, Any]
