@@ -2,7 +2,8 @@
 (OpenAI's cursor list: what the response was asked with, its ids good as `item_reference`s),
 `responses.delete` (the response and its question go, and the thread it made when nothing
 else is in it; another user's is 404) and `responses.cancel` (refused as OpenAI refuses a
-response that was not created in the background)."""
+response that was not created in the background); and the threads stored Responses calls make
+stay off the page's list of chats, listed under their own origin."""
 
 from __future__ import annotations
 
@@ -99,3 +100,27 @@ async def test_cancel_is_refused_as_for_a_response_not_in_the_background(
         assert (await client.responses.retrieve(done.id)).status == "completed"
         with pytest.raises(openai.NotFoundError):
             await client.responses.cancel("resp_" + "0" * 32)
+
+
+async def test_a_responses_thread_is_not_among_the_pages_chats(
+    oa_gateway: InProcessGateway, model_server: ModelServer
+) -> None:
+    model_server.bodies["origin"] = answer_body(["From the SDK."])
+    user = "responses-origin"
+    async with await client_of(oa_gateway, user) as client:
+        made = await client.responses.create(model=MODEL, input="[case:origin] hi")
+    async with oa_gateway.client(await oa_gateway.api_key(user)) as native:
+        chat = (await native.post("/api/threads", json={"title": "my chat"})).json()["id"]
+
+        async def listed(**params: str) -> list[tuple[str, str]]:
+            answer = await native.get("/api/threads", params=params)
+            assert answer.status_code == 200, answer.text
+            return sorted((t["id"], t["origin"]) for t in answer.json()["threads"])
+
+        sdk = (chatgate(made)["thread_id"], "responses")
+        assert await listed() == [(chat, "chat")]  # what the page shows
+        assert await listed(origin="responses") == [sdk]
+        assert await listed(origin="all") == sorted([(chat, "chat"), sdk])
+        assert await listed(origin="responses", q="hi") == [sdk]
+        refused = await native.get("/api/threads", params={"origin": "sdk"})
+        assert (refused.status_code, refused.json()["error"]["code"]) == (422, "invalid_query")
