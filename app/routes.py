@@ -46,6 +46,12 @@ def api_routes() -> list[BaseRoute]:
         Route("/v1/models/{model:path}", openai_chat.get_model, methods=["GET"]),
         Route("/v1/responses", openai_responses.create_response, methods=["POST"]),
         Route("/v1/responses/{response_id}", openai_responses.get_response, methods=["GET"]),
+        Route("/v1/responses/{response_id}", openai_responses.remove_response,
+              methods=["DELETE"]),
+        Route("/v1/responses/{response_id}/input_items", openai_responses.list_input_items,
+              methods=["GET"]),
+        Route("/v1/responses/{response_id}/cancel", openai_responses.cancel_response,
+              methods=["POST"]),
         # every method: an unknown /v1 route is OpenAI's 404, never a 405
         Route("/v1/{rest:path}", openai_chat.unknown_route, methods=ANY_METHOD),
     ]

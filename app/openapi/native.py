@@ -36,6 +36,7 @@ from app.usage.admin_reports import MAX_LIMIT, MAX_USERS
 #: The roles and statuses of a stored message (app.store.models; a test holds them equal).
 ROLES = ["user", "assistant", "system"]
 STATUSES = ["complete", "streaming", "interrupted", "failed"]
+ORIGINS = ["chat", "responses"]
 
 THREAD_ID = path_parameter("thread_id", UUID, "The thread's id; a malformed one is a 404.")
 MESSAGE_ID = path_parameter("message_id", UUID, "The message's id; a malformed one is a 404.")
@@ -61,7 +62,8 @@ def schemas(max_content_chars: int) -> dict[str, Schema]:
         "ThreadCreated": obj({"id": UUID, "title": nullable(TEXT), "created_at": TIMESTAMP}),
         "ThreadSummary": obj({"id": UUID, "title": nullable(TEXT), "message_count": COUNT,
                               "preview": nullable(TEXT), "updated_at": TIMESTAMP,
-                              "model": nullable(TEXT)}),
+                              "model": nullable(TEXT),
+                              "origin": {"type": "string", "enum": ORIGINS}}),
         "ThreadList": obj({"threads": array(ref("ThreadSummary"))}),
         "Message": obj({"id": UUID, "role": {"type": "string", "enum": ROLES},
                         "content": TEXT, "status": {"type": "string", "enum": STATUSES},
@@ -167,7 +169,11 @@ def paths() -> dict[str, Schema]:
                 tag="threads", refusals=(422,),
                 parameters=[query_parameter(
                     "q", {"type": "string", "maxLength": MAX_QUERY_CHARS},
-                    "Only threads whose title or a visible message holds these words.")],
+                    "Only threads whose title or a visible message holds these words."),
+                    query_parameter(
+                        "origin", {"type": "string", "enum": [*ORIGINS, "all"]},
+                        "`chat` (the default: the page's chats, made by POST /api/threads), "
+                        "`responses` (made by stored Responses API calls) or `all`.")],
                 responses={"200": json_response("The threads.", ref("ThreadList"))})},
         "/api/threads/{thread_id}": {
             "parameters": [THREAD_ID],

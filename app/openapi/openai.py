@@ -23,6 +23,7 @@ from app.openapi.shapes import (
     obj,
     operation,
     path_parameter,
+    query_parameter,
     sse_event,
 )
 from app.turn.openai.errors import THREAD_HEADER
@@ -54,6 +55,12 @@ def _input_item() -> Schema:
         obj({"type": {"const": "function_call_output"}, "call_id": TEXT,
              "output": {"anyOf": [TEXT, array(ANY_OBJECT)]}}),
         obj({"type": {"const": "reasoning"}}),
+        obj({"type": {"const": "item_reference"},
+             "id": {"type": "string", "pattern": "^(msg|rs|fc)_",
+                    "description": "An item of an earlier stored response of the key's user: "
+                                   "a message is its stored clean text, a reasoning item "
+                                   "nothing (thinking is never sent back), a function call "
+                                   "the call. Any other id is a 400."}}),
     ]}
 
 
@@ -98,7 +105,7 @@ def schemas() -> dict[str, Schema]:
             "choices": array(obj({"index": COUNT,
                                   "message": obj({"role": {"const": "assistant"},
                                                   "content": nullable(TEXT)},
-                                                 {"reasoning_content": TEXT,
+                                                 {"reasoning_content": nullable(TEXT),
                                                   "tool_calls": array(ANY_OBJECT)}),
                                   "finish_reason": TEXT})),
             "usage": _usage(), "chatgate": ANY_OBJECT}),
@@ -132,6 +139,14 @@ def schemas() -> dict[str, Schema]:
             "usage": nullable(obj({"input_tokens": COUNT, "output_tokens": COUNT,
                                    "total_tokens": COUNT}))},
             {"chatgate": ANY_OBJECT}),
+        "ResponseItemList": obj({
+            "object": {"const": "list"},
+            "data": array(obj({"id": {"type": "string", "pattern": "^msg_"},
+                               "type": {"const": "message"}, "role": TEXT,
+                               "status": TEXT, "content": array(ANY_OBJECT)})),
+            "first_id": nullable(TEXT), "last_id": nullable(TEXT), "has_more": BOOLEAN}),
+        "ResponseDeleted": obj({"id": {"type": "string", "pattern": "^resp_"},
+                                "object": {"const": "response"}, "deleted": {"const": True}}),
     }
 
 
@@ -139,6 +154,17 @@ def _whole_or_stream(schema: str, stream: str, events: Schema | None) -> Schema:
     return {"description": f"A whole reply, or with `stream: true` {stream}",
             "content": {JSON: {"schema": {"$ref": f"#/components/schemas/{schema}"}},
                         SSE: {"schema": sse_event(events)}}}
+
+
+_RESPONSE_ID = path_parameter("response_id", TEXT, "`resp_` and its message's id in hex.")
+_PAGE = [
+    query_parameter("order", {"type": "string", "enum": ["asc", "desc"]},
+                    "`desc` (the default): newest first."),
+    query_parameter("limit", {"type": "integer", "minimum": 1, "maximum": 100},
+                    "Items per page, 20 by default."),
+    query_parameter("after", TEXT, "An item id of the list: the items past it."),
+    query_parameter("before", TEXT, "An item id of the list: the items just ahead of it."),
+]
 
 
 def paths() -> dict[str, Schema]:
@@ -166,11 +192,34 @@ def paths() -> dict[str, Schema]:
                 "Response", "`event:` and `data:` frames from `response.created` to "
                 "`response.completed`, `response.incomplete` or `response.failed`.",
                 {"type": "string", "pattern": r"^(response\.[a-z_.]+|error)$"})})},
-        "/v1/responses/{response_id}": {"get": operation(
-            "openai", "getResponse", "A stored response", tag="openai", refusals=(404,),
-            parameters=[path_parameter("response_id", TEXT,
-                                       "`resp_` and its message's id in hex.")],
-            responses={"200": json_response("The response.",
+        "/v1/responses/{response_id}": {
+            "parameters": [_RESPONSE_ID],
+            "get": operation(
+                "openai", "getResponse", "A stored response", tag="openai", refusals=(404,),
+                responses={"200": json_response("The response.",
+                                                {"$ref": "#/components/schemas/Response"})}),
+            "delete": operation(
+                "openai", "deleteResponse", "Delete a stored response", tag="openai",
+                refusals=(404, 409),
+                description="The response and its question go; its thread too when nothing "
+                            "else is left in it. 409 while it is still being written.",
+                responses={"200": json_response(
+                    "Deleted.", {"$ref": "#/components/schemas/ResponseDeleted"})})},
+        "/v1/responses/{response_id}/input_items": {"get": operation(
+            "openai", "listResponseInputItems", "A stored response's input", tag="openai",
+            refusals=(400, 404), parameters=[_RESPONSE_ID, *_PAGE],
+            description="The stored question the response was asked with (a request's "
+                        "last user message: the earlier input is not kept), newest first "
+                        "by default.",
+            responses={"200": json_response(
+                "One page of the items.", {"$ref": "#/components/schemas/ResponseItemList"})})},
+        "/v1/responses/{response_id}/cancel": {"post": operation(
+            "openai", "cancelResponse", "Cancel a background response", tag="openai",
+            refusals=(400, 404), parameters=[_RESPONSE_ID],
+            description="No response runs in the background here: a stored response is "
+                        "400 `Cannot cancel a synchronous response.`, as OpenAI answers for "
+                        "a response not created with `background: true`.",
+            responses={"200": json_response("Never: nothing to cancel.",
                                             {"$ref": "#/components/schemas/Response"})})},
         "/v1/models": {"get": operation(
             "openai", "listOpenAIModels", "The models", tag="openai",

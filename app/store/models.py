@@ -56,6 +56,9 @@ NAMING_CONVENTION = {
 
 MESSAGE_ROLES = ("user", "assistant", "system")
 MESSAGE_STATUSES = ("complete", "streaming", "interrupted", "failed")
+#: Where a thread came from: `chat`, made by POST /api/threads (the page, the native API, and
+#: so /v1 chat completions with a thread); `responses`, made by a stored Responses API call.
+THREAD_ORIGINS = ("chat", "responses")
 FOLLOWUP_STATUSES = ("pending", "claimed", "done", "cancelled", "failed")
 USAGE_SOURCES = ("provider", "estimated", "partial")
 
@@ -146,7 +149,8 @@ def _attribute_names(model: type[Base]) -> tuple[tuple[str, str], ...]:
 
 class Thread(Base):
     __tablename__ = "threads"
-    __table_args__ = (Index("ix_threads_user_updated", "user_id", "updated_at"),)
+    __table_args__ = (Index("ix_threads_user_updated", "user_id", "updated_at"),
+                      CheckConstraint(f"origin IN ({_in(THREAD_ORIGINS)})", name="origin"))
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     user_id: Mapped[str] = mapped_column(String(255))
@@ -158,6 +162,8 @@ class Thread(Base):
     # The model the thread's last turn chose (a name of the gateway's catalog); NULL: the
     # catalog's default.
     model: Mapped[str | None] = mapped_column(String(255))
+    # Where the thread came from (THREAD_ORIGINS): the page lists `chat` threads.
+    origin: Mapped[str] = mapped_column(String(16), default="chat", server_default="chat")
 
 
 class Message(Base):

@@ -19,3 +19,5 @@ class ThreadSummary:
     created_at: dt.datetime
     #: The model the thread's last turn chose (None: the default).
     model: str | None = None
+    #: Where the thread came from (app.store.models.THREAD_ORIGINS).
+    origin: str = "chat"

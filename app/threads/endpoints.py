@@ -25,15 +25,21 @@ MAX_QUERY_CHARS = 200
 
 
 async def list_threads(request: Request) -> JSONResponse:
-    """GET /api/threads[?q=words]: the user's threads, or those matching the words."""
+    """GET /api/threads[?q=words][&origin=chat|responses|all]: the user's chats (the page's
+    list; `origin` names another kind, or all), or those matching the words."""
     principal = await authenticate(request)
+    origin = request.query_params.get("origin", "chat")
+    if origin not in threads.LIST_ORIGINS:
+        raise ApiError(422, "invalid_query",
+                       f"'origin' must be one of {', '.join(threads.LIST_ORIGINS)}")
     query = request.query_params.get("q", "")
     if len(query) > MAX_QUERY_CHARS:
         raise ApiError(422, "invalid_query",
                        f"'q' is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
     if bodies.NUL in query:
         raise ApiError(422, "invalid_query", bodies.NUL_REFUSED.format(field="'q'"))
-    rows = await threads.list_threads(runtime(request).db, principal.user_id, query)
+    rows = await threads.list_threads(runtime(request).db, principal.user_id, query,
+                                      None if origin == "all" else origin)
     return JSONResponse({"threads": rows})
 
 

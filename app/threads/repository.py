@@ -28,12 +28,13 @@ def _clean_optional(value: str | None) -> str | None:
     return None if value is None else clean_text(value, SanitizeReport())
 
 
-async def create_thread(s: AsyncSession, user_id: str, title: str | None = None) -> Thread:
-    """A new, empty thread owned by user_id."""
+async def create_thread(s: AsyncSession, user_id: str, title: str | None = None, *,
+                        origin: str = "chat") -> Thread:
+    """A new, empty thread owned by user_id, made by `origin` (THREAD_ORIGINS)."""
     now = utcnow()
     thread = Thread(
         id=uuid.uuid4(), user_id=user_id, title=_clean_optional(title), autonomy={},
-        created_at=now, updated_at=now,
+        created_at=now, updated_at=now, origin=origin,
     )
     s.add(thread)
     await s.flush()
@@ -64,9 +65,11 @@ def _preview(source: str | None) -> str | None:
     return text[:PREVIEW_CHARS] + "…" if cut else text
 
 
-async def list_threads(s: AsyncSession, user_id: str) -> list[ThreadSummary]:
-    """The user's threads, most recently updated first, with counts and a preview (the latest
-    non-empty visible message) that ignore synthetic and legacy follow-up messages."""
+async def list_threads(s: AsyncSession, user_id: str, origin: str | None = None
+                       ) -> list[ThreadSummary]:
+    """The user's threads (of one origin, or all with None), most recently updated first,
+    with counts and a preview (the latest non-empty visible message) that ignore synthetic
+    and legacy follow-up messages."""
     count = (
         select(func.count(Message.id))
         .where(Message.thread_id == Thread.id, visible_sql())
@@ -81,16 +84,18 @@ async def list_threads(s: AsyncSession, user_id: str) -> list[ThreadSummary]:
         .correlate(Thread)
         .scalar_subquery()
     )
-    rows = await s.execute(
+    query = (
         select(Thread.id, Thread.title, count, preview, Thread.updated_at, Thread.created_at,
-               Thread.model)
+               Thread.model, Thread.origin)
         .where(Thread.user_id == user_id)
         .order_by(Thread.updated_at.desc(), Thread.id)
     )
+    if origin is not None:
+        query = query.where(Thread.origin == origin)
     return [
         ThreadSummary(id=r[0], title=r[1], message_count=int(r[2]), preview=_preview(r[3]),
-                      updated_at=r[4], created_at=r[5], model=r[6])
-        for r in rows
+                      updated_at=r[4], created_at=r[5], model=r[6], origin=r[7])
+        for r in await s.execute(query)
     ]
 
 
@@ -184,3 +189,4 @@ async def visible_history(
         query = query.where(visible_sql())
     result = await s.execute(query.order_by(Message.created_at, Message.id))
     return list(result.scalars())
+

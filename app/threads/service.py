@@ -11,7 +11,7 @@ from typing import Any
 from app.clock import iso_utc
 from app.logging import get_logger
 from app.store.db import Database
-from app.store.models import Message
+from app.store.models import THREAD_ORIGINS, Message
 from app.store.visibility import is_hidden
 from app.threads import repository as thread_store
 from app.threads import search_repository as thread_search
@@ -43,17 +43,24 @@ async def create_thread(db: Database, user_id: str, title: str | None) -> dict[s
     return {"id": str(thread.id), "title": thread.title, "created_at": iso_utc(thread.created_at)}
 
 
-async def list_threads(db: Database, user_id: str, query: str = "") -> list[dict[str, Any]]:
-    """The user's threads, newest activity first; with a `query`, those whose title or
-    visible text matches it (app.threads.search_repository)."""
+#: What a thread list may be asked for: one origin, or `all`.
+LIST_ORIGINS = (*THREAD_ORIGINS, "all")
+
+
+async def list_threads(db: Database, user_id: str, query: str = "",
+                       origin: str | None = "chat") -> list[dict[str, Any]]:
+    """The user's threads of one origin (the page's chats by default; None: every one),
+    newest activity first; with a `query`, those whose title or visible text matches it
+    (app.threads.search_repository)."""
     async with db.transaction(read_only=True) as session:
-        summaries = await thread_store.list_threads(session, user_id)
+        summaries = await thread_store.list_threads(session, user_id, origin)
         if query.strip():
             found = await thread_search.matching_thread_ids(session, user_id, query)
             summaries = [t for t in summaries if t.id in found]
     return [
         {"id": str(t.id), "title": t.title, "message_count": t.message_count,
-         "preview": t.preview, "updated_at": iso_utc(t.updated_at), "model": t.model}
+         "preview": t.preview, "updated_at": iso_utc(t.updated_at), "model": t.model,
+         "origin": t.origin}
         for t in summaries
     ]
 

@@ -96,7 +96,7 @@ async def stored_answer(db: Database, user_id: str, message_id: uuid.UUID
 
 async def _new_thread(db: Database, user_id: str) -> uuid.UUID:
     async with db.transaction(quick=True) as session:
-        return (await thread_store.create_thread(session, user_id)).id
+        return (await thread_store.create_thread(session, user_id, origin="responses")).id
 
 
 async def _drop_thread(db: Database, user_id: str, thread_id: uuid.UUID) -> None:

@@ -17,9 +17,9 @@ import schemathesis
 from starlette.routing import Route
 
 from app.openapi import document
-from app.openapi.native import ROLES, STATUSES
+from app.openapi.native import ORIGINS, ROLES, STATUSES
 from app.routes import api_routes
-from app.store.models import MESSAGE_ROLES, MESSAGE_STATUSES
+from app.store.models import MESSAGE_ROLES, MESSAGE_STATUSES, THREAD_ORIGINS
 from app.usage.endpoints import usage_routes
 from tests.e2e.helpers import new_thread
 from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway, parse_sse
@@ -95,6 +95,7 @@ def test_main_bodies_and_answers_have_schemas_and_streams_are_event_streams() ->
 
 def test_the_stored_message_enums_are_the_stores() -> None:
     assert (list(MESSAGE_ROLES), list(MESSAGE_STATUSES)) == (ROLES, STATUSES)
+    assert list(THREAD_ORIGINS) == ORIGINS
 
 
 def test_a_model_the_key_may_not_use_may_be_a_404() -> None:

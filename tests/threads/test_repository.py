@@ -99,6 +99,19 @@ async def test_list_orders_by_latest_activity(db: Database) -> None:
     assert empty.message_count == 0 and empty.preview is None
 
 
+async def test_a_list_of_one_origin_leaves_the_others_out(db: Database) -> None:
+    chat = await new_thread(db, "alice", "a chat")
+    async with db.transaction() as s:
+        made = await threads_store.create_thread(s, "alice", origin="responses")
+    async with db.transaction() as s:
+        chats = await threads_store.list_threads(s, "alice", "chat")
+        calls = await threads_store.list_threads(s, "alice", "responses")
+        every = await threads_store.list_threads(s, "alice")
+    assert [t.id for t in chats] == [chat.id] and chats[0].origin == "chat"
+    assert [(t.id, t.origin) for t in calls] == [(made.id, "responses")]
+    assert {t.id for t in every} == {chat.id, made.id}
+
+
 async def test_delete_cascades_but_keeps_usage_rows(db: Database) -> None:
     thread = await new_thread(db, "alice")
     await turn(db, thread, "q", "a")

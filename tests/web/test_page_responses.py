@@ -1,5 +1,6 @@
-"""The page in a real Chromium shows a `previous_response_id` chain of three Responses API
-turns as one thread: three questions, three answers, in order."""
+"""The page in a real Chromium keeps a `previous_response_id` chain of three Responses API
+turns off its list of chats, and under the origin filter shows it as one thread: three
+questions, three answers, in order."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ pytestmark = BROWSER_TESTS
 QUESTIONS = ["What are tides?", "Why twice a day?", "And spring tides?"]
 
 
-async def test_a_chain_of_three_responses_is_one_thread_on_the_page(
+async def test_a_chain_of_three_responses_is_one_api_conversation_on_the_page(
     start_gateway: StartGateway, demo_llm: DemoLlm, page: Page  # noqa: F811
 ) -> None:
     gateway = start_gateway("sqlite", upstream=demo_llm, env={
@@ -30,6 +31,8 @@ async def test_a_chain_of_three_responses_is_one_thread_on_the_page(
             previous = reply.id
             answers.append(reply.output_text)
     await page.goto(gateway.url + "/")
+    await expect(page.get_by_test_id("list-empty")).to_be_visible()  # the chats: none
+    await page.get_by_test_id("thread-origin").select_option("responses")
     await expect(page.locator(".thread-item")).to_have_count(1)
     await page.locator(".thread-item").first.click()
     await expect(page.locator(".message.user")).to_have_count(3)

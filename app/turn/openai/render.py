@@ -3,7 +3,9 @@
 fields they do not know) with what only the gateway can say: the answer's METADATA, the
 filter's warnings, the cost, and where the exchange was stored. A reasoning model's thinking
 goes where DeepSeek's API and vLLM put it: `delta.reasoning_content` in a stream,
-`message.reasoning_content` in a whole reply (absent when the answer had none)."""
+`message.reasoning_content` in a whole reply, null when the answer had none: a client that
+finds no such key runs its own `<think>` parsing over `content` (LiteLLM's `completion()`
+does) and would cut literal text the filter already judged to be answer."""
 
 from __future__ import annotations
 
@@ -98,9 +100,8 @@ def whole_reply(call: CompletionCall, deltas: list[ChoiceDelta]) -> dict[str, An
     choices = []
     for index in sorted(call.choices.choices):
         choice = call.choices.choices[index]
-        message: dict[str, Any] = {"role": "assistant", "content": texts.get(index, "")}
-        if reasoning := choice.answer.reasoning:
-            message["reasoning_content"] = reasoning
+        message: dict[str, Any] = {"role": "assistant", "content": texts.get(index, ""),
+                                   "reasoning_content": choice.answer.reasoning or None}
         if choice.tool_calls:
             message["tool_calls"] = choice.tool_calls
             message["content"] = message["content"] or None

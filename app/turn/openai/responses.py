@@ -1,13 +1,15 @@
-"""`POST /v1/responses`, `GET /v1/responses/{id}`: the OpenAI Responses API over the same
-completion service, turn loop and marker filter as `/v1/chat/completions`, with the same
-keys, limits and error shape (app.turn.openai.errors)."""
+"""`POST /v1/responses`, `GET /v1/responses/{id}` (and its `input_items`), `DELETE` and
+`cancel`: the OpenAI Responses API over the same completion service, turn loop and marker
+filter as `/v1/chat/completions`, with the same keys, limits and error shape
+(app.turn.openai.errors)."""
 
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -18,6 +20,7 @@ from app.api.event_stream import RevokedEnding
 from app.api.sse import json_bytes
 from app.api.state import runtime
 from app.turn.completion import CompletionCall
+from app.turn.item_references import ItemNotFound, ResolvedItem, resolve_items
 from app.turn.openai.chat import CallStreamResponse, run_whole
 from app.turn.openai.errors import (
     OpenAIError,
@@ -26,6 +29,7 @@ from app.turn.openai.errors import (
     openai_errors,
     refusal,
 )
+from app.turn.openai.responses_items import deleted, input_items_page, page_query
 from app.turn.openai.responses_render import (
     EventWriter,
     Outcome,
@@ -35,6 +39,8 @@ from app.turn.openai.responses_render import (
 )
 from app.turn.openai.responses_request import (
     ResponsesRequest,
+    item_not_found,
+    item_references,
     parse_responses_body,
     previous_not_found,
     response_message_id,
@@ -45,14 +51,20 @@ from app.turn.responses import (
     response_id,
     stored_answer,
 )
+from app.turn.stored_responses import ResponseBusy, delete_response, response_input
 from app.turns.choices import ChoiceDelta
+
+if TYPE_CHECKING:
+    from app.store.db import Database
 
 
 @openai_errors
 async def create_response(request: Request) -> Response:
     principal = await authenticate(request)
     rt = runtime(request)
-    parsed = parse_responses_body(await bodies.json_object(request))
+    body = await bodies.json_object(request)
+    parsed = parse_responses_body(body, await _referenced(rt.turn_deps.db, principal.user_id,
+                                                          body))
     try:
         call = await open_response(rt.gate, principal, parsed.completion(),
                                    store=parsed.store, previous=parsed.previous_response)
@@ -85,14 +97,80 @@ async def create_response(request: Request) -> Response:
 async def get_response(request: Request) -> Response:
     principal = await authenticate(request)
     rt = runtime(request)
-    raw = str(request.path_params["response_id"])
-    message_id = response_message_id(raw)
+    raw, message_id = _response_path(request)
     answer = (None if message_id is None else
               await stored_answer(rt.turn_deps.db, principal.user_id, message_id))
     if answer is None:
-        raise OpenAIError(404, f"Response with id '{raw}' not found.", "not_found",
-                          "response_id")
+        raise _not_found(raw)
     return JSONResponse(response_object(stored_outcome(answer)))
+
+
+@openai_errors
+async def list_input_items(request: Request) -> Response:
+    """GET /v1/responses/{id}/input_items: the stored input the response was asked with."""
+    principal = await authenticate(request)
+    raw, message_id = _response_path(request)
+    query = page_query(request.query_params)
+    items = (None if message_id is None else
+             await response_input(runtime(request).turn_deps.db, principal.user_id, message_id))
+    if items is None:
+        raise _not_found(raw)
+    return JSONResponse(input_items_page(items, query))
+
+
+@openai_errors
+async def remove_response(request: Request) -> Response:
+    """DELETE /v1/responses/{id}: the response and its question go (its thread too when
+    nothing is left); OpenAI's deleted object."""
+    principal = await authenticate(request)
+    raw, message_id = _response_path(request)
+    try:
+        gone = message_id is not None and await delete_response(
+            runtime(request).turn_deps.db, principal.user_id, message_id)
+    except ResponseBusy:
+        raise OpenAIError(409, "the response is still being written; delete it once it "
+                               "has finished", "response_in_progress") from None
+    if not gone:
+        raise _not_found(raw)
+    return JSONResponse(deleted(raw))
+
+
+@openai_errors
+async def cancel_response(request: Request) -> Response:
+    """POST /v1/responses/{id}/cancel: no response here runs in the background (each is
+    answered while its request is open), so a stored one is refused as OpenAI refuses a
+    response that was not created with `background: true`."""
+    principal = await authenticate(request)
+    raw, message_id = _response_path(request)
+    answer = (None if message_id is None else await stored_answer(
+        runtime(request).turn_deps.db, principal.user_id, message_id))
+    if answer is None:
+        raise _not_found(raw)
+    raise OpenAIError(400, "Cannot cancel a synchronous response.")
+
+
+def _response_path(request: Request) -> tuple[str, uuid.UUID | None]:
+    raw = str(request.path_params["response_id"])
+    return raw, response_message_id(raw)
+
+
+def _not_found(raw: str) -> OpenAIError:
+    return OpenAIError(404, f"Response with id '{raw}' not found.", "not_found", "response_id")
+
+
+async def _referenced(db: Database, user_id: str, body: dict[str, Any]
+                      ) -> dict[str, ResolvedItem]:
+    """The stored items the body's `item_reference`s name (none read without any)."""
+    refs = item_references(body)
+    if not refs:
+        return {}
+    try:
+        return await resolve_items(db, user_id, refs)
+    except ItemNotFound as exc:
+        position = next(i for i, item in enumerate(body["input"]) if isinstance(item, dict)
+                        and item.get("type") == "item_reference"
+                        and item.get("id") == exc.item_id)
+        raise item_not_found(exc.item_id, position) from None
 
 
 def _outcome(call: CompletionCall, parsed: ResponsesRequest) -> Outcome:

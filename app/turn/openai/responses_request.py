@@ -6,16 +6,22 @@ naming its `param`, as OpenAI answers.
 
 Unlike chat completions, unknown fields are not passed upstream: a Responses field means
 something else to a chat completions model server (`text`, `reasoning`, `include`), so only
-the fields mapped here reach it."""
+the fields mapped here reach it.
+
+An `item_reference` names an output item of an earlier stored response: `item_references`
+reads the ids out of a body, the caller looks them up (app.turn.item_references), and the
+parse puts each one's message or function call where the reference stood."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.api.bodies import NUL, NUL_REFUSED
 from app.turn.completion import CompletionRequest
+from app.turn.item_references import ItemReference, ResolvedItem, parse_item_id
 from app.turn.openai.errors import OpenAIError, invalid
 
 #: The prefix of a response id; the rest is its assistant message's id in hex.
@@ -57,11 +63,37 @@ def response_message_id(response_id: str) -> uuid.UUID | None:
         return None
 
 
-def parse_responses_body(body: dict[str, Any]) -> ResponsesRequest:
+def item_references(body: dict[str, Any]) -> list[ItemReference]:
+    """The `item_reference` items of `input`, in order; an id the gateway never minted is
+    the same 400 as an unknown one (a malformed item is the parse's to refuse)."""
+    raw = body.get("input")
+    refs: list[ItemReference] = []
+    for position, item in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(item, dict) or item.get("type") != "item_reference":
+            continue
+        item_id = item.get("id")
+        if not isinstance(item_id, str):
+            raise invalid(f"'input[{position}].id' must be a string", f"input[{position}].id")
+        ref = parse_item_id(item_id)
+        if ref is None:
+            raise item_not_found(item_id, position)
+        refs.append(ref)
+    return refs
+
+
+def item_not_found(item_id: str, position: int | None) -> OpenAIError:
+    param = "input" if position is None else f"input[{position}].id"
+    return OpenAIError(400, f"Item with id '{item_id}' not found.", "item_not_found", param)
+
+
+def parse_responses_body(body: dict[str, Any],
+                         resolved: Mapping[str, ResolvedItem] | None = None) -> ResponsesRequest:
+    """The request; `resolved` holds what each `item_reference` id of the body stands for."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid("'model' must be a non-empty string", "model")
-    messages = [*_instructions(body.get("instructions")), *_input(body.get("input"))]
+    messages = [*_instructions(body.get("instructions")),
+                *_input(body.get("input"), resolved or {})]
     stream = _flag(body, "stream", False)
     store = _flag(body, "store", True)
     previous = body.get("previous_response_id")
@@ -115,7 +147,7 @@ def _instructions(raw: Any) -> list[dict[str, Any]]:
     return [{"role": "system", "content": _text(raw, "instructions")}]
 
 
-def _input(raw: Any) -> list[dict[str, Any]]:
+def _input(raw: Any, resolved: Mapping[str, ResolvedItem]) -> list[dict[str, Any]]:
     if isinstance(raw, str):
         if not raw.strip():
             raise invalid("'input' must not be empty", "input")
@@ -136,6 +168,8 @@ def _input(raw: Any) -> list[dict[str, Any]]:
             messages.append(_call_output(item, param))
         elif kind == "reasoning":
             continue  # a reasoning model's item echoed back: the model server keeps none
+        elif kind == "item_reference":
+            _add_reference(messages, item, position, resolved)
         else:
             raise invalid(f"'{param}.type' {kind!r} is not supported by this gateway",
                           f"{param}.type")
@@ -177,6 +211,19 @@ def _part(part: Any, param: str) -> dict[str, Any]:
     raise invalid(f"'{param}.type' {kind!r} is not supported by this gateway", f"{param}.type")
 
 
+def _add_reference(messages: list[dict[str, Any]], item: dict[str, Any], position: int,
+                   resolved: Mapping[str, ResolvedItem]) -> None:
+    """A stored item in the reference's place: its message, its function call (merged as a
+    `function_call` item is), or nothing for reasoning."""
+    found = resolved.get(str(item.get("id")))
+    if found is None:
+        raise item_not_found(str(item.get("id")), position)
+    if found.call is not None:
+        _merge_call(messages, found.call)
+    elif found.role is not None and found.content:
+        messages.append({"role": found.role, "content": found.content})
+
+
 def _add_call(messages: list[dict[str, Any]], item: dict[str, Any], param: str) -> None:
     """A function call the model made: a tool call of the assistant message it follows
     (calls in a row are one message, as the chat shape has them)."""
@@ -185,9 +232,12 @@ def _add_call(messages: list[dict[str, Any]], item: dict[str, Any], param: str) 
         raise invalid(f"'{param}' needs a string 'name' and 'call_id'", param)
     if not isinstance(arguments, str):
         raise invalid(f"'{param}.arguments' must be a string", f"{param}.arguments")
-    call = {"id": call_id, "type": "function",
-            "function": {"name": _text(name, f"{param}.name"),
-                         "arguments": _text(arguments, f"{param}.arguments")}}
+    _merge_call(messages, {"id": call_id, "type": "function",
+                           "function": {"name": _text(name, f"{param}.name"),
+                                        "arguments": _text(arguments, f"{param}.arguments")}})
+
+
+def _merge_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
     last = messages[-1] if messages else None
     if last is not None and last["role"] == "assistant":
         last.setdefault("tool_calls", []).append(call)

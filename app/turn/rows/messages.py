@@ -157,3 +157,18 @@ async def delete_from(s: AsyncSession, message: Message) -> int:
         delete(Message).where(Message.thread_id == message.thread_id, later))
     await touch_thread(s, message.thread_id)
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def delete_messages(s: AsyncSession, thread_id: uuid.UUID, ids: list[uuid.UUID]) -> int:
+    """Delete these messages of the thread (one exchange taken out of the middle: the later
+    ones stay); returns how many went. Their llm_calls rows stay (billing data) with the
+    message id set to NULL."""
+    result = await s.execute(
+        delete(Message).where(Message.thread_id == thread_id, Message.id.in_(ids)))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def has_messages(s: AsyncSession, thread_id: uuid.UUID) -> bool:
+    """Whether any message, shown or not, is left in the thread."""
+    result = await s.execute(select(Message.id).where(Message.thread_id == thread_id).limit(1))
+    return result.first() is not None

@@ -12,6 +12,7 @@ const $ = (id) => document.getElementById(id);
 const ui = {
   threadList: $("thread-list"), newThread: $("new-thread"), apiKey: $("api-key"),
   settings: $("settings"), toggleThreads: $("toggle-threads"), search: $("thread-search"),
+  origin: $("thread-origin"),
   title: $("thread-title"), notice: $("notice"), messages: $("messages"),
   rename: $("rename-thread"), remove: $("delete-thread"), renameForm: $("rename-form"),
   renameInput: $("rename-input"), renameCancel: $("rename-cancel"),
@@ -100,14 +101,19 @@ function threadPath(id, rest = "") {
 // ---------- threads ----------
 
 /** The thread list, or with words in the search box the threads whose title or text
- *  holds them (the gateway's full-text search). An answer that arrives for an older search
- *  is dropped. */
+ *  holds them (the gateway's full-text search): the user's chats, or under the origin
+ *  filter the conversations the Responses API stored, or all. An answer that arrives for an
+ *  older search is dropped. */
 async function refreshThreads() {
   const query = ui.search.value.trim();
   state.threadsAsked += 1;
   const asked = state.threadsAsked;
   try {
-    const path = query ? `/api/threads?q=${encodeURIComponent(query)}` : "/api/threads";
+    const params = new URLSearchParams();
+    if (query) params.set("q", query);
+    if (ui.origin.value !== "chat") params.set("origin", ui.origin.value);
+    const search = params.toString();
+    const path = search ? `/api/threads?${search}` : "/api/threads";
     const body = await callApi("GET", path);
     if (asked !== state.threadsAsked) return;
     state.threads = body.threads || [];
@@ -747,6 +753,7 @@ function wireThreads() {
     startDraft();
   });
   ui.search.addEventListener("input", onSearchInput);
+  ui.origin.addEventListener("change", refreshThreads);
   ui.toggleThreads.addEventListener("click",
     () => setThreadsOpen(!document.body.classList.contains("threads-open")));
   ui.rename.addEventListener("click", openRename);

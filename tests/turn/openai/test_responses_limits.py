@@ -27,7 +27,7 @@ async def test_the_stream_cap_refuses_and_leaves_no_thread(
             held = await gw.hold_turn("alice", thread_id)  # one answer streams
             try:
                 capped = await respond(client, input="Another thread")
-                threads = (await client.get("/api/threads")).json()["threads"]
+                threads = (await client.get("/api/threads?origin=responses")).json()["threads"]
             finally:
                 await held.finish()
     error = capped.json()["error"]

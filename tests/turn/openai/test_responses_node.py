@@ -7,6 +7,7 @@ Without node the test is skipped, loudly; under CI it fails instead."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -29,10 +30,10 @@ from tests.turn.openai.test_node_client import (
 from tests.turn.openai.test_sdk import tool_call_body
 
 HERE = Path(__file__).parent
-#: The majors the script is written against: `ai` 6 and its OpenAI provider 3 run on node 20
-#: (their next majors need node 22); the provider's default model speaks the Responses API.
-VERCEL_PACKAGES = ["ai@6", "@ai-sdk/openai@3"]
-VERCEL_DIR = NODE_DIR.parent / "vercel-ai-6"
+#: The Vercel AI SDK's pinned packages (package.json and package-lock.json): the newest `ai` 6
+#: and `@ai-sdk/openai` 3, the last majors that run on node 20 (their next need node 22);
+#: the provider's default model speaks the Responses API.
+PINNED = HERE / "node"
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +44,18 @@ def live_backend() -> str:
 
 
 def installed_vercel(npm: str) -> Path:
-    """The folder with node_modules/ai and node_modules/@ai-sdk/openai, installed once."""
-    if not (VERCEL_DIR / "node_modules" / "@ai-sdk" / "openai" / "package.json").exists():
-        VERCEL_DIR.mkdir(parents=True, exist_ok=True)
-        (VERCEL_DIR / "package.json").write_text('{"private": true}\n', encoding="utf-8")
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", *VERCEL_PACKAGES],
-                       cwd=VERCEL_DIR, check=True, timeout=INSTALL_TIMEOUT_S,
-                       capture_output=True)
-    shutil.copy(HERE / "vercel_responses.mjs", VERCEL_DIR / "vercel_responses.mjs")
-    return VERCEL_DIR
+    """A folder with the pinned node_modules (`npm ci`, once per lock file) and the scripts."""
+    lock = (PINNED / "package-lock.json").read_bytes()
+    folder = NODE_DIR.parent / f"vercel-{hashlib.sha256(lock).hexdigest()[:12]}"
+    if not (folder / "node_modules" / "@ai-sdk" / "openai" / "package.json").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(PINNED / name, folder / name)
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=folder, check=True,
+                       timeout=INSTALL_TIMEOUT_S, capture_output=True)
+    for script in (HERE / "vercel_responses.mjs", PINNED / "vercel_history.mjs"):
+        shutil.copy(script, folder / script.name)
+    return folder
 
 
 async def _env(gateway: InProcessGateway, user: str, **extra: str) -> dict[str, str]:

@@ -280,7 +280,7 @@ async def test_the_daily_budget_refuses_in_openai_terms(
     assert refused.value.code == "insufficient_quota"
     assert refused.value.response.headers.get("retry-after")
     async with oa_gateway.client(key) as native:
-        threads = (await native.get("/api/threads")).json()["threads"]
+        threads = (await native.get("/api/threads?origin=responses")).json()["threads"]
     assert [t["message_count"] for t in threads] == [2]  # nothing of the refused ones
 
 
