@@ -67,7 +67,7 @@ def whole_message(call: CompletionCall, deltas: list[ChoiceDelta]) -> Event:
     content: list[Event] = []
     if reasoning := choice.answer.reasoning:
         content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
-    if text or not content and not choice.tool_calls:  # a client reads `content[0]`
+    if text or (not content and not choice.tool_calls):  # a client reads `content[0]`
         content.append({"type": "text", "text": text})
     content += [tool_use_block(c, i) for i, c in enumerate(choice.tool_calls)]
     return {"id": message_id(call), "type": "message", "role": "assistant",
