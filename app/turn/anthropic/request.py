@@ -241,9 +241,10 @@ def _tools(raw: Any, choice: Any) -> dict[str, Any]:
 def _tool(tool: Any, at: str) -> dict[str, Any]:
     if not isinstance(tool, dict):
         raise invalid(f"{at}: must be an object")
-    if tool.get("type") not in _CLIENT_TOOL_TYPES:
-        raise invalid(f"{at}.type: '{tool.get('type')}' is not supported by this gateway "
-                      "(only client tools, with an input_schema)")
+    kind = tool.get("type")
+    if not (kind is None or isinstance(kind, str)) or kind not in _CLIENT_TOOL_TYPES:
+        raise invalid(f"{at}.type: '{kind}' is not supported by this gateway (only client "
+                      "tools, with an input_schema)")
     function: dict[str, Any] = {"name": _text(tool.get("name"), f"{at}.name")}
     if (description := tool.get("description")) is not None:
         function["description"] = _text(description, f"{at}.description")

@@ -214,7 +214,7 @@ async def test_a_tool_round_trips_in_a_stored_thread(
             "call_1", "get_weather", {"city": "Brno"}, "tool_use")
         messages += [{"role": "assistant", "content": first.content},
                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
-                                                   "content": '{"sky": "sunny"}'}]}]
+                                                   "content": '{"sky": "sunny <!--"}'}]}]
         final = await client.messages.create(model=MODEL, max_tokens=128, tools=TOOLS,
                                              messages=messages)
     assert text_of(final) == "It is sunny in Brno." and final.stop_reason == "end_turn"
@@ -225,8 +225,9 @@ async def test_a_tool_round_trips_in_a_stored_thread(
         "parameters": TOOLS[0]["input_schema"]}}]
     assert second_sent["messages"][-2]["tool_calls"] == [{"id": "call_1", "type": "function",
         "function": {"name": "get_weather", "arguments": '{"city": "Brno"}'}}]
+    # tool output is untrusted text: escaped like any client text
     assert second_sent["messages"][-1] == {"role": "tool", "tool_call_id": "call_1",
-                                           "content": '{"sky": "sunny"}'}
+                                           "content": '{"sky": "sunny &lt;!--"}'}
     async with oa_gateway.client(api_key) as native:
         rows = await thread_messages(native, thread_id)
     assert [(r["role"], r["content"]) for r in rows] == [

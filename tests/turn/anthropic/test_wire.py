@@ -67,3 +67,15 @@ async def test_a_model_server_failure_is_a_502_or_an_error_event(
     assert "".join(e.data["delta"]["text"] for e in events
                    if e.event == "content_block_delta") == "partial <!-- MET"
     assert json.dumps(events[-1].data).count("MET") == 0
+
+
+async def test_a_malformed_tool_is_a_400_naming_it(oa_gateway: InProcessGateway) -> None:
+    """A tool whose `type` is no string (found by the schema fuzz): a 400, never a 500."""
+    tool = {"name": "t", "input_schema": {}, "type": {}}
+    async with oa_gateway.client() as client:
+        key = headers(await oa_gateway.api_key("wire-tool"))
+        answers = [await client.post(path, headers=key, json={**body("x"), "tools": [tool]})
+                   for path in ("/v1/messages", "/v1/messages/count_tokens")]
+    for answer in answers:
+        assert answer.status_code == 400
+        assert answer.json()["error"]["message"].startswith("tools.0.type:")
