@@ -12,6 +12,7 @@ from app.threads import endpoints as threads
 from app.threads import events_endpoints as events
 from app.turn import endpoints as turns
 from app.turn import resume_endpoints as resume
+from app.turn.anthropic import messages as anthropic_messages
 from app.turn.openai import chat as openai_chat
 from app.turn.openai import responses as openai_responses
 from app.usage.endpoints import usage_routes
@@ -52,6 +53,8 @@ def api_routes() -> list[BaseRoute]:
               methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", openai_responses.cancel_response,
               methods=["POST"]),
+        Route("/v1/messages", anthropic_messages.create_message, methods=["POST"]),
+        Route("/v1/messages/count_tokens", anthropic_messages.count_tokens, methods=["POST"]),
         # every method: an unknown /v1 route is OpenAI's 404, never a 405
         Route("/v1/{rest:path}", openai_chat.unknown_route, methods=ANY_METHOD),
     ]

@@ -11,14 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from app.api.json_limits import MAX_DEPTH, MAX_ITEMS, MAX_KEY_CHARS
-from app.openapi import native, openai
+from app.openapi import anthropic, native, openai
 from app.openapi.shapes import ERROR_SCHEMAS
 
 OPENAPI_VERSION = "3.1.0"
 
 DESCRIPTION = f"""\
-A streaming chat gateway: the native API (`/api/...`, Server-Sent Events) and the
-OpenAI-compatible one (`/v1/...`). docs/api.md says each route in prose.
+A streaming chat gateway: the native API (`/api/...`, Server-Sent Events), the
+OpenAI-compatible one (`/v1/...`) and Anthropic's Messages API (`/v1/messages`).
+docs/api.md says each route in prose.
 
 Every JSON body, on every route, is held to the same limits before anything is stored,
 billed or sent: integers within signed 64 bits, finite numbers (no `NaN` or `Infinity`),
@@ -28,7 +29,8 @@ answer is a 400 naming the field by its path (`tools[0].function.parameters.x.ma
 the message on the native routes, as `param` under `/v1`.
 
 Refusals are `{{"error": {{"code", "message"}}}}` on the native routes and OpenAI's
-`{{"error": {{"message", "type", "param", "code"}}}}` under `/v1`. Every route answering GET
+`{{"error": {{"message", "type", "param", "code"}}}}` under `/v1`, and Anthropic's
+`{{"type": "error", "error": {{"type", "message"}}}}` on `/v1/messages`. Every route answering GET
 also answers HEAD."""
 
 
@@ -42,15 +44,20 @@ def document(*, max_content_chars: int = 32_000) -> dict[str, Any]:
             ("turns", "A turn: a message sent, its answer streamed, resumed or stopped."),
             ("usage", "Token usage and refusals; the admin reports need an admin key."),
             ("openai", "The OpenAI-compatible API."),
+            ("anthropic", "Anthropic's Messages API."),
             ("process", "This gateway process: health, readiness, metrics, this document."),
         )],
         "security": [{"bearer": []}],
-        "paths": {**native.paths(), **openai.paths()},
+        "paths": {**native.paths(), **openai.paths(), **anthropic.paths()},
         "components": {
             "securitySchemes": {"bearer": {
                 "type": "http", "scheme": "bearer",
-                "description": "A key from scripts/keys.py (with auth off, any or none)."}},
+                "description": "A key from scripts/keys.py (with auth off, any or none)."},
+                "anthropicKey": {
+                    "type": "apiKey", "in": "header", "name": "x-api-key",
+                    "description": "The same key, as the anthropic SDKs send it (the "
+                                   "Messages API only)."}},
             "schemas": {**ERROR_SCHEMAS, **native.schemas(max_content_chars),
-                        **openai.schemas()},
+                        **openai.schemas(), **anthropic.schemas()},
         },
     }

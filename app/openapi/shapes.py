@@ -1,14 +1,15 @@
 """The building blocks of the OpenAPI document: schema helpers, the two error shapes, and an
 operation with its refusals. Each refusal is listed by status, with the shape of its API:
 `{"error": {"code", "message"}}` on the native routes, OpenAI's `{"error": {"message",
-"type", "param", "code"}}` under `/v1`."""
+"type", "param", "code"}}` under `/v1`, Anthropic's `{"type": "error", "error": {"type",
+"message"}}` on its Messages API."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 Schema = dict[str, Any]
-Api = Literal["native", "openai"]
+Api = Literal["native", "openai", "anthropic"]
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -60,7 +61,14 @@ ERROR_SCHEMAS: dict[str, Schema] = {
                                      closed=True)},
                        closed=True, description="A refusal of a `/v1` route in OpenAI's "
                                                 "shape; `param` names the field at fault."),
+    "AnthropicError": obj({"type": {"const": "error"},
+                           "error": obj({"type": TEXT, "message": TEXT}, closed=True)},
+                          closed=True, description="A refusal of the Messages API in "
+                                                   "Anthropic's shape; the message names the "
+                                                   "field at fault."),
 }
+
+_SHAPES = {"native": "NativeError", "openai": "OpenAIError", "anthropic": "AnthropicError"}
 
 #: What each refusal's status means, the same on both APIs (docs/api.md, Bad input).
 STATUS_TEXT: dict[int, str] = {
@@ -107,7 +115,7 @@ def event_stream(description: str, events: list[str]) -> Schema:
 
 
 def errors(api: Api, *statuses: int) -> dict[str, Schema]:
-    shape = ref("NativeError" if api == "native" else "OpenAIError")
+    shape = ref(_SHAPES[api])
     return {str(status): json_response(STATUS_TEXT[status], shape) for status in statuses}
 
 

@@ -30,7 +30,8 @@ DOCUMENT = document(max_content_chars=32_000)
 STREAMING = {("/api/threads/{thread_id}/messages", "post"),
              ("/api/threads/{thread_id}/messages/{message_id}/stream", "get"),
              ("/api/threads/{thread_id}/events", "get"),
-             ("/v1/chat/completions", "post"), ("/v1/responses", "post")}
+             ("/v1/chat/completions", "post"), ("/v1/responses", "post"),
+             ("/v1/messages", "post")}
 
 
 def _documented() -> dict[str, set[str]]:
@@ -69,7 +70,8 @@ def test_the_document_is_valid_openapi_3_1_and_every_reference_resolves() -> Non
 
 def test_errors_take_the_shape_of_their_api() -> None:
     for path, method, op in _operations():
-        shape = "OpenAIError" if path.startswith("/v1") else "NativeError"
+        shape = ("AnthropicError" if path.startswith("/v1/messages") else
+                 "OpenAIError" if path.startswith("/v1") else "NativeError")
         for status, response in op["responses"].items():
             if int(status) < 400 or (path, status) == ("/readyz", "503"):
                 continue
@@ -90,7 +92,8 @@ def test_main_bodies_and_answers_have_schemas_and_streams_are_event_streams() ->
     bodies = {(p, m) for p, m, op in _operations() if "requestBody" in op}
     assert bodies == {("/api/threads", "post"), ("/api/threads/{thread_id}", "patch"),
                       ("/api/threads/{thread_id}/messages", "post"),
-                      ("/v1/chat/completions", "post"), ("/v1/responses", "post")}
+                      ("/v1/chat/completions", "post"), ("/v1/responses", "post"),
+                      ("/v1/messages", "post"), ("/v1/messages/count_tokens", "post")}
 
 
 def test_the_stored_message_enums_are_the_stores() -> None:
@@ -155,6 +158,13 @@ async def test_a_running_gateway_answers_as_its_document_says(
                 headers={"X-Chatgate-Thread-Id": thread_id}))
             reply = check("/v1/responses", await client.post(
                 "/v1/responses", json={"model": "demo-1", "input": "Hi", "stream": stream}))
+            check("/v1/messages", await client.post("/v1/messages", json={
+                "model": "demo-1", "max_tokens": 64, "stream": stream,
+                "messages": [{"role": "user", "content": "Hi"}]}))
+        check("/v1/messages/count_tokens", await client.post(
+            "/v1/messages/count_tokens", json={"model": "demo-1", "messages": [
+                {"role": "user", "content": "Hi"}]}))
+        check("/v1/messages", await client.post("/v1/messages", json={"model": "demo-1"}))
         stored = next(e for e in parse_sse(reply.text) if e.event == "response.completed")
         check("/v1/responses/{response_id}",
               await client.get(f"/v1/responses/{stored.data['response']['id']}"))
