@@ -140,7 +140,8 @@ async def test_refusals_are_anthropic_errors(oa_gateway: InProcessGateway) -> No
             await client.messages.create(model=MODEL, max_tokens=8, messages=[
                 {"role": "user", "content": [{"type": "web_search_tool_result"}]}])  # type: ignore[list-item]
     assert missing.value.body == {"type": "error", "error": {
-        "type": "not_found_error", "message": "The model 'nope-1' does not exist"}}
+        "type": "not_found_error",
+        "message": "The model 'nope-1' does not exist; the models are 'scripted-1', 'other-1'"}}
     assert "messages.0.content.0.type" in bad_block.value.message
     limited = anthropic.AsyncAnthropic(
         base_url=oa_gateway.url, max_retries=0,
