@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 
 from app.events.notices import CHANNEL, MessageNotice, decode_notice, encode_notice
+from app.kit.keyed_sets import KeyedSets
 from app.logging import get_logger
 from app.store import notify
 from app.store.db import Database
@@ -30,27 +31,20 @@ class MessageBus:
     """Subscribers per thread, each with its own queue."""
 
     def __init__(self) -> None:
-        self._subscribers: dict[uuid.UUID, set[asyncio.Queue[MessageNotice]]] = {}
+        self._subscribers: KeyedSets[uuid.UUID, asyncio.Queue[MessageNotice]] = KeyedSets()
 
     @contextlib.contextmanager
     def subscribe(self, thread_id: uuid.UUID) -> Iterator[asyncio.Queue[MessageNotice]]:
         """A queue of the thread's notices for as long as the block runs."""
         queue: asyncio.Queue[MessageNotice] = asyncio.Queue(QUEUE_SIZE)
-        self._subscribers.setdefault(thread_id, set()).add(queue)
-        try:
+        with self._subscribers.member(thread_id, queue):
             yield queue
-        finally:
-            queues = self._subscribers.get(thread_id)
-            if queues is not None:
-                queues.discard(queue)
-                if not queues:
-                    del self._subscribers[thread_id]
 
     def subscriber_count(self, thread_id: uuid.UUID) -> int:
-        return len(self._subscribers.get(thread_id, ()))
+        return self._subscribers.count(thread_id)
 
     def deliver(self, notice: MessageNotice) -> None:
-        for queue in list(self._subscribers.get(notice.thread_id, ())):
+        for queue in self._subscribers.members(notice.thread_id):
             try:
                 queue.put_nowait(notice)
             except asyncio.QueueFull:

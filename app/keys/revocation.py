@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from app.keys import repository as api_keys
+from app.kit.keyed_sets import KeyedSets
 from app.kit.periodic import every
 from app.logging import get_logger
 from app.metrics import GatewayMetrics
@@ -29,7 +30,7 @@ class RevocationWatcher:
     def __init__(self, db: Database, interval_s: float,
                  metrics: GatewayMetrics | None = None) -> None:
         self.db, self.interval_s, self.metrics = db, interval_s, metrics
-        self._open: dict[uuid.UUID, set[Callable[[], None]]] = {}
+        self._open: KeyedSets[uuid.UUID, Callable[[], None]] = KeyedSets()
 
     @contextmanager
     def stream(self, key_id: uuid.UUID | None, on_revoked: Callable[[], None]
@@ -39,25 +40,18 @@ class RevocationWatcher:
         if key_id is None:
             yield
             return
-        self._open.setdefault(key_id, set()).add(on_revoked)
-        try:
+        with self._open.member(key_id, on_revoked):
             yield
-        finally:
-            streams = self._open.get(key_id)
-            if streams is not None:
-                streams.discard(on_revoked)
-                if not streams:
-                    del self._open[key_id]
 
     async def check_once(self) -> int:
         """End the streams of revoked keys; returns how many were ended."""
         if not self._open:
             return 0
         async with self.db.transaction() as session:
-            revoked = await api_keys.revoked_among(session, set(self._open))
+            revoked = await api_keys.revoked_among(session, self._open.keys())
         ended = 0
         for key_id in revoked:
-            streams = self._open.pop(key_id, set())
+            streams = self._open.take(key_id)
             for on_revoked in streams:
                 on_revoked()
             ended += len(streams)

@@ -1,20 +1,20 @@
-"""The one loop that drives an answer's stream, for the native turn (app.turn.service, its
-core AnswerStream) and the OpenAI-compatible call (app.turn.completion, the choices of
-its ChoiceSet over that same core) alike:
+"""The one loop that drives an answer's stream, run by the answer run (app.turn.run) for
+every API: the native turn's core AnswerStream and the OpenAI-compatible call's ChoiceSet
+(the choices of that same core) alike:
 
-    loop = TurnLoop(answer, lease, recorder, log=log, name="turn", finish=turn.finish)
+    loop = TurnLoop(answer, lease, recorder, log=log, name="turn", finish=run.finish)
     async for out in loop.run(open_chunks, first=..., prepare=..., stage="llm_calls"): ...
 
 It reads the upstream chunks, marks the first token, feeds each chunk to the answer state,
 reports its filter warnings to the handlers, tells the lease when something was sent and
 waits while it holds the stream, flushes what the filters hold at the end or on a failure,
-and runs the finish shielded however the stream ended. The shells keep what differs: how
-the upstream is opened and what closes their reply.
+and runs the finish shielded however the stream ended. The run keeps the rest: how the
+upstream is opened and continued, and the finish itself.
 
 The loop yields what the answer state returns (a Delta, a list of ChoiceDelta) as it comes,
 one object per chunk at most, and is inlined in one generator: it adds no await and no
-allocation per chunk to what each shell did on its own, and the native turn no generator
-layer either (the OpenAI-compatible call spreads its lists in one of its own)."""
+allocation per chunk, and the native turn no generator layer either (the OpenAI-compatible
+call spreads its lists in one of its own)."""
 
 from __future__ import annotations
 

@@ -6,13 +6,17 @@ figures it checks, a follow-up's guard as reads in its transaction."""
 from __future__ import annotations
 
 import uuid
-from typing import NoReturn, Protocol
+from collections.abc import Awaitable, Callable
+from typing import NoReturn, Protocol, TypeVar
 
 from app.logging import get_logger
 from app.turn.deps import TurnDeps
+from app.turn.lease import TurnLease
 from app.turn.rows import CallOpening, DayBudget, Opened, OpeningRequest, Refused, ThreadGuard
 
 log = get_logger("services.turn_opening")
+
+T = TypeVar("T")
 
 #: Messages read for the context; the character budget then keeps the newest that fit.
 CONTEXT_HISTORY_LIMIT = 200
@@ -76,3 +80,15 @@ async def open_call_row(deps: TurnDeps, user_id: str, admit: TurnAdmission) -> u
     if refused is not None:
         admit.refuse(refused)
     return call_id
+
+
+async def leased(deps: TurnDeps, opening: Callable[[], Awaitable[T]]) -> tuple[TurnLease, T]:
+    """The answer's lease (app.turn.lease), then what `opening` stores under it; the lease is
+    given back when the opening raises. The lease comes first, so no transaction (on SQLite:
+    the write lock) is held while waiting for a slot."""
+    lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence, deps.openings)
+    try:
+        return lease, await opening()
+    except BaseException:
+        lease.give_back()
+        raise

@@ -21,7 +21,6 @@ from typing import Any
 from app.keys.service import Principal
 from app.kit.shield import run_shielded
 from app.store.db import Database
-from app.store.models import Message
 from app.threads import repository as thread_store
 from app.turn.completion import (
     CompletionCall,
@@ -33,6 +32,7 @@ from app.turn.completion import (
 )
 from app.turn.gate import TurnGate
 from app.turn.opening import CONTEXT_HISTORY_LIMIT
+from app.turn.rows import HistoryRow, TurnRows
 
 
 class PreviousResponseNotFound(Exception):
@@ -67,19 +67,19 @@ async def open_response(gate: TurnGate, principal: Principal, request: Completio
         raise ModelNotFound(request.model)
     thread_id: uuid.UUID | None = None
     if previous is not None:
-        thread_id, history, times = await _continuation(deps.db, principal.user_id, previous)
+        thread_id, history, times = await _continuation(deps.rows, principal.user_id, previous)
         request = dataclasses.replace(request, messages=[*history, *request.messages],
                                       times=times)
     made = None
     if store and thread_id is None:
-        made = thread_id = await _new_thread(deps.db, principal.user_id)
+        made = thread_id = await deps.rows.new_thread(principal.user_id, origin="responses")
     try:
         return await open_completion(gate, principal, request, thread_id if store else None)
     except CompletionFailed:
         raise  # its rows were stored, failed: the thread shows why
     except BaseException:
         if made is not None:
-            await run_shielded(_drop_thread(deps.db, principal.user_id, made))
+            await run_shielded(deps.rows.drop_thread(principal.user_id, made))
         raise
 
 
@@ -94,42 +94,21 @@ async def stored_answer(db: Database, user_id: str, message_id: uuid.UUID
                         message.content, dict(message.meta or {}), message.reasoning)
 
 
-async def _new_thread(db: Database, user_id: str) -> uuid.UUID:
-    async with db.transaction(quick=True) as session:
-        return (await thread_store.create_thread(session, user_id, origin="responses")).id
-
-
-async def _drop_thread(db: Database, user_id: str, thread_id: uuid.UUID) -> None:
-    async with db.transaction(quick=True) as session:
-        await thread_store.delete_thread(session, user_id, thread_id)
-
-
-async def _continuation(db: Database, user_id: str, previous: uuid.UUID
+async def _continuation(rows: TurnRows, user_id: str, previous: uuid.UUID
                         ) -> tuple[uuid.UUID, list[dict[str, Any]], tuple[dt.datetime, ...]]:
     """The thread of the earlier response and its messages up to that response, in the chat
-    shape with their times: what a native turn's history would hold (no rows still
-    streaming, no failed answers, no empty rows; an answer that was only a tool call keeps
-    its calls, so that a `function_call_output` can follow it)."""
-    async with db.transaction(read_only=True) as session:
-        message = await thread_store.get_message(session, user_id, previous)
-        if message is None or message.role != "assistant":
-            raise PreviousResponseNotFound(str(previous))
-        rows = await thread_store.visible_history(session, user_id, message.thread_id,
-                                                  include_synthetic=True)
-    upto = next(i for i, row in enumerate(rows) if row.id == previous)
-    kept = [(row, chat) for row in rows[:upto + 1] if (chat := _as_chat(row)) is not None]
-    kept = kept[-CONTEXT_HISTORY_LIMIT:]
-    return (message.thread_id, [chat for _, chat in kept],
-            tuple(row.created_at for row, _ in kept))
+    shape with their times: what a native turn's history would hold (the turn repository's
+    history_until), an answer that was only a tool call with its calls, so that a
+    `function_call_output` can follow it."""
+    found = await rows.history_until(user_id, previous, limit=CONTEXT_HISTORY_LIMIT)
+    if found is None:
+        raise PreviousResponseNotFound(str(previous))
+    thread_id, history = found
+    return thread_id, [_as_chat(row) for row in history], tuple(r.created_at for r in history)
 
 
-def _as_chat(row: Message) -> dict[str, Any] | None:
-    if row.status == "streaming" or (row.role == "assistant" and row.status == "failed"):
-        return None
-    calls = (row.meta or {}).get("tool_calls") if row.role == "assistant" else None
-    if not row.content and not calls:
-        return None
+def _as_chat(row: HistoryRow) -> dict[str, Any]:
     chat: dict[str, Any] = {"role": row.role, "content": row.content or None}
-    if calls:
-        chat["tool_calls"] = calls
+    if row.tool_calls:
+        chat["tool_calls"] = row.tool_calls
     return chat

@@ -1,60 +1,52 @@
-"""One chat turn: the I/O around the pure turn core (app/turns), read top to bottom.
+"""One chat turn: the native API's adapter over the answer run (app.turn.run), read top to
+bottom.
 
     turn = await open_turn(deps, user_id, thread_id, content)   # ThreadNotFound, ThreadBusy
     async for event in turn.events(): ...                        # app.turns.events.TurnEvent
 
 open: the turn repository's opening reads the history and stores the user message and the
 `streaming` assistant message (app/turn/opening.py); no session is open while the
-answer streams. stream: the observers' stages, then each upstream chunk
-through the core's AnswerStream, driven by the loop both APIs share (app/turn/loop.py).
-finish: however the stream ended, ONE transaction stores what was sent with an honest
-status, exactly once (app/turn/persist.py).
+answer streams. stream: the run's stages, then each upstream chunk through the core's
+AnswerStream, driven by the loop every API shares (app/turn/loop.py). finish: the run's,
+however the stream ended: ONE transaction stores what was sent with an honest status,
+exactly once (app/turn/persist.py); the turn adds its closing events and its summary line.
 docs/architecture.md draws the cancellation flow."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-
-import structlog
+from typing import Any, cast
 
 from app.catalog import ModelNotAllowed, choose
-from app.clock import utcnow
 from app.logging import get_logger
 from app.records import CallRecord, FinalStatus, FinishedMessage
 from app.turn.deps import TurnDeps
 from app.turn.lease import TurnLease
-from app.turn.loop import TurnLoop
-from app.turn.model_calls import Messages, ModelCalls
-from app.turn.observers import (
-    ContextDraft,
-    TurnHandler,
-    TurnView,
-    after_finish_all,
-)
+from app.turn.observers import ContextDraft, TurnView
 from app.turn.opening import (
     CONTEXT_HISTORY_LIMIT,
     TurnAdmission,
+    leased,
     open_rows,
     opening_request,
 )
-from app.turn.persist import TurnStore
 from app.turn.rows import ThreadGuard
+from app.turn.run.answer_run import AnswerPlan, AnswerRun, RunAdapter, observed
 from app.turns.answer import AnswerStream
 from app.turns.events import AnswerOut, Started, TurnEvent
 from app.turns.finish import (
     StoreResult,
     TurnOutcome,
-    calls_so_far,
-    close_turn,
     closing_events,
     not_stored,
     summary_fields,
 )
 from app.turns.inputs import UpstreamChunk
 from app.turns.usage import CallContext, main_call_record
-from app.upstream import UpstreamClient, UpstreamError, UpstreamStream
+from app.upstream.wire import parse_chunk
 
 log = get_logger("services.turn")
 
@@ -71,16 +63,9 @@ async def open_turn(
     held while waiting for one. `model`: the turn's choice (checked by the caller), kept as
     the thread's; None: the thread's last choice, else the catalog's default (among the
     key's `allowed_models` when it is limited)."""
-    lease = await TurnLease.take(deps.slots, deps.checkpoints, deps.precedence,
-                                 deps.openings)
-    request = opening_request(deps, user_id, thread_id, content, synthetic=synthetic,
-                              trigger_type=trigger_type, trigger_reason=trigger_reason,
-                              admit=admit, model=model)
-    try:
-        opened = await open_rows(deps, request, guard=guard, admit=admit)
-    except BaseException:
-        lease.give_back()
-        raise
+    lease, opened = await leased(deps, lambda: open_rows(deps, opening_request(
+        deps, user_id, thread_id, content, synthetic=synthetic, trigger_type=trigger_type,
+        trigger_reason=trigger_reason, admit=admit, model=model), guard=guard, admit=admit))
     assert opened.user is not None, "a turn with content stores its user message"
     history = opened.history
     view = TurnView.of(opened.thread, opened.user, opened.assistant, history,
@@ -92,51 +77,41 @@ async def open_turn(
     return Turn(deps, view, lease, model=chosen)
 
 
-class Turn:
-    """One turn between open and finish; its answer's state is the core's AnswerStream."""
+class Turn(RunAdapter):
+    """One turn between open and finish: its answer's state is the core's AnswerStream, its
+    events the native API's; the run (app.turn.run) does the rest."""
 
     def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None, *,
                  model: str | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
-        self._lease = lease or TurnLease(None, None)
         reasoning_format, reasoning_tag = deps.reasoning(model)
         self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off",
                                    reasoning_format=reasoning_format,
                                    reasoning_tag=reasoning_tag)
-        self.draft = ContextDraft(summary=view.thread_summary)
         self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
                         "message_id": str(view.message_id)}
-        self._handlers: list[TurnHandler] = []
-        self._prompt: list[dict[str, str]] = []
-        self._stream: UpstreamStream | None = None
-        self._call_started = utcnow()
-        #: finish() has started: the turn is ending, whatever else happens now.
-        self.finishing = False
-        #: Why the turn is being stopped before its end, if it is (`stopping`).
-        self.stopped_by: str | None = None
         self._closing: list[TurnEvent] = []
-        self.store_result: StoreResult | None = None
-        self._loop: TurnLoop[UpstreamChunk, TurnEvent | AnswerOut] = TurnLoop(
-            self.answer, self._lease, self.draft.recorder, log=log, name="turn",
-            finish=self.finish)
         catalog = deps.models.catalog
-        self.calls = ModelCalls(deps, model if model and catalog.get(model) else
-                                catalog.default, self.draft.recorder)
+        plan: AnswerPlan[UpstreamChunk, TurnEvent | AnswerOut] = AnswerPlan(
+            answer=self.answer, stored=self.answer, parse=parse_chunk, record=self._record,
+            messages=self._messages, handlers=lambda: observed(deps, view), kind="turn",
+            log=log, stage="llm_calls", finished=self._finished, settled=self._settled)
+        self.run = AnswerRun(deps, plan, lease or TurnLease(None, None),
+                             user_id=view.user_id, log_ids=self.log_ids, view=view,
+                             model=model if model and catalog.get(model) else catalog.default)
 
     @property
     def status(self) -> FinalStatus:
         return self.answer.status
 
-    def stopping(self, reason: str) -> None:
-        """Whatever ends the turn before its answer's end says why first
-        (app.turns.interruptions): an `interrupted` row says so. The first reason stays."""
-        if self.stopped_by is None:
-            self.stopped_by = reason
+    @property
+    def store_result(self) -> StoreResult | None:
+        return self.run.store_result
 
     @property
     def stored(self) -> bool:
         """The finished message was committed (False before finish() or when it failed)."""
-        return self.store_result == "stored"
+        return self.run.store_result == "stored"
 
     @property
     def closing_events(self) -> list[TurnEvent]:
@@ -147,13 +122,8 @@ class Turn:
     async def events(self) -> AsyncGenerator[TurnEvent, None]:
         """The turn's events in order. Closing or cancelling this iterator interrupts the
         turn; it is stored either way (the loop's finish, app.turn.loop)."""
-        structlog.contextvars.bind_contextvars(**self.log_ids)
-        self._lease.checkpoint(self.message_id, lambda: self.answer.content, self._calls_so_far,
-                               lambda: self.answer.reasoning)
         started = Started(self.view.thread_id, self.view.user_message_id, self.message_id)
-        async with aclosing(self._loop.run(self._open_chunks, first=(started,),
-                                           prepare=self._prepare, stage="llm_calls",
-                                           resume=self._resume)) as events:
+        async with aclosing(self.run.stream(first=(started,))) as events:
             async for out in events:
                 if isinstance(out, tuple):  # a chunk that ended the thinking: its two events
                     yield out[0]
@@ -163,85 +133,26 @@ class Turn:
         for event in self.closing_events:
             yield event
 
-    async def _prepare(self) -> None:
-        """The observers' stages, then the prompt they shaped."""
-        self._handlers = [h for o in self.deps.observers if (h := o.open(self.view))]
-        self._loop.handlers = self._handlers
-        for handler in self._handlers:
-            await handler.before_main(self.draft)
+    def _messages(self, draft: ContextDraft) -> list[dict[str, Any]]:
         settings = self.deps.settings
-        with self.draft.recorder.stage("context"):
-            self._prompt = self.draft.prompt(self.view, settings.system_prompt,
-                                             budget_chars=settings.context_budget_chars)
+        return list(draft.prompt(self.view, settings.system_prompt,
+                                 budget_chars=settings.context_budget_chars))
 
-    def _calls_so_far(self) -> list[CallRecord]:
-        """The checkpoint's calls (app.turn.checkpoints): a crash keeps their usage."""
-        return calls_so_far(self.answer, self.draft.recorder, self._call_context(),
-                            prompt=self._prompt, started_at=self._call_started)
+    def _record(self, ctx: CallContext, *, prompt: Sequence[Mapping[str, Any]],
+                started_at: dt.datetime, first_token_at: dt.datetime | None,
+                finished_at: dt.datetime) -> CallRecord:
+        # the native prompt is role and text alone (ContextDraft.prompt)
+        return main_call_record(self.answer, ctx, prompt=cast(Sequence[Mapping[str, str]], prompt),
+                                started_at=started_at,
+                                first_token_at=first_token_at, finished_at=finished_at)
 
-    def _call_context(self) -> CallContext:
-        """What the main call's record is priced and described by."""
-        return self.calls.context()
+    def _finished(self, finished: FinishedMessage, outcome: TurnOutcome,
+                  result: StoreResult) -> None:
+        self._closing = closing_events(finished, self.answer, result)
 
-    async def _open_chunks(self) -> AsyncGenerator[UpstreamChunk, None]:
-        """The main call sent (to the next model of the list while one fails before
-        answering); its chunks, once a model server has answered."""
-        self._call_started = utcnow()
-        try:
-            self._stream = await self.calls.open(_send, self._prompt)
-        finally:
-            self._call_started = self.calls.started_at
-        self._lease.upstream_answered()
-        return self._stream.chunks()
-
-    async def _resume(self, exc: UpstreamError) -> AsyncGenerator[UpstreamChunk, None] | None:
-        """The answer broke off mid-answer: the call that finishes it, if any."""
-        stream = self._stream
-
-        def failed_call() -> CallRecord:
-            return main_call_record(
-                self.answer, self._call_context(), prompt=self._prompt,
-                started_at=self._call_started, first_token_at=self.draft.recorder.first_token_at,
-                finished_at=utcnow())
-
-        if stream is not None:
-            await stream.close()
-        following = await self.calls.resume(exc, self.answer.said(), _send, failed_call)
-        if following is None:
-            return None
-        self._stream, self._call_started = following, self.calls.started_at
-        self._prompt = [dict(m) for m in self.calls.messages]
-        return following.chunks()
-
-    async def finish(self) -> None:
-        """Close the upstream, store the message with its status and usage, exactly once.
-        The ids are bound here too: the SSE response may finish a turn whose events() never
-        ran (the client left first)."""
-        if self.finishing:
-            return
-        self.finishing = True
-        with structlog.contextvars.bound_contextvars(**self.log_ids):
-            await self._lease.close_and_give_back(self._stream)
-            finished, outcome = close_turn(
-                self.message_id, self.answer, self.draft.recorder, self._call_context(),
-                prompt=self._prompt, started_at=self._call_started,
-                stopped_by=self.stopped_by)
-            finished.metadata["answered_by"] = self.calls.answered_by()
-            store = TurnStore(self.deps.db, self.deps.rows, self.view.user_id, self._handlers)
-            self.store_result = await store.store_then(
-                finished, outcome, lambda result: self._settle(result, finished, outcome))
-            self._closing = closing_events(finished, self.answer, self.store_result)
-
-    async def _settle(self, result: StoreResult, finished: FinishedMessage,
-                      outcome: TurnOutcome) -> None:
-        """The message's fate is known: the hooks after the store, then the turn's one
-        summary line (`stored=false`: the row is left for the stale-streaming sweep, or gone
-        with its thread)."""
-        self.store_result = result
-        await after_finish_all(self._handlers, finished, outcome, stored=self.stored)
-        log.info("turn_finished", stored=self.stored, **summary_fields(
-            finished, outcome, duration_ms=self.draft.recorder.elapsed_ms()))
-
-
-async def _send(client: UpstreamClient, messages: Messages) -> UpstreamStream:
-    return await client.open_stream(messages)
+    def _settled(self, finished: FinishedMessage, outcome: TurnOutcome,
+                 result: StoreResult) -> None:
+        """The turn's one summary line (`stored=false`: the row is left for the
+        stale-streaming sweep, or gone with its thread)."""
+        log.info("turn_finished", stored=result == "stored", **summary_fields(
+            finished, outcome, duration_ms=self.run.draft.recorder.elapsed_ms()))

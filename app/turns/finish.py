@@ -3,13 +3,11 @@ events that close the client's stream once the store has answered."""
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.clock import utcnow
 from app.records import CallRecord, FinalStatus, FinishedMessage
 from app.sanitize import SanitizeReport, clean_json
 from app.stream import FilterWarning
@@ -17,7 +15,6 @@ from app.turns.answer import AnswerStream
 from app.turns.events import Ended, Failed, Metadata, TurnEvent, TurnFailure, Usage
 from app.turns.interruptions import CANCELLED
 from app.turns.recorder import TurnRecorder
-from app.turns.usage import CallContext, main_call_record
 
 #: How the finishing transaction ended: "failed" is retried in the background; the two others
 #: that are not "stored" are final (someone else settled the row, or the thread is gone).
@@ -61,37 +58,6 @@ def outcome_of(answer: AnswerStream, recorder: TurnRecorder, *, model: str) -> T
                        else None),
         reasoning_format=answer.reasoning_format, reasoning_tag=answer.reasoning_tag,
     )
-
-
-def close_turn(
-    message_id: uuid.UUID, answer: AnswerStream, recorder: TurnRecorder, ctx: CallContext, *,
-    prompt: Sequence[Mapping[str, str]], started_at: dt.datetime,
-    stopped_by: str | None = None,
-) -> tuple[FinishedMessage, TurnOutcome]:
-    """The message to store and the outcome for the observers, once the stream is over.
-    The main call is recorded when its request was made (`prompt`), whatever its end."""
-    if prompt:
-        recorder.add_call(main_call_record(
-            answer, ctx, prompt=prompt, started_at=started_at,
-            first_token_at=recorder.first_token_at, finished_at=utcnow()))
-    return (finished_message(message_id, answer, recorder, model=ctx.model,
-                             stopped_by=stopped_by),
-            outcome_of(answer, recorder, model=ctx.model))
-
-
-def calls_so_far(
-    answer: AnswerStream, recorder: TurnRecorder, ctx: CallContext, *,
-    prompt: Sequence[Mapping[str, str]], started_at: dt.datetime,
-) -> list[CallRecord]:
-    """A running turn's calls as its checkpoint carries them: those made (the title call),
-    and once its request was sent the main call measured until now (`interrupted`, its
-    usage the provider's if it came, else `partial`, estimated from the streamed text)."""
-    calls = list(recorder.calls)
-    if prompt:
-        calls.append(main_call_record(
-            answer, ctx, prompt=prompt, started_at=started_at,
-            first_token_at=recorder.first_token_at, finished_at=utcnow()))
-    return calls
 
 
 def summary_fields(finished: FinishedMessage, outcome: TurnOutcome, *, duration_ms: int

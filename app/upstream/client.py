@@ -139,7 +139,7 @@ class UpstreamStream:
 
     async def read(self, parse: Callable[[Any], ChunkT]) -> AsyncGenerator[ChunkT, None]:
         """`chunks()` with each event's JSON made a chunk by `parse` (the OpenAI-compatible
-        endpoint reads choice by choice, app.upstream.choices)."""
+        endpoint reads choice by choice, app.upstream.wire.parse_choice_chunk)."""
         finished = False
         async with aclosing(sse_data(_body_blocks(self._response))) as events:
             while True:
@@ -309,12 +309,15 @@ class UpstreamClient:
             "max_tokens": self._config.max_tokens if max_tokens is None else max_tokens,
         }
 
-    async def open_stream(self, messages: Sequence[Mapping[str, Any]]) -> UpstreamStream:
-        """Send the request; the first-token and answer deadlines start now and cover
-        connecting too."""
+    async def open_stream(self, messages: Sequence[Mapping[str, Any]],
+                          params: Mapping[str, Any] | None = None) -> UpstreamStream:
+        """Send the request (with a client's own `params`, as send_stream sends them); the
+        first-token and answer deadlines start now and cover connecting too. Read it with
+        `chunks()`, or `read(parse_choice_chunk)` for every choice."""
         deadline = time.monotonic() + self._config.first_token_timeout_s
         answer_deadline = self.answer_deadline()
-        return UpstreamStream(await self.send_stream(messages), deadline, answer_deadline)
+        return UpstreamStream(await self.send_stream(messages, params), deadline,
+                              answer_deadline)
 
     async def send_stream(self, messages: Sequence[Mapping[str, Any]],
                           params: Mapping[str, Any] | None = None) -> httpx.Response:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from starlette.requests import Request
@@ -60,10 +60,10 @@ def _query(request: Request) -> UsageQuery:
                       _group_by(request))
 
 
-async def _render(answer: Awaitable[dict[str, Any]]) -> JSONResponse:
-    """The service's answer as JSON; a query its rules refuse as a 422 with its code."""
+async def _checked(read: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """The service's answer; a query its rules refuse is a 422 with its code."""
     try:
-        return JSONResponse(await answer)
+        return await read()
     except InvalidUsageQuery as exc:
         raise ApiError(422, exc.code, exc.message) from exc
 
@@ -71,16 +71,21 @@ async def _render(answer: Awaitable[dict[str, Any]]) -> JSONResponse:
 async def my_usage(request: Request) -> JSONResponse:
     principal = await authenticate(request)
     query = _query(request)
-    return await _render(usage_reports.usage_for(runtime(request).db, principal.user_id, query))
+    return JSONResponse(await _checked(lambda: usage_reports.usage_for(
+        runtime(request).db, principal.user_id, query)))
 
 
-async def admin_usage(request: Request) -> JSONResponse:
+async def _admin(request: Request) -> None:
     principal = await authenticate(request)
     if not principal.is_admin:
         raise ApiError(403, "forbidden", "an admin API key is required")
+
+
+async def admin_usage(request: Request) -> JSONResponse:
+    await _admin(request)
     query = _query(request)
-    return await _render(usage_reports.usage_of_user(
-        runtime(request).db, request.query_params.get("user_id"), query))
+    return JSONResponse(await _checked(lambda: usage_reports.usage_of_user(
+        runtime(request).db, request.query_params.get("user_id"), query)))
 
 
 def _int_param(request: Request, name: str) -> int | None:
@@ -99,22 +104,23 @@ def _wants_csv(request: Request) -> bool:
     return value == "csv"
 
 
-async def _admin(request: Request) -> None:
-    principal = await authenticate(request)
-    if not principal.is_admin:
-        raise ApiError(403, "forbidden", "an admin API key is required")
-
-
-def _csv(text: str, name: str) -> Response:
-    return Response(text, media_type="text/csv; charset=utf-8", headers={
-        "Content-Disposition": f'attachment; filename="{name}.csv"'})
+async def _admin_report(
+    request: Request, read: Callable[[bool], Awaitable[dict[str, Any]]],
+    as_csv_text: Callable[[dict[str, Any]], str], file_name: Callable[[dict[str, Any]], str],
+) -> Response:
+    """An admin report, `read(as_csv)`: as a CSV file when `format=csv`, else JSON."""
+    await _admin(request)
+    as_csv = _wants_csv(request)
+    answer = await _checked(lambda: read(as_csv))
+    if not as_csv:
+        return JSONResponse(answer)
+    return Response(as_csv_text(answer), media_type="text/csv; charset=utf-8", headers={
+        "Content-Disposition": f'attachment; filename="{file_name(answer)}.csv"'})
 
 
 async def admin_usage_report(request: Request) -> Response:
     """Every user's usage; as CSV every row of the range (no page)."""
-    await _admin(request)
-    as_csv = _wants_csv(request)
-    try:
+    async def read(as_csv: bool) -> dict[str, Any]:
         limit, offset = admin_reports.page_bounds(_int_param(request, "limit"),
                                                   _int_param(request, "offset"))
         query = AdminUsageQuery(_day_param(request, "start"), _day_param(request, "end"),
@@ -122,27 +128,20 @@ async def admin_usage_report(request: Request) -> Response:
                                 None if as_csv else limit, 0 if as_csv else offset,
                                 admin_reports.chosen_users(
                                     request.query_params.getlist("user_id")))
-        answer = await admin_reports.usage_report(runtime(request).db, query)
-    except InvalidUsageQuery as exc:
-        raise ApiError(422, exc.code, exc.message) from exc
-    if as_csv:
-        return _csv(admin_reports.usage_csv(answer),
-                    f"usage-{'-'.join(answer['group_by'])}-{answer['start']}-{answer['end']}")
-    return JSONResponse(answer)
+        return await admin_reports.usage_report(runtime(request).db, query)
+
+    return await _admin_report(
+        request, read, admin_reports.usage_csv,
+        lambda answer: f"usage-{'-'.join(answer['group_by'])}-{answer['start']}-{answer['end']}")
 
 
 async def admin_refusals(request: Request) -> Response:
-    await _admin(request)
-    as_csv = _wants_csv(request)
-    try:
-        answer = await admin_reports.refusal_report(
+    async def read(_: bool) -> dict[str, Any]:
+        return await admin_reports.refusal_report(
             runtime(request).db, _day_param(request, "start"), _day_param(request, "end"))
-    except InvalidUsageQuery as exc:
-        raise ApiError(422, exc.code, exc.message) from exc
-    if as_csv:
-        return _csv(admin_reports.refusals_csv(answer),
-                    f"refusals-{answer['start']}-{answer['end']}")
-    return JSONResponse(answer)
+
+    return await _admin_report(request, read, admin_reports.refusals_csv,
+                               lambda answer: f"refusals-{answer['start']}-{answer['end']}")
 
 
 def usage_routes() -> list[BaseRoute]:

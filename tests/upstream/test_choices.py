@@ -1,4 +1,5 @@
-"""The choice-by-choice reading of a streamed completion (app.upstream.choices) against a
+"""The choice-by-choice reading of a streamed completion (app.upstream.wire's
+parse_choice_chunk over UpstreamClient.open_stream) against a
 scripted model server over loopback: choices kept apart, tool call deltas untouched, the
 client's fields sent as they came, and the same failures as the native reading."""
 
@@ -15,8 +16,7 @@ from app.main import upstream_config
 from app.settings import Settings
 from app.turns.choices import ChoiceChunk, ChoicePiece
 from app.upstream import UpstreamClient, UpstreamError, make_http_client, make_openai_client
-from app.upstream.choices import open_choice_stream, parse_choice_chunk
-from app.upstream.wire import parse_chunk
+from app.upstream.wire import parse_choice_chunk, parse_chunk
 from tests.support.scripted_upstream import scripted_upstream
 
 
@@ -36,9 +36,9 @@ async def read(base_url: str, params: dict[str, Any]) -> list[ChoiceChunk]:
     http = make_http_client(config)
     client = UpstreamClient(make_openai_client(config, http), config, http)
     try:
-        stream = await open_choice_stream(client, [{"role": "user", "content": "hi"}], params)
+        stream = await client.open_stream([{"role": "user", "content": "hi"}], params)
         try:
-            async with aclosing(stream.choice_chunks()) as chunks:
+            async with aclosing(stream.read(parse_choice_chunk)) as chunks:
                 return [c async for c in chunks]
         finally:
             await stream.close()

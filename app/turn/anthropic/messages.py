@@ -32,7 +32,7 @@ from app.turn.anthropic.render import EventWriter, whole_message
 from app.turn.anthropic.request import count_request, parse_messages_body, thread_id
 from app.turn.anthropic.tokens import count_input_tokens, estimate_input_tokens
 from app.turn.completion import CompletionCall, open_completion
-from app.turn.openai.chat import CallStreamResponse, run_whole
+from app.turn.openai.answering import Endings, answered
 from app.turn.openai.errors import THREAD_HEADER
 
 
@@ -43,18 +43,11 @@ async def create_message(request: Request) -> Response:
     parsed = parse_messages_body(await bodies.json_object(request))
     thread = thread_id(request.headers.get(THREAD_HEADER), THREAD_HEADER)
     call = await open_completion(rt.gate, principal, parsed.completion, thread)
-    revocation = functools.partial(rt.revocations.stream, principal.key_id)
-    if parsed.stream:
-        writer = EventWriter(call, estimate_input_tokens(rt.settings, parsed.completion))
-        return CallStreamResponse(
-            call, _events(call, writer), ping_s=rt.settings.keepalive_s,
-            send_timeout_s=rt.settings.sse_send_timeout_s, revoked_ending=REVOKED,
-            shutdown_ending=SHUTTING_DOWN_ENDING, revocation=revocation,
-            shutdown=rt.shutdown.watch)
-    deltas = await run_whole(call, revocation, rt.shutdown.watch)
-    if call.closing.failure is not None:
-        raise failed(call.closing.failure)
-    return JSONResponse(whole_message(call, deltas))
+    frames = (_events(call, EventWriter(call, estimate_input_tokens(rt.settings,
+                                                                    parsed.completion)))
+              if parsed.stream else None)
+    return await answered(request, principal, call, ENDINGS, frames=frames,
+                          whole=functools.partial(whole_message, call), failure=failed)
 
 
 @anthropic_errors
@@ -78,8 +71,8 @@ def _error_frame(error: AnthropicError) -> bytes:
     return _frame(error.body())
 
 
-REVOKED = RevokedEnding(_error_frame(key_revoked()), lambda: key_revoked().response())
-SHUTTING_DOWN_ENDING = _error_frame(shutting_down())
+ENDINGS = Endings(RevokedEnding(_error_frame(key_revoked()), lambda: key_revoked().response()),
+                  _error_frame(shutting_down()))
 
 
 async def _events(call: CompletionCall, writer: EventWriter) -> AsyncGenerator[bytes, None]:

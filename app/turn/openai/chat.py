@@ -3,7 +3,6 @@ render in OpenAI's format."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -11,31 +10,22 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
 from app.api import bodies
 from app.api.auth import authenticate
-from app.api.event_stream import (
-    FrameResponse,
-    RevocationGuard,
-    RevokedEnding,
-    ShutdownWatch,
-)
 from app.api.sse import json_bytes
 from app.api.state import runtime
 from app.clock import utcnow
-from app.kit.shield import run_shielded
 from app.turn.completion import CompletionCall, open_completion
+from app.turn.openai.answering import Endings, answered
 from app.turn.openai.errors import (
     OpenAIError,
     failure_error,
-    key_revoked,
     openai_errors,
 )
 from app.turn.openai.render import ChunkWriter, model, models_list, whole_reply
 from app.turn.openai.request import parse_body, thread_id
 from app.turns.choices import ChoiceDelta
-from app.turns.interruptions import KEY_REVOKED, SHUTTING_DOWN
 
 DONE = b"data: [DONE]\n\n"
 #: `created` of the listed models: when this process started offering them.
@@ -48,18 +38,10 @@ async def chat_completions(request: Request) -> Response:
     rt = runtime(request)
     parsed = parse_body(await bodies.json_object(request))
     call = await open_completion(rt.gate, principal, parsed.completion, thread_id(request))
-    revocation = functools.partial(rt.revocations.stream, principal.key_id)
-    if parsed.stream:
-        writer = ChunkWriter(call, include_usage=parsed.include_usage)
-        return CallStreamResponse(
-            call, _frames(call, writer), ping_s=rt.settings.keepalive_s,
-            send_timeout_s=rt.settings.sse_send_timeout_s, revoked_ending=REVOKED,
-            shutdown_ending=SHUTTING_DOWN_ENDING, revocation=revocation,
-            shutdown=rt.shutdown.watch)
-    deltas = await run_whole(call, revocation, rt.shutdown.watch)
-    if call.closing.failure is not None:
-        raise failure_error(call.closing.failure)
-    return JSONResponse(whole_reply(call, deltas))
+    frames = (_frames(call, ChunkWriter(call, include_usage=parsed.include_usage))
+              if parsed.stream else None)
+    return await answered(request, principal, call, ENDINGS, frames=frames,
+                          whole=functools.partial(whole_reply, call))
 
 
 @openai_errors
@@ -94,40 +76,7 @@ def _data(chunk: Any) -> bytes:
     return b"data: " + json_bytes(chunk) + b"\n\n"
 
 
-#: A stream whose key is revoked ends as a failed one does, with OpenAI's `{"error": ...}`
-#: (the SDKs raise it; a native `key_revoked` event they would take for the answer's end).
-REVOKED = RevokedEnding(_data(key_revoked().body()), lambda: key_revoked().response())
-#: A stream cut because the process is shutting down ends as a failed one does, so that the
-#: SDKs raise rather than take the cut answer for a whole one; the call is stored
-#: `interrupted` with what was sent.
-SHUTTING_DOWN_ENDING = _data(OpenAIError(
-    503, "the gateway is shutting down; send the request again", "shutting_down").body())
-
-
-async def run_whole(call: CompletionCall, revocation: RevocationGuard,
-                    shutdown: ShutdownWatch) -> list[ChoiceDelta]:
-    """Every delta of a non-streamed call; a 401 `key_revoked` once its key is revoked while
-    it runs, as a stream ends then. Cut or not, the call is finished (and billed for what
-    the model produced) before this returns. Once the process begins shutting down, the
-    call may still end in the server's grace; what cuts it after that is the shutdown
-    (the server cancels the requests left), which its row then says."""
-    running = asyncio.ensure_future(call.run_to_end())
-    revoked = False
-
-    def revoke() -> None:
-        nonlocal revoked
-        revoked = True
-        call.stopping(KEY_REVOKED)
-        running.cancel()
-
-    with revocation(revoke), shutdown(lambda: call.stopping(SHUTTING_DOWN)):
-        try:
-            return await running
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if revoked and (current is None or not current.cancelling()):
-                raise key_revoked() from None
-            raise
+ENDINGS = Endings.of(lambda error: _data(error.body()))
 
 
 async def _frames(call: CompletionCall, writer: ChunkWriter) -> AsyncGenerator[bytes, None]:
@@ -146,26 +95,3 @@ async def _frames(call: CompletionCall, writer: ChunkWriter) -> AsyncGenerator[b
     for chunk in writer.closing(finishes):
         yield _data(chunk)
     yield DONE
-
-
-class CallStreamResponse(FrameResponse):
-    """A call's frames as an event stream that always finishes the call, even if the client
-    left before the first byte (when the frames never started, closing them runs nothing).
-    Chat completions and the Responses API stream through it, each with its own frames and
-    endings."""
-
-    def __init__(self, call: CompletionCall, frames: AsyncGenerator[bytes, None], *,
-                 ping_s: float, send_timeout_s: float, revoked_ending: RevokedEnding,
-                 shutdown_ending: bytes, revocation: RevocationGuard | None = None,
-                 shutdown: ShutdownWatch | None = None) -> None:
-        super().__init__(frames, ping_s=ping_s, send_timeout_s=send_timeout_s,
-                         log_ids=call.log_ids, revocation=revocation,
-                         revoked_ending=revoked_ending, shutdown=shutdown,
-                         shutdown_ending=shutdown_ending, on_stop=call.stopping)
-        self._call = call
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await run_shielded(self._call.finish())

@@ -16,16 +16,13 @@ from starlette.responses import JSONResponse, Response
 
 from app.api import bodies
 from app.api.auth import authenticate
-from app.api.event_stream import RevokedEnding
 from app.api.sse import json_bytes
 from app.api.state import runtime
 from app.turn.completion import CompletionCall
 from app.turn.item_references import ItemNotFound, ResolvedItem, resolve_items
-from app.turn.openai.chat import CallStreamResponse, run_whole
+from app.turn.openai.answering import Endings, answered
 from app.turn.openai.errors import (
     OpenAIError,
-    failure_error,
-    key_revoked,
     openai_errors,
     refusal,
 )
@@ -76,21 +73,9 @@ async def create_response(request: Request) -> Response:
             raise error from None
         raise
     outcome = _outcome(call, parsed)
-    revocation = functools.partial(rt.revocations.stream, principal.key_id)
-    if parsed.stream:
-        return CallStreamResponse(
-            call, _events(call, EventWriter(outcome)), ping_s=rt.settings.keepalive_s,
-            send_timeout_s=rt.settings.sse_send_timeout_s, revoked_ending=REVOKED,
-            shutdown_ending=SHUTTING_DOWN_ENDING, revocation=revocation,
-            shutdown=rt.shutdown.watch)
-    deltas = await run_whole(call, revocation, rt.shutdown.watch)
-    if call.closing.failure is not None:
-        raise failure_error(call.closing.failure)
-    text, finish = _text_and_finish(deltas)
-    first = call.choices.choices[0]
-    closed_outcome(outcome, call.closing, text, first.tool_calls, finish,
-                   first.answer.reasoning)
-    return JSONResponse(response_object(outcome))
+    frames = _events(call, EventWriter(outcome)) if parsed.stream else None
+    return await answered(request, principal, call, ENDINGS, frames=frames,
+                          whole=functools.partial(_whole, call, outcome))
 
 
 @openai_errors
@@ -182,6 +167,16 @@ def _outcome(call: CompletionCall, parsed: ResponsesRequest) -> Outcome:
     return Outcome(id=rid, created_at=call.created, model=call.request.model, echo=echo)
 
 
+def _whole(call: CompletionCall, outcome: Outcome, deltas: list[ChoiceDelta]
+           ) -> dict[str, Any]:
+    """The response object of a whole (non-streamed) call."""
+    text, finish = _text_and_finish(deltas)
+    first = call.choices.choices[0]
+    closed_outcome(outcome, call.closing, text, first.tool_calls, finish,
+                   first.answer.reasoning)
+    return response_object(outcome)
+
+
 def _text_and_finish(deltas: list[ChoiceDelta]) -> tuple[str, str | None]:
     text = "".join(delta.text for delta in deltas if delta.index == 0)
     finish = next((d.finish_reason for d in reversed(deltas) if d.finish_reason), None)
@@ -202,9 +197,7 @@ def _error_frame(error: OpenAIError) -> bytes:
                    "param": None, "error": inner})
 
 
-REVOKED = RevokedEnding(_error_frame(key_revoked()), lambda: key_revoked().response())
-SHUTTING_DOWN_ENDING = _error_frame(OpenAIError(
-    503, "the gateway is shutting down; send the request again", "shutting_down"))
+ENDINGS = Endings.of(_error_frame)
 
 
 async def _events(call: CompletionCall, writer: EventWriter) -> AsyncGenerator[bytes, None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from app.store.db import Database
 from app.turn.rows.contract import FinishedRow, FinishHook, SweptAnswer, ThreadGuard, TurnRows
+from app.turn.rows.messages import HistoryRow
 from app.turn.rows.postgres import PostgresTurnRows
 from app.turn.rows.shapes import (
     MAX_CONTENT_CHARS,
@@ -26,6 +27,7 @@ def turn_rows(db: Database) -> TurnRows:
     return PostgresTurnRows(db)
 
 
-__all__ = ["MAX_CONTENT_CHARS", "CallOpening", "DayBudget", "FinishHook", "FinishedRow", "Opened",
+__all__ = ["MAX_CONTENT_CHARS", "CallOpening", "DayBudget", "FinishHook", "FinishedRow",
+           "HistoryRow", "Opened",
            "OpeningRequest", "Refused", "SweptAnswer", "ThreadGuard", "TurnRows", "turn_rows",
            "turn_times"]

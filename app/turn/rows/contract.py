@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.records import CallRecord, FinishedMessage
 from app.store.models import Message
 from app.store.notify import Notification
+from app.turn.rows.messages import HistoryRow
 from app.turn.rows.shapes import CallOpening, Opened, OpeningRequest, Refused
 
 
@@ -86,6 +87,18 @@ class TurnRows(Protocol):
         rollup, as a finish records them, and the `open_call` row they were made under
         deleted with them (once billed, the call no longer counts among the user's streams).
         The calls were made and paid for."""
+
+    async def history_until(self, user_id: str, answer_id: uuid.UUID, *, limit: int
+                            ) -> tuple[uuid.UUID, list[HistoryRow]] | None:
+        """The thread of the user's answer `answer_id` and its newest `limit` messages up to
+        it, as a turn's history holds them (app.turn.rows.messages); None: no such answer
+        of the user's."""
+
+    async def new_thread(self, user_id: str, *, origin: str) -> uuid.UUID:
+        """A new, empty thread of the user's (for an answer that starts one)."""
+
+    async def drop_thread(self, user_id: str, thread_id: uuid.UUID) -> None:
+        """The thread made for an answer refused before its rows were stored, deleted."""
 
     async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
         """The calls of answers the dead-process sweep closed, with their message: their

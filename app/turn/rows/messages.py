@@ -1,6 +1,8 @@
-"""A turn's messages besides its opening and finish: the history the model is shown, the
-partial text of running answers, the sweep of abandoned ones and the taking back of a thread's
-last exchange. (What the user sees is the threads' repository's, app.threads.repository.)"""
+"""A turn's messages besides its opening and finish: the history the model is shown (the
+newest, or up to an earlier answer for a Responses API continuation), the partial text of
+running answers, the sweep of abandoned ones, the taking back of a thread's last exchange and
+the deleting of a stored response's. (What the user sees is the threads' repository's,
+app.threads.repository.)"""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ import datetime as dt
 import functools
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Select,
     and_,
     bindparam,
@@ -25,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.clock import utcnow
 from app.sanitize import clean_text
 from app.store.models import Message, Thread, table_of
+from app.store.ownership import owned_id
 from app.threads.repository import touch_thread
 from app.turns.interruptions import STALE_STREAMING
 
@@ -32,19 +37,63 @@ from app.turns.interruptions import STALE_STREAMING
 _MESSAGES, _THREADS = table_of(Message), table_of(Thread)
 
 
+def _shown(*, with_text: ColumnElement[bool]) -> tuple[ColumnElement[bool], ...]:
+    """What the model may see of a thread's rows: none still streaming, no failed answer,
+    and only those `with_text` says have something to show."""
+    m = _MESSAGES.c
+    failed_assistant = and_(m.role == "assistant", m.status == "failed")
+    return m.status != "streaming", not_(failed_assistant), with_text
+
+
 def context_select(limit: int, *columns: Any) -> Select[Any]:
     """The newest `limit` messages the model may see, newest first: rows still streaming,
     failed assistant rows and empty rows left out. For the thread of the `context_of`
     parameter."""
     m = _MESSAGES.c  # table columns: with plain columns selected, a Core statement
-    failed_assistant = and_(m.role == "assistant", m.status == "failed")
     return (
         select(*columns)
         .where(m.thread_id == bindparam("context_of", type_=m.thread_id.type),
-               m.status != "streaming", not_(failed_assistant), m.content != "")
+               *_shown(with_text=m.content != ""))
         .order_by(m.created_at.desc(), m.id.desc())
         .limit(limit)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    """A message as a continuation's history holds it: an answer that was only a tool call
+    keeps its calls (so that a tool's output can follow it)."""
+
+    role: str
+    content: str
+    created_at: dt.datetime
+    tool_calls: list[dict[str, Any]] | None
+
+
+async def history_until(s: AsyncSession, user_id: str, answer_id: uuid.UUID, *, limit: int
+                        ) -> tuple[uuid.UUID, list[HistoryRow]] | None:
+    """The thread of the user's answer `answer_id` and its newest `limit` messages up to
+    that answer, oldest first, as context_history leaves them out (an answer that was only
+    a tool call is kept); None when it is no answer of the user's."""
+    m = _MESSAGES.c
+    anchor = (await s.execute(
+        select(m.thread_id, m.created_at, m.id)
+        .where(m.id == owned_id(_MESSAGES, answer_id, user_id, "owned"),
+               m.role == "assistant"))).first()
+    if anchor is None:
+        return None
+    thread_id, at, anchor_id = anchor
+    calls = m.metadata["tool_calls"].as_string()
+    only_calls = and_(m.role == "assistant", calls.is_not(None), calls != "[]")
+    rows = await s.execute(
+        select(m.role, m.content, m.created_at, m.metadata["tool_calls"])
+        .where(m.thread_id == thread_id,
+               or_(m.created_at < at, and_(m.created_at == at, m.id <= anchor_id)),
+               *_shown(with_text=or_(m.content != "", only_calls)))
+        .order_by(m.created_at.desc(), m.id.desc())
+        .limit(limit))
+    return thread_id, [HistoryRow(role, content, created, tools if role == "assistant" else None)
+                       for role, content, created, tools in reversed(rows.all())]
 
 
 async def context_history(s: AsyncSession, thread_id: uuid.UUID, *, limit: int) -> list[Message]:

@@ -88,6 +88,7 @@ from app.turn.rows.statements import (
     open_call_params,
     open_thread_update,
 )
+from app.turn.rows.threads_of_answers import AnswerThreads
 from app.usage.repository import (
     ROLLUP_COLUMNS,
     SPENT_ON_DAY,
@@ -106,7 +107,7 @@ Outcome = Opened | Refused | None | Literal["changed"]
 _LOCK_OWNED_THREAD = DriverStatement(LOCK_OWNED_THREAD)
 
 
-class PostgresTurnRows:
+class PostgresTurnRows(AnswerThreads):
     """The turn's repository on PostgreSQL (app.turn.rows.TurnRows)."""
 
     def __init__(self, db: Database) -> None:

@@ -68,6 +68,7 @@ from app.turn.rows.statements import (
     not_finished,
     open_call_params,
 )
+from app.turn.rows.threads_of_answers import AnswerThreads
 from app.usage.repository import (
     ROLLUP_COLUMNS,
     SPENT_ON_DAY,
@@ -101,7 +102,7 @@ def _history(limit: int) -> DriverStatement:
     return DriverStatement(context_rows_select(limit))
 
 
-class SqliteTurnRows:
+class SqliteTurnRows(AnswerThreads):
     """The turn's repository on SQLite (app.turn.rows.TurnRows)."""
 
     def __init__(self, db: Database) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.clock import utcnow
@@ -50,6 +50,19 @@ class SideCaller:
     upstream: UpstreamClient
     prices: PriceTable
     timeout_s: float
+
+    async def value(self, draft: ContextDraft, call: SideCall,
+                    clean: Callable[[str], str | None]) -> tuple[str, CallRecord] | None:
+        """The call's answer made a stage's value by `clean`, with the call's record; None
+        when the call failed or `clean` left nothing (logged: `<stage>_empty`)."""
+        outcome = await self.run(draft, call)
+        if outcome.text is None:
+            return None
+        value = clean(outcome.text)
+        if value is None:
+            log.warning(f"{call.stage}_empty", answer_chars=len(outcome.text))
+            return None
+        return value, outcome.record
 
     async def run(self, draft: ContextDraft, call: SideCall) -> SideCallOutcome:
         """Make the call, time it as its own pipeline stage and record it in the draft. A

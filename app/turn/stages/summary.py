@@ -142,14 +142,11 @@ class _SummaryHandler(ThreadFieldHandler):
             messages=summary_request(draft.summary, new_items),
             max_tokens=self.stage.settings.summary_max_tokens,
         )
-        outcome = await self.stage.side_calls.run(draft, call)
-        if outcome.text is None:
+        summarised = await self.stage.side_calls.value(draft, call, clean_summary)
+        if summarised is None:
             return
-        summary = clean_summary(outcome.text)
-        if summary is None:
-            log.warning("summary_empty", answer_chars=len(outcome.text))
-            return
-        outcome.record.details.update({
+        summary, record = summarised
+        record.details.update({
             "covered_until": new_items[-1].time.isoformat(),
             "messages": len(new_items),
         })

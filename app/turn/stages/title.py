@@ -88,14 +88,8 @@ class _TitleHandler(ThreadFieldHandler):
             stage="title", description="Thread title", messages=title_request(self.user_text),
             max_tokens=self.stage.settings.title_max_tokens,
         )
-        outcome = await self.stage.side_calls.run(draft, call)
-        if outcome.text is None:
-            return
-        title = clean_title(outcome.text)
-        if title is None:
-            log.warning("title_empty", answer_chars=len(outcome.text))
-            return
-        self.value = title
+        if (named := await self.stage.side_calls.value(draft, call, clean_title)) is not None:
+            self.value = named[0]
 
     async def store(self, session: AsyncSession, value: str) -> None:
         await thread_store.set_title(session, self.thread_id, value)

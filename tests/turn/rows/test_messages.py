@@ -14,6 +14,7 @@ from app.store.models import Message
 from app.store.visibility import is_hidden
 from app.threads import repository as threads_store
 from app.turn.rows import messages as messages_store
+from app.turn.rows import turn_rows
 from tests.store.factories import finish, legacy_prompt, new_thread, open_rows, turn
 
 
@@ -174,3 +175,34 @@ async def test_interrupt_stale_streaming(db: Database) -> None:
     # The thread is free again, and a slow process that was still alive may still finish.
     late = await finish(db, stale.id, "late but real", calls=[], metadata={})
     assert late.status == "complete" and late.content == "late but real"
+
+
+async def test_history_until_an_answer_is_the_models_history_up_to_it(db: Database) -> None:
+    """A Responses continuation's history: up to the answer named (not past it), what the
+    model sees of a thread (no failed answer, no empty row), and an answer that was only a
+    tool call kept with its calls; another user's answer, or a question, is no answer."""
+    thread = await new_thread(db)
+    await turn(db, thread, "first", "one")
+    await turn(db, thread, "broken", "", status="failed")
+    tool_calls = [{"id": "c1", "type": "function",
+                   "function": {"name": "f", "arguments": "{}"}}]
+    question, called = await turn(db, thread, "call it", "",
+                                  metadata={"tool_calls": tool_calls})
+    await turn(db, thread, "silent", "")
+    _, named = await turn(db, thread, "second", "two")
+    await turn(db, thread, "later", "three")
+    rows = turn_rows(db)
+    found = await rows.history_until("alice", named.id, limit=200)
+    assert found is not None
+    thread_id, history = found
+    assert thread_id == thread.id
+    assert [(r.role, r.content, r.tool_calls) for r in history] == [
+        ("user", "first", None), ("assistant", "one", None), ("user", "broken", None),
+        ("user", "call it", None), ("assistant", "", tool_calls), ("user", "silent", None),
+        ("user", "second", None), ("assistant", "two", None)]
+    assert [r.created_at for r in history] == sorted(r.created_at for r in history)
+    newest = await rows.history_until("alice", named.id, limit=2)
+    assert newest is not None and [r.content for r in newest[1]] == ["second", "two"]
+    assert await rows.history_until("bob", named.id, limit=200) is None
+    assert await rows.history_until("alice", question.id, limit=200) is None
+    assert called.id != named.id
