@@ -15,8 +15,8 @@ from alembic import context
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import NullPool
 
-from app.database_urls import async_url
-from app.settings import get_settings
+from app.config.database_urls import async_url
+from app.config.settings import get_settings
 from app.store.db import create_engine_for
 from app.store.migrations import include_object_for
 from app.store.models import Base

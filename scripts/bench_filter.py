@@ -110,7 +110,7 @@ def run(factory: Callable[[], Feeder], chunks: list[str]) -> Timing:
     start = time.perf_counter()
     if isinstance(f, ReasoningSplit):
         for chunk in chunks:
-            f.feeder.feed(chunk)  # as the answer feeds it (app.turns.answer)
+            f.feeder.feed(chunk)  # as the answer feeds it (app.answer.answer)
     else:
         for chunk in chunks:
             f.feed(chunk)

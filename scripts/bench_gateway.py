@@ -98,13 +98,13 @@ from sqlalchemy.pool import NullPool
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.answer.records import FinishedMessage  # noqa: E402
 from app.api.auth import LOCAL_USER  # noqa: E402
-from app.heap import (  # noqa: E402
+from app.process.heap import (  # noqa: E402
     TRIM_INTERVAL_S,
     freeze_startup_heap,
     space_out_collections,
 )
-from app.records import FinishedMessage  # noqa: E402
 from app.store.db import Database  # noqa: E402
 from app.store.migrations import upgrade_to_head  # noqa: E402
 from app.turn.rows import Opened, OpeningRequest, turn_rows  # noqa: E402
@@ -568,7 +568,7 @@ class Bench:
         first delta or none started for OPEN_STALL_S, then reads RSS and fds while all that
         started are still held open (a slow stream lasts over a minute). Both RSS readings
         wait `rss_settle_s`: the gateway hands the memory it freed back to the system every
-        app.heap.TRIM_INTERVAL_S, and what it still holds between two rounds is neither the
+        app.process.heap.TRIM_INTERVAL_S, and what it still holds between two rounds is neither the
         idle process's nor the streams'."""
         targets = await self.threads(streams)
         await asyncio.sleep(self.rss_settle_s)
@@ -991,7 +991,9 @@ def start_baseline(stack: contextlib.ExitStack, root: Path, upstream: str, url: 
     subprocess.run([sys.executable, "-c", MIGRATE, database], cwd=root, env=env, check=True,
                    timeout=300)
     port = free_port()
-    pid = stack.enter_context(started(gateway_argv(port), env, f"http://127.0.0.1:{port}/healthz",
+    factory = factory_of(root) or FACTORIES[0][1]
+    pid = stack.enter_context(started(gateway_argv(port, factory), env,
+                                      f"http://127.0.0.1:{port}/healthz",
                                       cwd=root, log=scratch / "baseline.log"))
     return Side(f"baseline {tree_commit(root)}", "baseline", f"http://127.0.0.1:{port}", pid,
                 native=True)
@@ -1101,7 +1103,7 @@ def main(
     serve_upstream_port: int | None = typer.Option(None, "--serve-upstream", hidden=True),
 ) -> None:
     # The load generator and the upstream freeze their startup heap and space out their
-    # collections as the gateway does (app/heap.py): a full collection over the imported
+    # collections as the gateway does (app/process/heap.py): a full collection over the imported
     # packages paused either for 60 to 90 ms, a pause its measurements would have charged to
     # whichever turn it hit.
     freeze_startup_heap()
@@ -1116,8 +1118,8 @@ def main(
     if pinning is not None:
         pinning.apply_here()
     deadline = time.monotonic() + max_seconds
-    if baseline_root is not None and not (Path(baseline_root) / "app" / "main.py").is_file():
-        raise typer.BadParameter(f"{baseline_root}: not a tree of this project (no app/main.py)")
+    if baseline_root is not None and factory_of(Path(baseline_root)) is None:
+        raise typer.BadParameter(f"{baseline_root}: not a tree of this project (no app factory)")
     plan = Plan(tokens, pace_ms, database_url, upstream_port,
                 Path(baseline_root) if baseline_root else None, litellm, compare_url,
                 compare_pid)
@@ -1137,11 +1139,21 @@ def main(
             measure_workers(run, workers, workers_concurrency, turns, deadline, pinning)
 
 
-def gateway_argv(port: int) -> list[str]:
+#: Where a tree's app factory lives: this tree's, then an older tree's (before app/ had rooms).
+FACTORIES = (("app/gateway/main.py", "app.gateway.main:create_app"),
+             ("app/main.py", "app.main:create_app"))
+
+
+def factory_of(root: Path) -> str | None:
+    """The uvicorn factory of the tree at `root` (None: not a tree of this project)."""
+    return next((factory for path, factory in FACTORIES if (root / path).is_file()), None)
+
+
+def gateway_argv(port: int, factory: str = FACTORIES[0][1]) -> list[str]:
     """The gateway under uvicorn. Its keep-alive outlasts a step: the load generator's pooled
     connections sit idle between steps, and uvicorn's 5 s default closes some just as the
     client reuses them (a reset that is the client's race, not a failed turn)."""
-    return [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+    return [sys.executable, "-m", "uvicorn", factory, "--factory",
             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
             "--no-access-log", "--timeout-keep-alive", "120"]
 

@@ -33,9 +33,9 @@ from sqlalchemy import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.clock import utcnow
+from app.answer.records import FinishedMessage
+from app.core.clock import utcnow
 from app.followups import memory_repository as memory
-from app.records import FinishedMessage
 from app.store.db import Database
 from app.store.migrations import upgrade_to_head
 from app.threads import repository as threads

@@ -97,7 +97,7 @@ def main(
         up_argv = [sys.executable, str(ROOT / "scripts" / "bench_gateway.py"),
                    "--serve-upstream", str(up_port), "--tokens", str(tokens),
                    "--pace-ms", "0"]
-        gw_argv = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+        gw_argv = [sys.executable, "-m", "uvicorn", "app.gateway.main:create_app", "--factory",
                    "--host", "127.0.0.1", "--port", str(gw_port), "--log-level", "warning",
                    "--no-access-log"]
         env = {**gateway_env(upstream, url), "CHATGATE_MODELS": "bench-1"}

@@ -2,8 +2,8 @@
 # Container entry point: bring the schema to head, then serve with N uvicorn workers.
 #   CHATGATE_WORKERS (2 on PostgreSQL, 1 on SQLite)
 #                                      uvicorn worker processes; above 1 on SQLite is refused
-#                                      (app.serve.check_workers says why)
-#   every CHATGATE_ setting            checked first (app.serve.prepare): a wrong one, a
+#                                      (app.gateway.serve.check_workers says why)
+#   every CHATGATE_ setting            checked first (app.gateway.serve.prepare): a wrong one, a
 #                                      database that cannot be reached or does not exist, a
 #                                      port in use, is one sentence on stderr and exit 2
 #   CHATGATE_PORT (8000)               listening port
@@ -24,9 +24,9 @@ export CHATGATE_WORKERS="$workers"
 # The settings, the workers' database, the port and the database itself, checked (and the
 # schema migrated) before uvicorn starts: a wrong one is one sentence on stderr and exit 2.
 if [ "${CHATGATE_MIGRATE:-1}" = "1" ]; then
-    python -m app.serve --prepare-only --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}"
+    python -m app.gateway.serve --prepare-only --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}"
 else
-    python -m app.serve --prepare-only --no-migrate --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}"
+    python -m app.gateway.serve --prepare-only --no-migrate --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}"
 fi
 if [ "$workers" -gt 1 ] && [ -z "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
     export PROMETHEUS_MULTIPROC_DIR=/tmp/chatgate-prometheus
@@ -36,7 +36,7 @@ if [ -n "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
     mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
     find "$PROMETHEUS_MULTIPROC_DIR" -mindepth 1 -delete
 fi
-exec uvicorn app.main:create_app --factory \
+exec uvicorn app.gateway.main:create_app --factory \
     --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}" \
     --workers "$workers" --proxy-headers --no-access-log \
     --timeout-graceful-shutdown "${CHATGATE_GRACEFUL_SHUTDOWN_S:-5}"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 APP = Path(__file__).resolve().parents[1] / "app"
-#: The database kit (app.database_urls reads a URL's scheme for it) and the turn's
+#: The database kit (app.config.database_urls reads a URL's scheme for it) and the turn's
 #: repository: the only modules that may know which database runs. A statement that differs
 #: per database is written in one of them (app.store.per_database offers the choice).
-DATABASE_KIT = ("store/", "turn/rows/", "database_urls.py")
+DATABASE_KIT = ("store/", "turn/rows/", "config/database_urls.py")
 DATABASE_BRANCH = re.compile(
     r"""backend\s*[=!]=|dialect|get_backend_name|["'](postgresql|sqlite)["']""")
 #: The owners of the messages and llm_calls rows: the turn's repository, and the repair's,
@@ -121,3 +121,40 @@ def test_every_request_body_is_read_by_the_one_parser() -> None:
     readers = sorted(name for name, text in _modules()
                      if reading.search(text) and not name.startswith("demo_llm/"))
     assert readers == ["api/bodies.py"]
+
+
+# ---------- rooms: app/ opens on its domains, a module's name says one thing ----------
+
+#: The names a domain folder repeats by pattern: its handlers, service, repository, errors,
+#: models, and a repository's contract and per-database modules.
+PATTERN_NAMES = {"__init__.py", "endpoints.py", "service.py", "repository.py", "errors.py",
+                 "models.py", "contract.py", "postgres.py", "sqlite.py"}
+#: The most modules app/turn keeps at its top level; the rest live in the rooms of a turn's
+#: life (admission, holds, run, native, openai, anthropic, stored, observers, rows).
+TURN_TOP_LEVEL_AT_MOST = 12
+
+
+def test_app_opens_on_its_domains() -> None:
+    """No loose module at app/'s top level: each serves a room that says what it serves."""
+    assert sorted(path.name for path in APP.glob("*.py")) == ["__init__.py"]
+
+
+def test_the_turn_keeps_few_modules_at_its_top_level() -> None:
+    top = sorted(path.name for path in (APP / "turn").glob("*.py"))
+    assert len(top) <= TURN_TOP_LEVEL_AT_MOST, top
+
+
+def test_no_two_modules_share_a_name_but_the_pattern_names() -> None:
+    seen: dict[str, list[str]] = {}
+    for path in sorted(APP.rglob("*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(APP)))
+    shared = {name: places for name, places in seen.items()
+              if len(places) > 1 and name not in PATTERN_NAMES}
+    assert shared == {}
+
+
+def test_the_pure_core_and_the_turn_differ_by_more_than_a_letter() -> None:
+    packages = {path.name for path in APP.iterdir() if (path / "__init__.py").is_file()}
+    close = {(a, b) for a in packages for b in packages
+             if a < b and (a + "s" == b or b + "s" == a)}
+    assert close == set()

@@ -11,7 +11,7 @@ from starlette.requests import ClientDisconnect, Request
 from app.api import json_limits
 from app.api.errors import ApiError, not_found
 from app.api.state import runtime
-from app.sanitize import replace_surrogates
+from app.core.cleaning import replace_surrogates
 
 MAX_TITLE_CHARS = 200
 #: Where a body may spell a lone surrogate: a `\\uD800`-`\\uDFFF` escape, or the bytes
@@ -71,7 +71,7 @@ async def json_object(request: Request, *, optional: bool = False) -> dict[str, 
     an object, 413 when huge, 400 naming the field when a value is past the JSON limits
     (app.api.json_limits: 64-bit integers, finite numbers, 64 levels, ...). An `optional`
     body may be absent, and then needs no type. Every lone surrogate in it is U+FFFD
-    (app.sanitize.replace_surrogates), on every route of both APIs."""
+    (app.core.cleaning.replace_surrogates), on every route of both APIs."""
     if not optional:
         _require_json_media_type(request)
     raw = await _read_capped(request)

@@ -7,8 +7,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.logging import get_logger
-from app.redaction import SECRETS
+from app.observe.logging import get_logger
+from app.observe.redaction import SECRETS
 from app.store.errors import DatabaseUnavailable
 
 log = get_logger("api.errors")
@@ -38,7 +38,7 @@ def error_response(status: int, code: str, message: str,
     headers = dict(headers or {})
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    # A message may echo what a client sent: no secret goes back out (app.redaction).
+    # A message may echo what a client sent: no secret goes back out (app.observe.redaction).
     return JSONResponse({"error": {"code": code, "message": SECRETS.text(message)}}, status,
                         headers=headers or None)
 

@@ -13,7 +13,7 @@ polled by the writer itself: the turn's task appends an event and wakes the writ
 task in between. A revocation is a callback, no task. Any way the stream ends (client gone,
 key revoked, the process shutting down, a send that blocks past the timeout, cancellation)
 cancels the producer and waits for it, so the source generator's cleanup has run when the
-response returns (a FrameSource's owner closes it: app.turn.log_stream closes the turn's
+response returns (a FrameSource's owner closes it: app.turn.native.log_stream closes the turn's
 reader)."""
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Protocol
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from app.answer.interruptions import CLIENT_GONE, KEY_REVOKED, SHUTTING_DOWN
 from app.api.errors import error_response
-from app.logging import get_logger
-from app.turns.interruptions import CLIENT_GONE, KEY_REVOKED, SHUTTING_DOWN
+from app.observe.logging import get_logger
 
 log = get_logger("api.event_stream")
 
@@ -99,7 +99,7 @@ class FrameResponse(Response):
     source is stopped and `shutdown_ending` is the last frame, after what it made.
 
     `on_stop`, when the stream ends before its frames did, is told why
-    (app.turns.interruptions: the client gone, the key revoked, the process shutting down)
+    (app.answer.interruptions: the client gone, the key revoked, the process shutting down)
     before the frames are stopped, so that their cleanup (a call's finish) stores it."""
 
     def __init__(self, frames: AsyncGenerator[bytes, None] | FrameSource, *, ping_s: float,

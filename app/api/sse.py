@@ -1,6 +1,6 @@
 """Server-sent events in the native format: JSON data per event, `id:` on deltas. A turn's
-events are encoded to these frames by app.turn.native_events and written by
-app.turn.log_stream (app.api.event_stream's FrameResponse); the long-lived thread events
+events are encoded to these frames by app.turn.native.frames and written by
+app.turn.native.log_stream (app.api.event_stream's FrameResponse); the long-lived thread events
 stream keeps sse-starlette (StreamResponse)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
 from app.api.event_stream import RevocationGuard, end_revoked
-from app.logging import get_logger
+from app.observe.logging import get_logger
 
 log = get_logger("api.sse")
 

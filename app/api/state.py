@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 
 if TYPE_CHECKING:  # a handler names the runtime's type; it depends on no part of it
-    from app.runtime import Runtime
+    from app.gateway.runtime import Runtime
 
 
 def runtime(request: Request) -> Runtime:

@@ -1,8 +1,8 @@
-"""The operator's commands (`chatgate keys|usage|repair|replay|serve|migrate`, app.cli.main;
+"""The operator's commands (`chatgate keys|usage|repair|replay|serve|migrate`, app.cli.command;
 the old `scripts/*.py` run the same code) and what they share: which database they work on
 (--database-url, else the gateway's own setting), and a wrong setting, or a database that
 cannot be reached, does not exist or is not migrated, is one sentence on stderr and exit 2
-(app.startup), not a traceback about a refused connection or a missing table."""
+(app.gateway.startup), not a traceback about a refused connection or a missing table."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from app.database_urls import database_url_problem, redacted
-from app.settings import get_settings
-from app.startup import ConfigError, checked_settings, one_sentence_on_error
+from app.config.database_urls import database_url_problem, redacted
+from app.config.settings import get_settings
+from app.gateway.startup import ConfigError, checked_settings, one_sentence_on_error
 
 #: What every flag of the operator scripts passes to typer.Option: typer's help shows a bool
 #: option's type as `<bool>`, which reads as if the flag took a value (`--admin true`).

@@ -25,9 +25,9 @@ import typer
 from rich.table import Column, Table
 
 from app.cli import FLAG, RunConsole, resolve_database_url
+from app.core.user_ids import user_id_problem
 from app.keys import repository as api_keys
 from app.store.migrations import migrated_database
-from app.users import user_id_problem
 
 cli = typer.Typer(help="Manage Chatgate API keys.", no_args_is_help=True)
 console = RunConsole()

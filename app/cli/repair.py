@@ -31,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from app.cli import FLAG, RunConsole, resolve_database_url
+from app.config.settings import REASONING_TAG
 from app.repair import (
     FIX_RULES,
     NOTICE_RULES,
@@ -41,7 +42,6 @@ from app.repair import (
 )
 from app.repair import service as repair_runs
 from app.repair.repository import RunSummary
-from app.settings import REASONING_TAG
 from app.store.migrations import migrated_database
 from app.stream import REASONING_FORMATS, ReasoningFormat
 

@@ -28,11 +28,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from app.catalog import ModelsFileError
-from app.catalog_file import load_catalog
-from app.cli import FLAG, RunConsole, resolve_database_url, run_cli
-from app.redaction import SECRETS
-from app.replay import (
+from app.answer.trace_replay import (
     ReplayResult,
     ReplayStep,
     Trace,
@@ -41,7 +37,11 @@ from app.replay import (
     trace_from_json,
     trace_to_json,
 )
-from app.settings import get_settings
+from app.cli import FLAG, RunConsole, resolve_database_url, run_cli
+from app.config.catalog import ModelsFileError
+from app.config.models_file import load_catalog
+from app.config.settings import get_settings
+from app.observe.redaction import SECRETS
 from app.store.migrations import migrated_database
 from app.stream import FilterWarning
 from app.turn.rows import traces

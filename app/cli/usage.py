@@ -33,7 +33,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from app.cli import FLAG, RunConsole, resolve_database_url
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.migrations import migrated_database
 from app.usage import admin_reports
 from app.usage import rollups as usage_rollups

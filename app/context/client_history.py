@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.context.builder import ContextItem, build_msg_context, escape_user_text
-from app.sanitize import clean_and_strip_markers
+from app.core.cleaning import clean_and_strip_markers
 
 #: Roles the client may send as its own instructions.
 SYSTEM_ROLES = frozenset({"system", "developer"})

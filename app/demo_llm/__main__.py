@@ -7,9 +7,9 @@ import argparse
 
 import uvicorn
 
+from app.demo_llm.options import DemoSettings
 from app.demo_llm.server import create_demo_app
-from app.demo_llm.settings import DemoSettings
-from app.logging import configure_logging
+from app.observe.logging import configure_logging
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from app.demo_llm.recorder import Recorder, StreamOutcome
+from app.demo_llm.options import DemoSettings
 from app.demo_llm.scenarios import (
     Reply,
     apply_max_tokens,
@@ -33,9 +33,9 @@ from app.demo_llm.scenarios import (
     plan_reply,
     prompt_tokens,
 )
-from app.demo_llm.settings import DemoSettings
+from app.demo_llm.seen import Recorder, StreamOutcome
 from app.demo_llm.tools import planned_tool_call, tool_call_deltas
-from app.logging import get_logger
+from app.observe.logging import get_logger
 
 log = get_logger("demo_llm")
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from app.events.notices import CHANNEL, MessageNotice, decode_notice, encode_notice
 from app.kit.keyed_sets import KeyedSets
-from app.logging import get_logger
+from app.observe.logging import get_logger
 from app.store import notify
 from app.store.db import Database
 

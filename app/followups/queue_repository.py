@@ -17,12 +17,12 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.answer.interruptions import FOLLOWUP_WORKER_DIED
 from app.followups.repository import cancel_pending_for_thread, schedule_followup
 from app.store.models import Followup, Message, Thread
 from app.store.visibility import hidden_sql, visible_sql
 from app.threads.repository import with_thread_lock
 from app.turn.rows.messages import mark_interrupted
-from app.turns.interruptions import FOLLOWUP_WORKER_DIED
 
 Blocker = Literal["lost_claim", "user_replied", "already_started"]
 

@@ -8,13 +8,13 @@ import datetime as dt
 import functools
 from collections.abc import Sequence
 
+from app.config.settings import Settings
 from app.context import ContextItem, select_within_budget
 from app.followups import memory_repository as memory
 from app.followups.recall_query import choose_query_source
-from app.logging import get_logger
-from app.settings import Settings
+from app.observe.logging import get_logger
 from app.store.db import Database
-from app.turn.observers import ContextDraft, TurnHandler, TurnView
+from app.turn.observers.seam import ContextDraft, TurnHandler, TurnView
 
 log = get_logger("followups.recall")
 

@@ -9,7 +9,7 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.models import Followup
 from app.turn.rows.statements import cancel_pending_statement
 

@@ -7,15 +7,15 @@ import datetime as dt
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import Clock, utcnow
+from app.answer.finish import TurnOutcome
+from app.answer.records import FinishedMessage
+from app.core.clock import Clock, utcnow
 from app.followups import queue_repository as followup_queue
 from app.followups.autonomy import Autonomy, cap_reached, effective
 from app.followups.triggers import awaiting_of, trigger_for_awaiting, trigger_reason
-from app.logging import get_logger
-from app.records import FinishedMessage
-from app.turn.observers import TurnHandler, TurnView
+from app.observe.logging import get_logger
+from app.turn.observers.seam import TurnHandler, TurnView
 from app.turn.rows import FinishedRow
-from app.turns.finish import TurnOutcome
 
 log = get_logger("followups.scheduler")
 

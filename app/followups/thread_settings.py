@@ -7,9 +7,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from app.config.settings import Settings
 from app.followups import repository as followup_store
 from app.followups.autonomy import Autonomy, effective
-from app.settings import Settings
 from app.store.db import Database
 from app.threads import repository as thread_store
 

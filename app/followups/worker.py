@@ -22,21 +22,21 @@ from typing import Literal
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import Clock, utcnow
+from app.answer.interruptions import SHUTTING_DOWN
+from app.core.clock import Clock, utcnow
 from app.followups import queue_repository as followup_queue
 from app.followups.autonomy import Autonomy, effective
 from app.followups.queue_repository import Claim
 from app.followups.thread_settings import default_autonomy
 from app.followups.triggers import prompt_for
 from app.kit.shield import run_shielded
-from app.logging import get_logger
+from app.observe.logging import get_logger
 from app.store.errors import ThreadBusy
+from app.turn.admission.opening import ThreadNotFound
 from app.turn.deps import TurnDeps
-from app.turn.opening import ThreadNotFound
+from app.turn.holds.slots import GatewayBusy
+from app.turn.native.turn import Turn, open_turn
 from app.turn.rows import ThreadGuard
-from app.turn.service import Turn, open_turn
-from app.turn.slots import GatewayBusy
-from app.turns.interruptions import SHUTTING_DOWN
 
 log = get_logger("followups.worker")
 
@@ -232,7 +232,7 @@ class FollowupWorker:
     async def _retry_later(self, claim: Claim) -> None:
         """The thread is streaming something else, or every upstream slot is taken: try
         again later, a few times. (The user's stream cap and budget do not apply here: see
-        app.turn.gate.)"""
+        app.turn.admission.gate.)"""
         if claim.attempts >= self.max_attempts:
             await self._settle(claim, "failed")
             log.warning("followup_failed_thread_busy", attempts=claim.attempts)

@@ -1,7 +1,7 @@
 """What the turn limits read and count: a user's streams (their `streaming` answers and their
 open calls, the calls without a message while they run), their turn requests per minute
 window, their usage of a UTC day. The rules deciding on these numbers are the limits
-service's (app/turn/gate.py); nothing here refuses anything."""
+service's (app/turn/admission/gate.py); nothing here refuses anything."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from app.keys import limits_repository as limit_store
-from app.logging import get_logger
+from app.observe.logging import get_logger
 from app.store.db import Database
 
 log = get_logger("store.rate_windows")

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.models import ApiKey
 
 KEY_PREFIX = "cg_"

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from app.keys import repository as api_keys
 from app.kit.keyed_sets import KeyedSets
 from app.kit.periodic import every
-from app.logging import get_logger
-from app.metrics import GatewayMetrics
+from app.observe.logging import get_logger
+from app.observe.metrics import GatewayMetrics
 from app.store.db import Database
 
 log = get_logger("services.revocation")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from app.clock import Clock, utcnow
-from app.logging import get_logger
+from app.core.clock import Clock, utcnow
+from app.observe.logging import get_logger
 
 #: At most one warning line per outage per this many seconds.
 EVERY_S = 60.0

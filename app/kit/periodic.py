@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from app.logging import get_logger
-from app.metrics import GatewayMetrics
+from app.observe.logging import get_logger
+from app.observe.metrics import GatewayMetrics
 
 log = get_logger("services.periodic")
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from app.logging import get_logger
+from app.observe.logging import get_logger
 
 log = get_logger("kit.shutdown")
 

@@ -6,7 +6,7 @@ may come as `x-api-key` (the anthropic SDKs' header) or as a bearer token."""
 from __future__ import annotations
 
 from app.openapi.openai import CALL_REFUSALS
-from app.openapi.shapes import (
+from app.openapi.schemas import (
     ANY_OBJECT,
     BOOLEAN,
     COUNT,

@@ -1,7 +1,7 @@
 """The gateway's OpenAPI 3.1 document, built from the modules that describe each API.
 
 Built in Python rather than kept as a JSON or YAML file: every operation shares the same
-refusals in one of two error shapes, which a helper writes once (app.openapi.shapes); the
+refusals in one of two error shapes, which a helper writes once (app.openapi.schemas); the
 limits are the code's own constants (the content limit is the running gateway's setting);
 and mypy and ruff read it like the rest of the code. tests/openapi holds it to the route
 table, and a schema-based fuzz holds the running gateway to it."""
@@ -12,7 +12,7 @@ from typing import Any
 
 from app.api.json_limits import MAX_DEPTH, MAX_ITEMS, MAX_KEY_CHARS
 from app.openapi import anthropic, native, openai
-from app.openapi.shapes import ERROR_SCHEMAS
+from app.openapi.schemas import ERROR_SCHEMAS
 
 OPENAPI_VERSION = "3.1.0"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from app.api.bodies import MAX_TITLE_CHARS
 from app.followups.autonomy import MAX_FOLLOWUPS_LIMIT, MAX_IDLE_SECONDS, MIN_IDLE_SECONDS
-from app.openapi.shapes import (
+from app.openapi.schemas import (
     ANY_OBJECT,
     BOOLEAN,
     COUNT,

@@ -4,7 +4,8 @@ refusal a 400 naming its `param`); every other field passes as OpenAI defines it
 
 from __future__ import annotations
 
-from app.openapi.shapes import (
+from app.answer.choices import MAX_CHOICES
+from app.openapi.schemas import (
     ANY_OBJECT,
     BOOLEAN,
     COUNT,
@@ -26,9 +27,8 @@ from app.openapi.shapes import (
     query_parameter,
     sse_event,
 )
+from app.turn.openai.chat_request import ROLES
 from app.turn.openai.errors import THREAD_HEADER
-from app.turn.openai.request import ROLES
-from app.turns.choices import MAX_CHOICES
 
 #: The methods the catch-all answers (HEAD goes with GET, as on every route).
 UNKNOWN_ROUTE_METHODS = ("get", "put", "post", "delete", "options", "patch")

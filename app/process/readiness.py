@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from app.logging import get_logger
+from app.observe.logging import get_logger
 from app.store.db import Database
 from app.store.migrations import is_at_head
 

@@ -6,8 +6,8 @@ streams), writes a heartbeat every `heartbeat_s`, and after each beat sweeps the
 rows of processes whose heartbeat is older than `dead_after_s` to `interrupted`
 (`metadata.interrupted_reason = "process_died"`). A SIGKILLed process is so detected by any
 live one, or by its own restart, within dead_after_s + heartbeat_s, and its threads accept a
-new turn again. The age-based stale-streaming sweep (app.main) stays as the fallback for rows
-without a process.
+new turn again. The age-based stale-streaming sweep (app.gateway.main) stays as the fallback
+for rows without a process.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import os
 import socket
 import uuid
 
-from app.clock import Clock, utcnow
+from app.answer.interruptions import PROCESS_DIED
+from app.core.clock import Clock, utcnow
 from app.kit.periodic import every
-from app.logging import get_logger
-from app.metrics import GatewayMetrics
+from app.observe.logging import get_logger
+from app.observe.metrics import GatewayMetrics
 from app.process import repository as process_store
 from app.store.db import Database
 from app.turn.rows import turn_rows
 from app.turn.rows.sweeps import sweep_dead_answers
-from app.turns.interruptions import PROCESS_DIED
 
 log = get_logger("services.processes")
 

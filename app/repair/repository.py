@@ -33,13 +33,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.core.cleaning import clean_text
+from app.core.clock import utcnow
 from app.repair import RepairPlan, Resplit, ScanFilter, StoredMessage
 from app.repair.rules import LEGACY_SYNTHETIC, REASONING_SPLIT
-from app.sanitize import clean_text
 from app.store.models import Message, MessageRepair
 from app.store.per_database import content_has_nul
-from app.store.sanitize import clean_message
+from app.store.storable import clean_message
 from app.store.types import JsonDocument
 from app.store.visibility import is_legacy_synthetic_sql, metadata_synthetic_is_true
 

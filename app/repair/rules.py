@@ -28,13 +28,13 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from app.core.cleaning import clean_text
+from app.core.synthetic import LEGACY_SYNTHETIC_PREFIX, is_legacy_synthetic, is_synthetic_metadata
 from app.repair.code_spans import mask_code
 from app.repair.rows import Resplit, StoredMessage
-from app.sanitize import clean_text
 from app.stream import FilterResult, strip_markers
 from app.stream.reasoning import REASONING_UNCLOSED, SplitResult, split_reasoning
 from app.stream.spec import HEADER
-from app.synthetic import LEGACY_SYNTHETIC_PREFIX, is_legacy_synthetic, is_synthetic_metadata
 
 MARKER_HEADER: Final = "marker_header"
 UNCLOSED_METADATA: Final = "unclosed_metadata"
@@ -152,7 +152,7 @@ def diagnose(message: StoredMessage, resplit: Resplit | None = None) -> Diagnosi
         return Diagnosis((LEGACY_SYNTHETIC,), ()) if is_unflagged_legacy_prompt(message) else CLEAN
     if message.role != "assistant":
         return CLEAN
-    content = clean_text(message.content)  # as the store will write it (see app.sanitize)
+    content = clean_text(message.content)  # as the store will write it (see app.core.cleaning)
     split = stored_split(message, content, resplit)
     if _COMMENT_OPEN not in content and split is None:
         return CLEAN

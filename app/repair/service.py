@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Literal
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.repair import (
     RepairPlan,
     RepairReport,

@@ -11,7 +11,7 @@ from app.store.errors import (
     ThreadBusy,
 )
 from app.store.models import Message, Thread
-from app.store.records import ThreadSummary
+from app.store.summaries import ThreadSummary
 
 __all__ = [
     "ContentTooLong",

@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from app.database_urls import async_url
+from app.config.database_urls import async_url
 from app.store.errors import DatabaseBusy, DatabaseUnavailable, StoreError
 from app.store.sqlite_driver import (
     ON_LOOP,
@@ -69,7 +69,7 @@ KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
 
 @dataclass(frozen=True, slots=True)
 class DatabaseTimeouts:
-    """How long the store waits for the database, in seconds (app.settings has the operator's
+    """How long the store waits for the database, in seconds (app.config.settings has the operator's
     values; these defaults are for scripts and tests). None: no bound (migrations, whose
     statements may rightly run for minutes, pass statement_s=None).
 
@@ -248,7 +248,8 @@ class Database:
     no transaction; `sqlite_writes()` for the turn repository's own writes on SQLite.
 
     The URL is always given: the store does not read the gateway's settings, so whoever starts
-    the process (app.main, app.cli for the scripts, the tests) decides which database it is."""
+    the process (app.gateway.main, app.cli for the scripts, the tests) decides which database
+    it is."""
 
     def __init__(self, url: str | URL, *, sqlite_busy_timeout_s: float | None = None,
                  sqlite_merge_on_commit: bool = True,

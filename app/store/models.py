@@ -43,7 +43,7 @@ from sqlalchemy.orm.instrumentation import ClassManager
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.types import JsonDocument, UtcDateTime
 
 NAMING_CONVENTION = {
@@ -247,7 +247,7 @@ class OpenCall(Base):
     """A call without a message while it runs (an OpenAI-style call without a thread): the
     user's stream cap counts it, in every process, as it counts a `streaming` answer; its
     `calls` are the calls so far as the last checkpoint wrote them (checkpoint entries,
-    app.records), which the dead-process sweep bills should its process die. Deleted when
+    app.answer.records), which the dead-process sweep bills should its process die. Deleted when
     the call is billed."""
 
     __tablename__ = "open_calls"

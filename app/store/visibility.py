@@ -13,8 +13,8 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
+from app.core.synthetic import LEGACY_SYNTHETIC_PREFIX, is_legacy_synthetic, is_synthetic_metadata
 from app.store.models import Message
-from app.synthetic import LEGACY_SYNTHETIC_PREFIX, is_legacy_synthetic, is_synthetic_metadata
 
 
 class _MetadataSyntheticIs(FunctionElement[bool]):
@@ -58,7 +58,7 @@ def _synthetic_sqlite(element: _MetadataSyntheticIs, compiler: SQLCompiler, **kw
 
 
 def is_legacy_synthetic_sql() -> ColumnElement[bool]:
-    """SQL mirror of app.synthetic.is_legacy_synthetic. substr, not LIKE: `_` is a LIKE
+    """SQL mirror of app.core.synthetic.is_legacy_synthetic. substr, not LIKE: `_` is a LIKE
     wildcard and SQLite's LIKE ignores case."""
     prefix = LEGACY_SYNTHETIC_PREFIX
     return and_(

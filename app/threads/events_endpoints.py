@@ -19,7 +19,7 @@ from app.api.errors import ApiError, not_found
 from app.api.sse import StreamResponse, sse_event
 from app.api.state import runtime
 from app.events.bus import MessageBus
-from app.threads.events import thread_events, thread_is_users
+from app.threads.watch import thread_events, thread_is_users
 
 
 def message_bus(request: Request) -> MessageBus:

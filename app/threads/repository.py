@@ -8,11 +8,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
-from app.sanitize import SanitizeReport, clean_json, clean_text
+from app.core.cleaning import SanitizeReport, clean_json, clean_text
+from app.core.clock import utcnow
 from app.store.models import Message, Thread, table_of
 from app.store.ownership import owned_id
-from app.store.records import ThreadSummary
+from app.store.summaries import ThreadSummary
 from app.store.visibility import visible_sql
 from app.stream.plain import plain_text
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from app.clock import iso_utc
-from app.logging import get_logger
+from app.core.clock import iso_utc
+from app.observe.logging import get_logger
 from app.store.db import Database
 from app.store.models import THREAD_ORIGINS, Message
 from app.store.visibility import is_hidden

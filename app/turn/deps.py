@@ -6,16 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
-from app.settings import Settings
+from app.answer.pricing import PriceTable
+from app.config.settings import Settings
 from app.store.db import Database
 from app.stream import ReasoningFormat
-from app.turn.checkpoints import Checkpointer
-from app.turn.observers import TurnObserver
-from app.turn.opening_places import OpeningPlaces
-from app.turn.precedence import Precedence
+from app.turn.holds.checkpoints import Checkpointer
+from app.turn.holds.opening_places import OpeningPlaces
+from app.turn.holds.precedence import Precedence
+from app.turn.holds.slots import UpstreamSlots
+from app.turn.observers.seam import TurnObserver
 from app.turn.rows import TurnRows, turn_rows
-from app.turn.slots import UpstreamSlots
-from app.turns.pricing import PriceTable
 from app.upstream import UpstreamClient
 from app.upstream.router import ModelRouter, single_model_router
 

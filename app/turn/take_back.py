@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from app.logging import get_logger
+from app.observe.logging import get_logger
 from app.store.db import Database
 from app.threads import repository as thread_store
 from app.turn.rows.messages import delete_from

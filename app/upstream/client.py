@@ -26,7 +26,7 @@ import httpx
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
-from app.turns.inputs import Completion, UpstreamChunk
+from app.answer.inputs import Completion, UpstreamChunk
 from app.upstream.errors import (
     LOGGED_DETAIL_CHARS,
     UPSTREAM_FAILURES,
@@ -43,7 +43,7 @@ from app.upstream.wire import DONE, decode, model_name, parse_chunk, sse_data, u
 @dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     """The model server and how to call it: only what the upstream client needs of the
-    gateway's settings (app.main maps them)."""
+    gateway's settings (app.gateway.main maps them)."""
 
     base_url: str | None
     api_key: str
@@ -61,7 +61,7 @@ class UpstreamConfig:
 
 def make_http_client(config: UpstreamConfig) -> httpx.AsyncClient:
     """The process-wide HTTP client; its pool is shared by every upstream call. The gateway
-    lets at most `pool_size` turns use it at once (app.turn.slots), so a turn
+    lets at most `pool_size` turns use it at once (app.turn.holds.slots), so a turn
     never waits here for a connection and a pool timeout is not mistaken for the model's.
     Its transport is aiohttp's (app.upstream.transport) unless the environment names a
     proxy: httpx's own then applies it, with its NO_PROXY rules, as any httpx client would."""

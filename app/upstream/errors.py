@@ -10,8 +10,8 @@ from typing import Literal
 import httpx
 import openai
 
-from app.logging import get_logger
-from app.sanitize import clean_and_strip_markers
+from app.core.cleaning import clean_and_strip_markers
+from app.observe.logging import get_logger
 
 log = get_logger("upstream")
 

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from app.catalog import Catalog, ModelDefaults, ModelSpec, single_server_catalog
-from app.clock import Clock, iso_utc, utcnow
-from app.logging import get_logger
+from app.config.catalog import Catalog, ModelDefaults, ModelSpec, single_server_catalog
+from app.core.clock import Clock, iso_utc, utcnow
+from app.observe.logging import get_logger
 from app.upstream.client import UpstreamClient
 from app.upstream.errors import UpstreamError
 from app.upstream.sending import RETRIED_STATUSES
@@ -38,7 +38,7 @@ REACH_KEEP_S = 5.0
 
 
 class RouterReport(Protocol):
-    """Where the router's figures go (app.metrics.GatewayMetrics)."""
+    """Where the router's figures go (app.observe.metrics.GatewayMetrics)."""
 
     def server_request(self, server: str) -> None: ...
     def server_failure(self, server: str, code: str) -> None: ...

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import orjson
 
-from app.sanitize import replace_surrogates
+from app.core.cleaning import replace_surrogates
 from app.upstream.errors import (
     LOGGED_DETAIL_CHARS,
     UpstreamError,

@@ -29,7 +29,7 @@ KEEPALIVE_S = 5.0
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """Connections kept alive between turns, with no limit of the transport's own: the
-    gateway's upstream slots (app.turn.slots) bound the turns that use the
+    gateway's upstream slots (app.turn.holds.slots) bound the turns that use the
     client, and a refused turn is told so at once. With aiohttp's limit set to the slots'
     count, 141 to 240 of 2,000 slow turns opened at once on SQLite failed as connect
     timeouts, against 2 without it. The session is made on the first request, inside the

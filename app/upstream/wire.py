@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from app.sanitize import clean_text
-from app.turns.choices import MAX_CHOICES, ChoiceChunk, ChoicePiece
-from app.turns.inputs import ProviderUsage, UpstreamChunk
+from app.answer.choices import MAX_CHOICES, ChoiceChunk, ChoicePiece
+from app.answer.inputs import ProviderUsage, UpstreamChunk
+from app.core.cleaning import clean_text
 from app.upstream.errors import UpstreamError, upstream_failure
 
 #: The data of the event that ends an OpenAI-style stream.

@@ -16,13 +16,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
+from app.core.user_ids import user_id_problem
 from app.store.db import Database
 from app.usage import admin_repository as admin_store
 from app.usage import refusals_repository as refusal_store
 from app.usage.admin_repository import GroupedUsage, GroupKey
 from app.usage.figures import UsageFigures
 from app.usage.reports import InvalidUsageQuery, UsageQuery, date_range
-from app.users import user_id_problem
 
 GROUP_KEYS: tuple[GroupKey, ...] = get_args(GroupKey)
 #: A key's column in the answer's rows.

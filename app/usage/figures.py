@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from app.records import CallRecord
+from app.answer.records import CallRecord
 
 #: The rollup column's scale: Numeric(18, 9).
 COST_QUANTUM = Decimal("0.000000001")

@@ -14,9 +14,9 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
-from app.clock import Clock, utcnow
+from app.core.clock import Clock, utcnow
 from app.kit.periodic import every
-from app.metrics import GatewayMetrics
+from app.observe.metrics import GatewayMetrics
 from app.store.db import Database
 from app.usage import refusals_repository as refusal_store
 from app.usage.refusals_repository import RefusalKey

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from sqlalchemy import Table, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.models import RefusalCount, table_of
 from app.store.per_database import Upsert, upserts
 

@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app.clock import iso_utc
+from app.core.clock import iso_utc
+from app.core.user_ids import user_id_problem
 from app.store.db import Database
 from app.usage import reports_repository as usage_reports
 from app.usage.figures import RollupKey, UsageFigures
 from app.usage.reports_repository import MessageUsage
-from app.users import user_id_problem
 
 GroupBy = Literal["day", "model"]
 

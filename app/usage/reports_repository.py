@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from sqlalchemy import BigInteger, bindparam, delete, distinct, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
-from app.records import CallRecord
+from app.answer.records import CallRecord
+from app.core.clock import utcnow
 from app.store.models import LlmCall, Message, UserTokenUsage
 from app.store.per_database import PerDatabase
 from app.store.types import UtcDateTime

@@ -15,8 +15,8 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import NullType
 
-from app.clock import utcnow
-from app.records import CallRecord
+from app.answer.records import CallRecord
+from app.core.clock import utcnow
 from app.store.models import UserTokenUsage, table_of
 from app.store.per_database import UpsertT
 from app.usage.figures import UsageFigures, deltas_by_model

@@ -11,8 +11,8 @@ import uuid
 
 import httpx
 
+from app.config.settings import Settings
 from app.keys import repository as api_keys
-from app.settings import Settings
 from app.store.db import Database
 from app.threads import repository as threads_store
 from tests.support.gateway import DemoLlm, SseEvent, iter_sse, serve_gateway

@@ -1,4 +1,5 @@
-"""The replay core (app.replay): pure, no servers. The live traces are in test_traces.py."""
+"""The replay core (app.answer.trace_replay): pure, no servers. The live traces are in
+test_traces.py."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import json
 
 import pytest
 
-from app.replay import Trace, TraceFormatError, replay, trace_from_json, trace_to_json
+from app.answer.answer import AnswerStream
+from app.answer.inputs import UpstreamChunk
+from app.answer.trace_replay import Trace, TraceFormatError, replay, trace_from_json, trace_to_json
 from app.stream import MarkerFilter
-from app.turns.answer import AnswerStream
-from app.turns.inputs import UpstreamChunk
 
 SEED_BUG_CHUNKS = [
     '<!-- MSG_CONTEXT: {"history": []} -->\n<!-- METADATA: {"language": "cs"}Aha, chápu.',

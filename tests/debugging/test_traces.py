@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from app.replay import Trace
+from app.answer.trace_replay import Trace
 from app.store.db import Database
 from app.store.models import Message
 from app.turn.rows import traces

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app import main as app_main
+from app.gateway import main as app_main
 from tests.e2e.helpers import keyed_client, messages, new_thread
 from tests.support.gateway import DemoLlm, StartGateway, iter_sse
 

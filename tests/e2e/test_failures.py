@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from app import main as app_main
+from app.gateway import main as app_main
 from app.store.db import Database
 from app.threads import repository as thread_store
 from tests.e2e.helpers import (
@@ -235,7 +235,7 @@ async def test_periodic_sweep_frees_a_row_stuck_while_the_gateway_runs(
 ) -> None:
     """A row left `streaming` after start-up (a peer process died, or its finish could not be
     stored) must not keep its thread busy (409) until the next restart."""
-    # The sweep repeats every sweep_interval_s(age) (5 s at this age: tests/test_main.py);
+    # The sweep repeats every sweep_interval_s(age) (5 s at this age: tests/gateway/test_main.py);
     # here every 0.1 s, so the test waits for the row to turn stale, not for the period.
     monkeypatch.setattr(app_main, "sweep_interval_s", lambda older_than_s: 0.1)
     gateway = start_gateway(live_backend, upstream=demo_llm,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.clock import utcnow
-from app.main import build_runtime
-from app.runtime import Runtime
-from app.settings import Settings
+from app.config.settings import Settings
+from app.core.clock import utcnow
+from app.gateway.main import build_runtime
+from app.gateway.runtime import Runtime
 from tests.followups.helpers import FAST_ENV, HandClock
 from tests.support.gateway import DemoLlm, GatewayPool, InProcessGateway
 

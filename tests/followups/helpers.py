@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 from sqlalchemy import select
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.db import Database
 from app.store.models import Followup, Message
 from tests.support.gateway import iter_sse, post_turn

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.followups import queue_repository as followup_queue
 from app.followups.triggers import TRIGGER_PROMPTS
 from app.store.models import Followup

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import text
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.followups import memory_repository as memory
 from app.store.db import Database
 from app.threads import repository as thread_store

@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.followups import queue_repository as queue
 from app.store.db import Database
 from app.store.models import Followup, Message, Thread

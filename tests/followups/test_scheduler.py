@@ -8,11 +8,11 @@ from contextlib import aclosing
 
 import pytest
 
+from app.answer.events import Delta
 from app.followups import repository as followup_store
-from app.runtime import Runtime
+from app.gateway.runtime import Runtime
 from app.threads import repository as thread_store
-from app.turn.service import open_turn
-from app.turns.events import Delta
+from app.turn.native.turn import open_turn
 
 
 async def _set_autonomy(runtime: Runtime, thread_id: object, enabled: bool) -> None:

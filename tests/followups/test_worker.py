@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import select, update
 
-from app.clock import utcnow
+from app.config.settings import Settings
+from app.core.clock import utcnow
 from app.followups import queue_repository as followup_queue
 from app.followups.queue_repository import Claim
 from app.followups.repository import schedule_followup
 from app.followups.worker import FollowupWorker
-from app.main import build_runtime
-from app.runtime import Runtime
-from app.settings import Settings
+from app.gateway.main import build_runtime
+from app.gateway.runtime import Runtime
 from app.store.models import Followup, Message, Thread
 from app.threads.repository import set_autonomy
 from tests.followups.helpers import HandClock

@@ -9,14 +9,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.clock import utcnow
+from app.config.settings import Settings
+from app.core.clock import utcnow
 from app.followups import queue_repository as followup_queue
 from app.followups.queue_repository import Claim
 from app.followups.worker import FollowupWorker
+from app.gateway.main import build_runtime
+from app.gateway.runtime import Runtime
 from app.keys.service import Principal
-from app.main import build_runtime
-from app.runtime import Runtime
-from app.settings import Settings
+from app.turn.native.turn import admit_turn
 from tests.followups.test_worker import claimed, state
 from tests.store.factories import new_thread
 from tests.support.gateway import DemoLlm
@@ -59,7 +60,7 @@ async def test_a_user_at_the_stream_cap_still_gets_the_followup(runtime: Runtime
     thread, claim = await claimed(runtime, worker)
     other = await new_thread(runtime.db, thread.user_id)
     runtime.turn_deps.slots = None  # the slot is not what this test is about
-    held = await runtime.gate.open(Principal(thread.user_id, False), other.id, "hi")
+    held = await admit_turn(runtime.gate, Principal(thread.user_id, False), other.id, "hi")
     try:
         await worker._run_claim(claim)
     finally:

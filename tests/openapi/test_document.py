@@ -16,9 +16,9 @@ import pytest
 import schemathesis
 from starlette.routing import Route
 
+from app.gateway.routes import api_routes
 from app.openapi import document
 from app.openapi.native import ORIGINS, ROLES, STATUSES
-from app.routes import api_routes
 from app.store.models import MESSAGE_ROLES, MESSAGE_STATUSES, THREAD_ORIGINS
 from app.usage.endpoints import usage_routes
 from tests.e2e.helpers import new_thread

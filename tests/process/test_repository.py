@@ -7,9 +7,9 @@ import datetime as dt
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.answer.records import FinishedMessage
+from app.core.clock import utcnow
 from app.process import repository as processes
-from app.records import FinishedMessage
 from app.store.db import Database
 from app.store.models import GatewayProcess, Message
 from app.turn.rows import SweptAnswer, turn_rows

@@ -196,7 +196,8 @@ def test_prepare_only_migrates_and_exits_without_listening(tmp_path: Path) -> No
     """What the container's entry point runs before uvicorn: the checks and the migration,
     then exit 0, nothing left listening."""
     database = tmp_path / "var" / "chatgate.db"
-    done = _run([sys.executable, "-m", "app.serve", "--prepare-only", "--port", str(free_port())],
+    done = _run([sys.executable, "-m", "app.gateway.serve", "--prepare-only",
+                 "--port", str(free_port())],
                 {"CHATGATE_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
                  "PYTHONPATH": str(ROOT)}, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

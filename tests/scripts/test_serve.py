@@ -148,8 +148,8 @@ def test_serve_on_an_unreachable_database_says_so_in_one_sentence(
 
 
 def test_auth_off_beyond_loopback_is_allowed_but_warned() -> None:
-    from app.serve import effective_settings, warn_if_open_to_the_network
-    from app.settings import Settings
+    from app.config.settings import Settings
+    from app.gateway.serve import effective_settings, warn_if_open_to_the_network
 
     explicit_off = Settings(auth_mode="off")
     assert warn_if_open_to_the_network(explicit_off, "0.0.0.0")
@@ -161,8 +161,8 @@ def test_auth_off_beyond_loopback_is_allowed_but_warned() -> None:
 
 
 def test_several_workers_need_postgresql() -> None:
-    from app.serve import check_workers
-    from app.startup import ConfigError
+    from app.gateway.serve import check_workers
+    from app.gateway.startup import ConfigError
 
     check_workers(1, "sqlite+aiosqlite:///./var/chatgate.db")
     check_workers(4, "postgresql+asyncpg://postgres@127.0.0.1/chatgate")

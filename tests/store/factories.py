@@ -9,9 +9,9 @@ from contextlib import contextmanager
 
 from sqlalchemy import select
 
-from app.clock import utcnow
+from app.answer.records import CallRecord, FinishedMessage
+from app.core.clock import utcnow
 from app.followups.repository import schedule_followup
-from app.records import CallRecord, FinishedMessage
 from app.store.db import Database
 from app.store.models import Message, Thread
 from app.threads import repository as threads_store

@@ -107,7 +107,7 @@ async def test_sqlite_connection_settings(tmp_path: Path) -> None:
 async def test_default_url_creates_the_var_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.settings import get_settings
+    from app.config.settings import get_settings
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CHATGATE_DATABASE_URL", raising=False)

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 from sqlalchemy import text
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.models import Thread

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.types import UtcDateTime

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from app.turns.finish import TurnOutcome
+from app.answer.finish import TurnOutcome
 
 
 def complete_outcome() -> TurnOutcome:

@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from app.settings import get_settings
+from app.config.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"

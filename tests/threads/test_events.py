@@ -1,4 +1,4 @@
-"""app.threads.events on both backends, with the in-process bus: a client is told only
+"""app.threads.watch on both backends, with the in-process bus: a client is told only
 about its own thread's settled, visible messages, in the API's message shape."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from contextlib import aclosing
 from app.events.bus import LocalMessageBus
 from app.events.notices import MessageNotice
 from app.store.db import Database
-from app.threads.events import thread_events, thread_is_users, visible_messages
+from app.threads.watch import thread_events, thread_is_users, visible_messages
 from tests.store.factories import legacy_prompt, new_thread, open_rows, turn
 
 

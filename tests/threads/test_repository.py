@@ -7,7 +7,7 @@ import uuid
 
 from sqlalchemy import func, select, update
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.followups.repository import schedule_followup
 from app.store.db import Database
 from app.store.models import Followup, LlmCall, Message

@@ -8,8 +8,8 @@ import asyncio
 from app.events.notices import MessageNotice
 from app.store.db import Database
 from app.threads import repository as thread_store
-from app.threads.events import thread_is_users, visible_messages
 from app.threads.service import list_threads, thread_messages
+from app.threads.watch import thread_is_users, visible_messages
 from tests.store.factories import new_thread, turn
 
 

@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from app.turn.native_events import encode
-from app.turns.events import TurnEvent
+from app.answer.events import TurnEvent
+from app.turn.native.frames import encode
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from typing import get_args
 import pytest
 import structlog
 
-from app.main import upstream_config
-from app.settings import Settings
-from app.turns.inputs import UpstreamChunk
+from app.answer.inputs import UpstreamChunk
+from app.config.settings import Settings
+from app.gateway.main import upstream_config
 from app.upstream import UpstreamClient, UpstreamError, make_http_client, make_openai_client
 from app.upstream.errors import UpstreamErrorCode
 from tests.support.scripted_upstream import (

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from app.main import upstream_config
-from app.settings import Settings
-from app.turns.choices import ChoiceChunk, ChoicePiece
+from app.answer.choices import ChoiceChunk, ChoicePiece
+from app.config.settings import Settings
+from app.gateway.main import upstream_config
 from app.upstream import UpstreamClient, UpstreamError, make_http_client, make_openai_client
 from app.upstream.wire import parse_choice_chunk, parse_chunk
 from tests.support.scripted_upstream import scripted_upstream

@@ -16,9 +16,9 @@ import openai
 import pytest
 import structlog
 
-from app.main import upstream_config
-from app.settings import Settings
-from app.turns.inputs import ProviderUsage, UpstreamChunk
+from app.answer.inputs import ProviderUsage, UpstreamChunk
+from app.config.settings import Settings
+from app.gateway.main import upstream_config
 from app.upstream import (
     UpstreamClient,
     UpstreamError,

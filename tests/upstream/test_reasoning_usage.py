@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.turns.inputs import ProviderUsage
+from app.answer.inputs import ProviderUsage
 from app.upstream.wire import usage_of
 
 BASE = {"prompt_tokens": 10, "completion_tokens": 50, "total_tokens": 60}

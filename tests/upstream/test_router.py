@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from app.catalog import ModelDefaults, parse_catalog
+from app.config.catalog import ModelDefaults, parse_catalog
 from app.upstream import UpstreamClient, UpstreamError
 from app.upstream.router import Attempt, ModelRouter
 

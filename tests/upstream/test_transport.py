@@ -20,8 +20,8 @@ import httpx
 import pytest
 import uvloop
 
-from app.main import upstream_config
-from app.settings import Settings
+from app.config.settings import Settings
+from app.gateway.main import upstream_config
 from app.upstream import UpstreamClient, make_http_client, make_openai_client
 from app.upstream.transport import AiohttpTransport
 from tests.support.gateway import free_port

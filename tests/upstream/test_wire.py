@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.turns.choices import ChoicePiece
-from app.turns.inputs import UpstreamChunk
+from app.answer.choices import ChoicePiece
+from app.answer.inputs import UpstreamChunk
 from app.upstream import UpstreamError
 from app.upstream import client as client_module
 from app.upstream.client import UpstreamStream

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from app.records import CallRecord
+from app.answer.records import CallRecord
 from app.store.db import Database
 from app.usage.refusals import RefusalTally
 from tests.store import factories

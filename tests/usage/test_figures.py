@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from app.records import CallRecord
+from app.answer.records import CallRecord
 from app.usage.figures import (
     UsageFigures,
     deltas_by_model,

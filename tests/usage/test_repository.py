@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import select
 
-from app.records import FinishedMessage
+from app.answer.records import FinishedMessage
 from app.store.db import Database
 from app.store.models import LlmCall, UserTokenUsage
 from app.threads import repository as threads_store

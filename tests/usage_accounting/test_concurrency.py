@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
-from app.records import FinishedMessage
+from app.answer.records import FinishedMessage
 from app.store.db import Database
 from app.threads import repository as threads_store
 from app.turn.rows import turn_rows

@@ -11,7 +11,7 @@ import datetime as dt
 
 import pytest
 
-from app.records import CallRecord
+from app.answer.records import CallRecord
 from app.store.db import Database
 from app.threads import repository as threads_store
 from app.turn.rows import turn_rows

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import func, select
 
-from app.records import CallRecord, FinishedMessage
+from app.answer.records import CallRecord, FinishedMessage
 from app.store.db import Database
 from app.store.models import LlmCall, Thread, UserTokenUsage
 from app.threads import repository as threads_store

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from app.answer import events as turn_events
 from app.store.models import Message
-from app.turns import events as turn_events
 from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import (
     BROWSER_TESTS,

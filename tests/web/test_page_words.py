@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from playwright.async_api import Page
 
-from app.turns import interruptions
+from app.answer import interruptions
 from tests.web.page_helpers import BROWSER_TESTS
 
 pytestmark = BROWSER_TESTS

@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.logging import get_logger
-from app.redaction import SECRETS
+from app.answer.events import TurnFailure
+from app.observe.logging import get_logger
+from app.observe.redaction import SECRETS
 from app.store.errors import DatabaseUnavailable
 from app.turn.openai.errors import OpenAIError, database_unavailable, failure_error, refusal
-from app.turns.events import TurnFailure
 
 log = get_logger("api.anthropic")
 

@@ -17,9 +17,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from app.turn.completion import Closing, CompletionCall
-from app.turn.openai.render import extension
-from app.turns.choices import ChoiceDelta
+from app.answer.choices import ChoiceDelta
+from app.turn.openai.chat_render import extension
+from app.turn.run.completion import Closing, CompletionCall
 
 #: Chat completions' finish reasons in Anthropic's words (anything else ends the turn).
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",

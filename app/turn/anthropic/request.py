@@ -26,7 +26,7 @@ from typing import Any
 
 from app.api.bodies import NUL, NUL_REFUSED
 from app.turn.anthropic.errors import AnthropicError, invalid
-from app.turn.completion import CompletionRequest
+from app.turn.run.completion import CompletionRequest
 
 _ROLES = frozenset({"user", "assistant"})
 #: Tool types that are plain client tools (Anthropic's server tools, such as web search,

@@ -1,5 +1,5 @@
 """The input tokens of a Messages request, estimated the way the gateway estimates a prompt
-whose model server says nothing (app.turns.estimate: a token per 4 bytes of UTF-8, plus a
+whose model server says nothing (app.answer.estimate: a token per 4 bytes of UTF-8, plus a
 few per message): over the prompt the gateway would send, its own system prompt and the
 MSG_CONTEXT history included, and the tools' JSON. `count_tokens` answers it; a stream's
 `message_start` says it until the model server's own count comes in `message_delta`."""
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 
-from app.catalog import ModelNotOffered, choose
+from app.answer.estimate import estimate_prompt_tokens, estimate_text_tokens
+from app.config.catalog import ModelNotOffered, choose
+from app.config.settings import Settings
 from app.context.client_history import flat_prompt, upstream_messages, upstream_params
 from app.keys.service import Principal
-from app.settings import Settings
-from app.turn.completion import CompletionRequest, ModelNotFound
 from app.turn.deps import TurnDeps
-from app.turns.estimate import estimate_prompt_tokens, estimate_text_tokens
+from app.turn.run.completion import CompletionRequest, ModelNotFound
 
 
 def estimate_input_tokens(settings: Settings, request: CompletionRequest) -> int:

@@ -15,6 +15,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from app.answer.choices import ChoiceDelta
+from app.answer.events import TurnFailure
+from app.answer.interruptions import KEY_REVOKED, SHUTTING_DOWN
 from app.api.event_stream import (
     FrameResponse,
     RevocationGuard,
@@ -24,11 +27,8 @@ from app.api.event_stream import (
 from app.api.state import runtime
 from app.keys.service import Principal
 from app.kit.shield import run_shielded
-from app.turn.completion import CompletionCall
 from app.turn.openai.errors import OpenAIError, failure_error, key_revoked
-from app.turns.choices import ChoiceDelta
-from app.turns.events import TurnFailure
-from app.turns.interruptions import KEY_REVOKED, SHUTTING_DOWN
+from app.turn.run.completion import CompletionCall
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,21 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.answer.choices import ChoiceDelta
 from app.api import bodies
 from app.api.auth import authenticate
 from app.api.sse import json_bytes
 from app.api.state import runtime
-from app.clock import utcnow
-from app.turn.completion import CompletionCall, open_completion
+from app.core.clock import utcnow
 from app.turn.openai.answering import Endings, answered
+from app.turn.openai.chat_render import ChunkWriter, model, models_list, whole_reply
+from app.turn.openai.chat_request import parse_body, thread_id
 from app.turn.openai.errors import (
     OpenAIError,
     failure_error,
     openai_errors,
 )
-from app.turn.openai.render import ChunkWriter, model, models_list, whole_reply
-from app.turn.openai.request import parse_body, thread_id
-from app.turns.choices import ChoiceDelta
+from app.turn.run.completion import CompletionCall, open_completion
 
 DONE = b"data: [DONE]\n\n"
 #: `created` of the listed models: when this process started offering them.

@@ -10,15 +10,15 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.answer.events import TurnFailure
 from app.api.errors import DATABASE_UNAVAILABLE, ApiError, note_database_unavailable
-from app.catalog import ModelNotAllowed, ModelNotOffered
-from app.logging import get_logger
-from app.redaction import SECRETS
+from app.config.catalog import ModelNotAllowed, ModelNotOffered
+from app.observe.logging import get_logger
+from app.observe.redaction import SECRETS
 from app.store.errors import ContentTooLong, DatabaseUnavailable, ThreadBusy
-from app.turn.completion import CompletionFailed, ModelNotFound
-from app.turn.opening import ThreadNotFound
-from app.turn.slots import TurnRefused
-from app.turns.events import TurnFailure
+from app.turn.admission.opening import ThreadNotFound
+from app.turn.holds.slots import TurnRefused
+from app.turn.run.completion import CompletionFailed, ModelNotFound
 
 log = get_logger("api.openai")
 

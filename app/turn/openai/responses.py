@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.answer.choices import ChoiceDelta
 from app.api import bodies
 from app.api.auth import authenticate
 from app.api.sse import json_bytes
 from app.api.state import runtime
-from app.turn.completion import CompletionCall
-from app.turn.item_references import ItemNotFound, ResolvedItem, resolve_items
 from app.turn.openai.answering import Endings, answered
 from app.turn.openai.errors import (
     OpenAIError,
@@ -42,14 +41,15 @@ from app.turn.openai.responses_request import (
     previous_not_found,
     response_message_id,
 )
-from app.turn.responses import (
+from app.turn.run.completion import CompletionCall
+from app.turn.stored.item_references import ItemNotFound, ResolvedItem, resolve_items
+from app.turn.stored.response_store import ResponseBusy, delete_response, response_input
+from app.turn.stored.response_threads import (
     PreviousResponseNotFound,
     open_response,
     response_id,
     stored_answer,
 )
-from app.turn.stored_responses import ResponseBusy, delete_response, response_input
-from app.turns.choices import ChoiceDelta
 
 if TYPE_CHECKING:
     from app.store.db import Database

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.turn.openai.errors import invalid
-from app.turn.stored_responses import InputItem
+from app.turn.stored.response_store import InputItem
 
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
 

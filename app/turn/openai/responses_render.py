@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.turn.completion import Closing
-from app.turn.openai.render import extension
-from app.turn.responses import StoredAnswer, response_id
-from app.turns.choices import ChoiceDelta
+from app.answer.choices import ChoiceDelta
+from app.turn.openai.chat_render import extension
+from app.turn.run.completion import Closing
+from app.turn.stored.response_threads import StoredAnswer, response_id
 
 #: finish_reason -> the Responses API's incomplete reason.
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}

@@ -9,7 +9,7 @@ something else to a chat completions model server (`text`, `reasoning`, `include
 the fields mapped here reach it.
 
 An `item_reference` names an output item of an earlier stored response: `item_references`
-reads the ids out of a body, the caller looks them up (app.turn.item_references), and the
+reads the ids out of a body, the caller looks them up (app.turn.stored.item_references), and the
 parse puts each one's message or function call where the reference stood."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api.bodies import NUL, NUL_REFUSED
-from app.turn.completion import CompletionRequest
-from app.turn.item_references import ItemReference, ResolvedItem, parse_item_id
 from app.turn.openai.errors import OpenAIError, invalid
+from app.turn.run.completion import CompletionRequest
+from app.turn.stored.item_references import ItemReference, ResolvedItem, parse_item_id
 
 #: The prefix of a response id; the rest is its assistant message's id in hex.
 RESPONSE_PREFIX = "resp_"

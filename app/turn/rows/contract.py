@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.records import CallRecord, FinishedMessage
+from app.answer.records import CallRecord, FinishedMessage
 from app.store.models import Message
 from app.store.notify import Notification
 from app.turn.rows.messages import HistoryRow

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from app.logging import get_logger
+from app.observe.logging import get_logger
 from app.store.db import Database
 from app.store.errors import IntegrityCheckFailed
 from app.store.models import Message

@@ -26,12 +26,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
-from app.sanitize import clean_text
+from app.answer.interruptions import STALE_STREAMING
+from app.core.cleaning import clean_text
+from app.core.clock import utcnow
 from app.store.models import Message, Thread, table_of
 from app.store.ownership import owned_id
 from app.threads.repository import touch_thread
-from app.turns.interruptions import STALE_STREAMING
 
 #: The tables, for the Core statements of the histories.
 _MESSAGES, _THREADS = table_of(Message), table_of(Thread)
@@ -136,7 +136,7 @@ async def interrupt_stale_streaming(s: AsyncSession, older_than: dt.timedelta) -
     return await mark_interrupted(s, stale.scalars(), reason=STALE_STREAMING, now=utcnow())
 
 
-#: The key of a running answer's metadata that carries its calls so far (app.records
+#: The key of a running answer's metadata that carries its calls so far (app.answer.records
 #: checkpoint_entry): the dead-process sweep records them.
 CHECKPOINT_CALLS = "checkpoint_calls"
 

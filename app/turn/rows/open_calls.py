@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import Select, bindparam, delete, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.records import call_of_checkpoint
+from app.answer.interruptions import PROCESS_DIED
+from app.answer.records import call_of_checkpoint
 from app.store.models import OpenCall, table_of
 from app.turn.rows.contract import SweptAnswer
-from app.turns.interruptions import PROCESS_DIED
 
 OPEN_CALLS = table_of(OpenCall)
 
@@ -25,7 +25,7 @@ _CHECKPOINT = (update(OPEN_CALLS)
 
 async def checkpoint_calls(s: AsyncSession, calls: Mapping[uuid.UUID, list[dict[str, Any]]]
                            ) -> None:
-    """The calls so far of running calls (checkpoint entries, app.records), one
+    """The calls so far of running calls (checkpoint entries, app.answer.records), one
     executemany: a call billed meanwhile has no row left to write."""
     if calls:
         await s.execute(_CHECKPOINT, [{"call": call_id, "entries": entries}

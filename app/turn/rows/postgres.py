@@ -47,10 +47,10 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.answer.records import CallRecord, FinishedMessage
+from app.core.clock import utcnow
 from app.keys.limits_repository import other_streams_counted
-from app.logging import get_logger
-from app.records import CallRecord, FinishedMessage
+from app.observe.logging import get_logger
 from app.store.db import Database, Runner
 from app.store.driver_statements import DriverStatement
 from app.store.models import Message, Thread, UserTokenUsage, detached, table_of, unattached

@@ -22,9 +22,9 @@ from sqlalchemy import bindparam, insert
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.answer.records import CallRecord, FinishedMessage
+from app.core.clock import utcnow
 from app.keys.limits_repository import COUNT_OTHER_STREAMS
-from app.records import CallRecord, FinishedMessage
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.models import Message, Thread, UserTokenUsage, detached, table_of, unattached

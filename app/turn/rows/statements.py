@@ -25,14 +25,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from app.clock import utcnow
-from app.records import CallRecord, FinishedMessage
-from app.sanitize import clean_text
+from app.answer.records import CallRecord, FinishedMessage
+from app.core.cleaning import clean_text
+from app.core.clock import utcnow
+from app.core.synthetic import real_user_metadata
 from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotFound, ThreadBusy
 from app.store.models import Followup, LlmCall, Message, OpenCall, Thread, table_of
 from app.store.ownership import owned_id
-from app.store.sanitize import clean_message
-from app.synthetic import real_user_metadata
+from app.store.storable import clean_message
 from app.turn.rows.shapes import CallOpening, DayBudget, OpeningRequest
 
 STREAMING_INDEX = "uq_messages_one_streaming_per_thread"

@@ -11,13 +11,13 @@ from typing import Any
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.records import CallRecord, call_of_checkpoint
+from app.answer.interruptions import PROCESS_DIED
+from app.answer.recorder import TurnRecorder
+from app.answer.records import CallRecord, call_of_checkpoint
 from app.store.models import Message
 from app.turn.rows.contract import SweptAnswer
 from app.turn.rows.messages import CHECKPOINT_CALLS, mark_interrupted
 from app.turn.rows.open_calls import sweep_open_calls
-from app.turns.interruptions import PROCESS_DIED
-from app.turns.recorder import TurnRecorder
 
 
 async def sweep_dead_answers(s: AsyncSession, live: Select[Any], *, now: dt.datetime

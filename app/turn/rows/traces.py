@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.replay import Trace
-from app.sanitize import SanitizeReport, clean_json
+from app.answer.trace_replay import Trace
+from app.core.cleaning import SanitizeReport, clean_json
 from app.store.models import Message, StreamTrace
 
 

@@ -6,13 +6,13 @@
     await run.finish()                       # always; idempotent
 
 The run owns what every answer does: the lease and its checkpoints, the observers' stages
-and the prompt, the main call across the model list (app.turn.model_calls) and its
-continuation after a mid-answer failure, the loop (app.turn.loop), the calls so far, the
-main call's record, and the finish: the message stored in its thread (app.turn.persist), or,
+and the prompt, the main call across the model list (app.turn.run.model_calls) and its
+continuation after a mid-answer failure, the loop (app.turn.run.loop), the calls so far, the
+main call's record, and the finish: the message stored in its thread (app.turn.run.persist), or,
 for an answer without a thread, its calls billed under its open call. The plan (AnswerPlan)
 holds what differs: the answer's state (the native turn's AnswerStream, the OpenAI-style
 call's ChoiceSet), how a chunk is read, the messages sent and the adapter's own endings.
-The adapters (app.turn.service, app.turn.completion) translate their wire format to a plan
+The adapters (app.turn.native.turn, app.turn.run.completion) translate their wire format to a plan
 and the run's output to their frames; a change to how an answer runs is made here."""
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ from typing import Any, Generic, Protocol
 
 import structlog
 
-from app.clock import utcnow
+from app.answer.answer import AnswerStream
+from app.answer.call_usage import CallContext
+from app.answer.events import TurnFailure
+from app.answer.finish import StoreResult, TurnOutcome, finished_message, outcome_of
+from app.answer.records import CallRecord, FinishedMessage
+from app.core.clock import utcnow
 from app.kit.shield import run_shielded
-from app.records import CallRecord, FinishedMessage
 from app.turn.deps import TurnDeps
-from app.turn.lease import TurnLease
-from app.turn.loop import AnswerState, OutT, TurnLoop
-from app.turn.model_calls import Messages, ModelCalls
-from app.turn.observers import ContextDraft, TurnHandler, TurnView, after_finish_all
-from app.turn.persist import TurnStore
-from app.turns.answer import AnswerStream
-from app.turns.events import TurnFailure
-from app.turns.finish import StoreResult, TurnOutcome, finished_message, outcome_of
-from app.turns.usage import CallContext
+from app.turn.holds.lease import TurnLease
+from app.turn.observers.seam import ContextDraft, TurnHandler, TurnView, after_finish_all
+from app.turn.run.loop import AnswerState, OutT, TurnLoop
+from app.turn.run.model_calls import Messages, ModelCalls
+from app.turn.run.persist import TurnStore
 from app.upstream import UpstreamClient, UpstreamError, UpstreamStream
 from app.upstream.client import ChunkT
 
@@ -122,7 +122,7 @@ class AnswerRun(Generic[ChunkT, OutT]):
             finish=self.finish)
 
     def stopping(self, reason: str) -> None:
-        """Whatever ends the answer before its end says why first (app.turns.interruptions):
+        """Whatever ends the answer before its end says why first (app.answer.interruptions):
         stored, an `interrupted` row says so. The first reason stays."""
         if self.stopped_by is None:
             self.stopped_by = reason
@@ -148,7 +148,7 @@ class AnswerRun(Generic[ChunkT, OutT]):
             raise
 
     def stream(self, first: Sequence[OutT] = ()) -> AsyncGenerator[OutT, None]:
-        """What the answer's state shows, in order (the loop's, app.turn.loop): after
+        """What the answer's state shows, in order (the loop's, app.turn.run.loop): after
         `first`, a run not started prepares and sends within the plan's stage. Closing it
         interrupts the answer; the finish runs either way."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
@@ -208,7 +208,7 @@ class AnswerRun(Generic[ChunkT, OutT]):
         return following.read(self.plan.parse)
 
     def _calls_so_far(self) -> list[CallRecord]:
-        """The checkpoint's calls (app.turn.checkpoints): those made, and once the request
+        """The checkpoint's calls (app.turn.holds.checkpoints): those made, and once the request
         was sent the main call measured until now, so a crash keeps their usage."""
         calls = list(self.draft.recorder.calls)
         if self._prompt:
@@ -244,7 +244,7 @@ class AnswerRun(Generic[ChunkT, OutT]):
             self.plan.finished(finished, outcome, self.store_result)
 
     async def _store(self, finished: FinishedMessage, outcome: TurnOutcome) -> StoreResult:
-        """In a thread, the finishing transaction (app.turn.persist); without one, the
+        """In a thread, the finishing transaction (app.turn.run.persist); without one, the
         bill. Returns the inline result; `_settle` hears the final one."""
         if self.view is None:
             result: StoreResult = "stored" if await self._bill() else "failed"
@@ -279,7 +279,7 @@ class AnswerRun(Generic[ChunkT, OutT]):
 
 
 class RunAdapter:
-    """What an API's adapter (app.turn.service, app.turn.completion) passes on of its run as
+    """What an API's adapter (app.turn.native.turn, app.turn.run.completion) passes on of its run as
     it is: whether it is finishing, why it is stopped, and its finish."""
 
     run: AnswerRun[Any, Any]
@@ -295,7 +295,7 @@ class RunAdapter:
 
     def stopping(self, reason: str) -> None:
         """Whatever ends the answer before its end says why first
-        (app.turns.interruptions): stored, an `interrupted` row says so. The first reason
+        (app.answer.interruptions): stored, an `interrupted` row says so. The first reason
         stays."""
         self.run.stopping(reason)
 

@@ -32,12 +32,12 @@ from prometheus_client.samples import Sample
 from starlette.applications import Starlette
 
 from app.followups.worker import FollowupWorker
+from app.gateway.main import create_app
+from app.gateway.runtime import Runtime
 from app.keys import repository as api_keys
 from app.keys.service import Principal
-from app.main import create_app
-from app.runtime import Runtime
 from app.store.db import Database
-from app.turn.service import Turn
+from app.turn.native.turn import Turn, admit_turn
 from tests.support.databases import drop_database, make_fresh_database_url
 from tests.support.gateway.processes import (
     ProcessHandle,
@@ -147,7 +147,8 @@ class SameLoopGateway(Gateway):
     async def hold_turn(self, user: str, thread_id: str) -> Turn:
         """A turn opened through the gate and left unstreamed: its row is `streaming` and it
         holds an upstream slot until `finish()`."""
-        return await self.runtime.gate.open(Principal(user, False), uuid.UUID(thread_id), "hi")
+        return await admit_turn(self.runtime.gate, Principal(user, False), uuid.UUID(thread_id),
+                                "hi")
 
 
 @asynccontextmanager

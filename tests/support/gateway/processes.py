@@ -3,10 +3,10 @@
 (a cleaned environment, waiting for it to answer, stopping it).
 
 A gateway subprocess spends most of its start importing (about 1.3 s: openai's types,
-SQLAlchemy, Starlette) before uvicorn serves. A multiprocessing fork server imports app.main
+SQLAlchemy, Starlette) before uvicorn serves. A multiprocessing fork server imports app.gateway.main
 and uvicorn once per test process; each gateway is then a fork of that server: a process of
 its own (own pid, signals, SIGKILL, exit status, log file), the way `python -m uvicorn
-app.main:create_app --factory` runs it, started in a fraction of the time. Nothing the app
+app.gateway.main:create_app --factory` runs it, started in a fraction of the time. Nothing the app
 reads is read at import time except what `spawn_needed` names: those gateways are spawned.
 
 `ForkedProcess` answers what the tests ask of a subprocess.Popen: pid, poll, returncode,
@@ -47,7 +47,7 @@ def _fork_server() -> ForkServerContext:
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["app.main", "uvicorn"])
+        _context.set_forkserver_preload(["app.gateway.main", "uvicorn"])
     return _context
 
 
@@ -64,7 +64,7 @@ def _serve(port: int, env: dict[str, str], log_path: str, cwd: str) -> None:
     os.environ.update(env)
     import uvicorn
 
-    uvicorn.run("app.main:create_app", factory=True, host="127.0.0.1", port=port,
+    uvicorn.run("app.gateway.main:create_app", factory=True, host="127.0.0.1", port=port,
                 log_level="warning", timeout_graceful_shutdown=5)
 
 
@@ -133,11 +133,11 @@ def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
 
 def spawn_uvicorn(port: int, env: Mapping[str, str], log_path: Path, *options: str
                   ) -> subprocess.Popen[bytes]:
-    """`python -m uvicorn app.main:create_app --factory` on 127.0.0.1:`port` with `env`
+    """`python -m uvicorn app.gateway.main:create_app --factory` on 127.0.0.1:`port` with `env`
     (cleaned), stdout and stderr into `log_path`, and uvicorn's `options`."""
     with log_path.open("wb") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+            [sys.executable, "-m", "uvicorn", "app.gateway.main:create_app", "--factory",
              "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *options],
             cwd=ROOT, env=clean_env(env), stdout=log_file, stderr=subprocess.STDOUT,
         )

@@ -40,8 +40,8 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 
-from app.main import create_app
-from app.settings import Settings
+from app.config.settings import Settings
+from app.gateway.main import create_app
 
 T = TypeVar("T")
 START_TIMEOUT_S = 30.0

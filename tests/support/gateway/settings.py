@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from app.config.settings import Settings
 from app.demo_llm import DemoSettings
-from app.settings import Settings
 
 if TYPE_CHECKING:
     from tests.support.gateway.upstream import DemoLlm

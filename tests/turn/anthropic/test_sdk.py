@@ -14,7 +14,7 @@ import anthropic
 import httpx
 import pytest
 
-from app.turns.estimate import estimate_prompt_tokens, estimate_text_tokens
+from app.answer.estimate import estimate_prompt_tokens, estimate_text_tokens
 from tests.e2e.helpers import messages as thread_messages
 from tests.e2e.helpers import new_thread
 from tests.support.gateway import InProcessGateway

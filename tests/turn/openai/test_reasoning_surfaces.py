@@ -17,7 +17,7 @@ from typing import Any
 import openai
 import pytest
 
-from app.replay import replay
+from app.answer.trace_replay import replay
 from app.store.db import Database
 from app.turn.rows import traces
 from tests.e2e.helpers import messages as thread_messages

@@ -10,7 +10,7 @@ import pytest
 
 from app.turn.openai.errors import OpenAIError
 from app.turn.openai.responses_items import input_items_page, page_query
-from app.turn.stored_responses import InputItem
+from app.turn.stored.response_store import InputItem
 
 AT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 ITEMS = [InputItem(uuid.UUID(int=i + 1), "user", f"q{i}", AT) for i in range(5)]

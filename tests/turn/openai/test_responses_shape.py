@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.answer.choices import ChoiceDelta
 from app.turn.openai.errors import OpenAIError
 from app.turn.openai.responses_render import (
     EventWriter,
@@ -16,7 +17,6 @@ from app.turn.openai.responses_render import (
     stored_reasoning_tokens,
 )
 from app.turn.openai.responses_request import parse_responses_body
-from app.turns.choices import ChoiceDelta
 
 
 def test_input_items_become_chat_messages() -> None:

@@ -13,9 +13,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.clock import utcnow
+from app.answer.records import FinishedMessage
+from app.core.clock import utcnow
 from app.followups.repository import list_followups, schedule_followup
-from app.records import FinishedMessage
 from app.store import ContentTooLong, ThreadBusy
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound

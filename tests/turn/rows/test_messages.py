@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import select, update
 
-from app.clock import utcnow
+from app.core.clock import utcnow
 from app.store.db import Database
 from app.store.models import Message
 from app.store.visibility import is_hidden

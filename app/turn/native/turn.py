@@ -1,0 +1,177 @@
+"""One chat turn: the native API's adapter over the answer run (app.turn.run), read top to
+bottom.
+
+    turn = await open_turn(deps, user_id, thread_id, content)   # ThreadNotFound, ThreadBusy
+    async for event in turn.events(): ...                        # app.answer.events.TurnEvent
+
+open: the turn repository's opening reads the history and stores the user message and the
+`streaming` assistant message (app/turn/admission/opening.py); no session is open while the
+answer streams. stream: the run's stages, then each upstream chunk through the core's
+AnswerStream, driven by the loop every API shares (app/turn/run/loop.py). finish: the run's,
+however the stream ended: ONE transaction stores what was sent with an honest status,
+exactly once (app/turn/run/persist.py); the turn adds its closing events and its summary line.
+docs/architecture.md draws the cancellation flow."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
+from typing import Any, cast
+
+from app.answer.answer import AnswerStream
+from app.answer.call_usage import CallContext, main_call_record
+from app.answer.events import AnswerOut, Started, TurnEvent
+from app.answer.finish import (
+    StoreResult,
+    TurnOutcome,
+    closing_events,
+    not_stored,
+    summary_fields,
+)
+from app.answer.inputs import UpstreamChunk
+from app.answer.records import CallRecord, FinalStatus, FinishedMessage
+from app.config.catalog import ModelNotAllowed, choose
+from app.keys.service import Principal
+from app.observe.logging import get_logger
+from app.turn.admission.gate import TurnGate
+from app.turn.admission.opening import (
+    CONTEXT_HISTORY_LIMIT,
+    TurnAdmission,
+    leased,
+    open_rows,
+    opening_request,
+)
+from app.turn.deps import TurnDeps
+from app.turn.holds.lease import TurnLease
+from app.turn.observers.seam import ContextDraft, TurnView
+from app.turn.rows import ThreadGuard
+from app.turn.run.answer_run import AnswerPlan, AnswerRun, RunAdapter, observed
+from app.upstream.wire import parse_chunk
+
+log = get_logger("services.turn")
+
+async def open_turn(
+    deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
+    synthetic: bool = False, trigger_type: str | None = None,
+    trigger_reason: str | None = None, guard: ThreadGuard | None = None,
+    admit: TurnAdmission | None = None, model: str | None = None,
+    allowed_models: Sequence[str] | None = None,
+) -> Turn:
+    """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
+    stored), or what `guard` or `admit` raise to store nothing (app.turn.admission.opening).
+    The slot is taken before the opening, so no transaction (on SQLite: the write lock) is
+    held while waiting for one. `model`: the turn's choice (checked by the caller), kept as
+    the thread's; None: the thread's last choice, else the catalog's default (among the
+    key's `allowed_models` when it is limited)."""
+    lease, opened = await leased(deps, lambda: open_rows(deps, opening_request(
+        deps, user_id, thread_id, content, synthetic=synthetic, trigger_type=trigger_type,
+        trigger_reason=trigger_reason, admit=admit, model=model), guard=guard, admit=admit))
+    assert opened.user is not None, "a turn with content stores its user message"
+    history = opened.history
+    view = TurnView.of(opened.thread, opened.user, opened.assistant, history,
+                       history_complete=len(history) < CONTEXT_HISTORY_LIMIT)
+    try:
+        chosen = choose(deps.models.catalog, model, opened.thread.model, allowed_models)
+    except ModelNotAllowed:
+        chosen = deps.models.catalog.default  # the key's models all left the catalog
+    return Turn(deps, view, lease, model=chosen)
+
+
+async def admit_turn(gate: TurnGate, principal: Principal, thread_id: uuid.UUID, content: str,
+                     model: str | None = None) -> Turn:
+    """A user's turn, opened through the gate's limits (the one service the turn handler
+    calls); raises ModelNotOffered or ModelNotAllowed for a `model` this key cannot use
+    (before anything is counted or stored), TurnRefused (counted and logged by the gate), or
+    open_turn's ThreadNotFound, ThreadBusy, ContentTooLong."""
+    if model is not None:
+        choose(gate.deps.models.catalog, model, None, principal.allowed_models)
+    guard = gate.user_guard(principal)
+
+    async def opener() -> Turn:
+        return await open_turn(gate.deps, principal.user_id, thread_id, content, admit=guard,
+                               model=model, allowed_models=principal.allowed_models)
+
+    return await gate.admit(principal, opener)
+
+
+class Turn(RunAdapter):
+    """One turn between open and finish: its answer's state is the core's AnswerStream, its
+    events the native API's; the run (app.turn.run) does the rest."""
+
+    def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None, *,
+                 model: str | None = None) -> None:
+        self.deps, self.view, self.message_id = deps, view, view.message_id
+        reasoning_format, reasoning_tag = deps.reasoning(model)
+        self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off",
+                                   reasoning_format=reasoning_format,
+                                   reasoning_tag=reasoning_tag)
+        self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
+                        "message_id": str(view.message_id)}
+        self._closing: list[TurnEvent] = []
+        catalog = deps.models.catalog
+        plan: AnswerPlan[UpstreamChunk, TurnEvent | AnswerOut] = AnswerPlan(
+            answer=self.answer, stored=self.answer, parse=parse_chunk, record=self._record,
+            messages=self._messages, handlers=lambda: observed(deps, view), kind="turn",
+            log=log, stage="llm_calls", finished=self._finished, settled=self._settled)
+        self.run = AnswerRun(deps, plan, lease or TurnLease(None, None),
+                             user_id=view.user_id, log_ids=self.log_ids, view=view,
+                             model=model if model and catalog.get(model) else catalog.default)
+
+    @property
+    def status(self) -> FinalStatus:
+        return self.answer.status
+
+    @property
+    def store_result(self) -> StoreResult | None:
+        return self.run.store_result
+
+    @property
+    def stored(self) -> bool:
+        """The finished message was committed (False before finish() or when it failed)."""
+        return self.run.store_result == "stored"
+
+    @property
+    def closing_events(self) -> list[TurnEvent]:
+        """The events that close the stream once finish() has run. Empty only when a finish
+        started elsewhere is still running: not stored yet."""
+        return self._closing or [not_stored("failed")]
+
+    async def events(self) -> AsyncGenerator[TurnEvent, None]:
+        """The turn's events in order. Closing or cancelling this iterator interrupts the
+        turn; it is stored either way (the loop's finish, app.turn.run.loop)."""
+        started = Started(self.view.thread_id, self.view.user_message_id, self.message_id)
+        async with aclosing(self.run.stream(first=(started,))) as events:
+            async for out in events:
+                if isinstance(out, tuple):  # a chunk that ended the thinking: its two events
+                    yield out[0]
+                    yield out[1]
+                else:
+                    yield out
+        for event in self.closing_events:
+            yield event
+
+    def _messages(self, draft: ContextDraft) -> list[dict[str, Any]]:
+        settings = self.deps.settings
+        return list(draft.prompt(self.view, settings.system_prompt,
+                                 budget_chars=settings.context_budget_chars))
+
+    def _record(self, ctx: CallContext, *, prompt: Sequence[Mapping[str, Any]],
+                started_at: dt.datetime, first_token_at: dt.datetime | None,
+                finished_at: dt.datetime) -> CallRecord:
+        # the native prompt is role and text alone (ContextDraft.prompt)
+        return main_call_record(self.answer, ctx, prompt=cast(Sequence[Mapping[str, str]], prompt),
+                                started_at=started_at,
+                                first_token_at=first_token_at, finished_at=finished_at)
+
+    def _finished(self, finished: FinishedMessage, outcome: TurnOutcome,
+                  result: StoreResult) -> None:
+        self._closing = closing_events(finished, self.answer, result)
+
+    def _settled(self, finished: FinishedMessage, outcome: TurnOutcome,
+                 result: StoreResult) -> None:
+        """The turn's one summary line (`stored=false`: the row is left for the
+        stale-streaming sweep, or gone with its thread)."""
+        log.info("turn_finished", stored=result == "stored", **summary_fields(
+            finished, outcome, duration_ms=self.run.draft.recorder.elapsed_ms()))

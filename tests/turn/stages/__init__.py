@@ -1,1 +1,0 @@
-"""Tests of app/turn/stages."""
