@@ -16,7 +16,7 @@ else is rescanned.
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Protocol
 
 from app.stream import spec
 from app.stream.decode import JsonObject, decode_object
@@ -64,6 +64,22 @@ class FilterWarning(NamedTuple):
         }
 
 
+class TextStage(Protocol):
+    """What reads the filter's visible text after it (the inline tool call split): fed each
+    piece the slow path emits, closed with the filter. While it is `idle`, text with no `<`
+    would pass it unchanged, so the filter's hot path skips it for such chunks."""
+
+    idle: bool
+    chunk_index: int
+    stream_pos: int
+    #: The first two characters of anything the stage takes out (`<t` for `<tool_call>`).
+    start: str
+
+    def feed(self, text: str) -> str: ...
+
+    def close(self) -> str: ...
+
+
 class MarkerFilter:
     """Feed the model's output chunk by chunk; get back the text safe to show so far."""
 
@@ -82,6 +98,8 @@ class MarkerFilter:
         "_oversized",
         "_started",
         "_state",
+        "_then",
+        "_then_start",
         "_win_len",
         "_win_parts",
         "_win_start",
@@ -96,10 +114,13 @@ class MarkerFilter:
         "warnings",
     )
 
-    def __init__(self, *, continuing: bool = False) -> None:
+    def __init__(self, *, continuing: bool = False, then: TextStage | None = None) -> None:
         """`continuing`: this output goes on from visible text another filter emitted (a
         call that finishes an answer broken off mid-answer): its leading white space is
-        the answer's own, and a block at its start is not at the answer's start."""
+        the answer's own, and a block at its start is not at the answer's start. `then`:
+        a stage the visible text goes through before it is returned (app.stream.tools)."""
+        self._then = then
+        self._then_start = then.start if then is not None else ""
         self.metadata: JsonObject | None = None
         """Merged objects of the complete METADATA blocks (later keys win), or None."""
         self.warnings: list[str] = []
@@ -129,9 +150,12 @@ class MarkerFilter:
         """Take the next chunk; return the visible text that is now final (maybe "")."""
         self.chunks_fed += 1
         self.chars_fed += len(chunk)
-        if self._fast and ("<" not in chunk or ("<!" not in chunk and chunk[-1] != "<")):
+        if self._fast and ("<" not in chunk or ("<!" not in chunk and chunk[-1] != "<" and (
+                self._then is None or self._then_start not in chunk))):
             # The common case: ordinary text, nothing pending but maybe a WS run. A header
-            # needs `<!--`; without `<!` and without `<` at the end, none starts here.
+            # needs `<!--`; without `<!` and without `<` at the end, none starts here. An
+            # idle stage after the filter (app.stream.tools) lets through what holds no
+            # start of its tag, as it would (a `<` at the end may start one: not here).
             text = chunk.rstrip(WS)
             if not text:
                 if chunk:
@@ -215,7 +239,15 @@ class MarkerFilter:
                 i = self._scan_window(buf, i, base)
         self._note_peaks()
         self._fast = self._state == _PLAIN and not self._buf and self._started and not self._closing
-        return "".join(out)
+        then = self._then
+        if then is None:
+            return "".join(out)
+        then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
+        visible = then.feed("".join(out)) if out else ""
+        if self._closing:
+            visible += then.close()
+        self._fast = self._fast and then.idle
+        return visible
 
     def _scan_plain(self, buf: str, i: int, base: int, out: list[str]) -> int:
         """Visible text up to the next header; holds back a possible header start."""
