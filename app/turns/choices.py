@@ -97,6 +97,13 @@ class ChoiceDelta:
     reasoning: str = ""
 
 
+def tool_call_object(call: ToolCall) -> dict[str, Any]:
+    """An inline call as chat completions' tool call, with an id of its own: what a stream
+    sends, a whole reply and a stored answer's `tool_calls` hold."""
+    return {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments}}
+
+
 def choice_deltas(index: int, out: AnswerOut | None) -> list[ChoiceDelta]:
     """One choice's answer output as ChoiceDeltas: its reasoning, then its text."""
     if out is None:
@@ -121,10 +128,8 @@ class Choice:
 
     def inline_calls(self, calls: list[ToolCall]) -> tuple[dict[str, Any], ...]:
         """Inline calls as whole tool call deltas (each after the calls so far), merged."""
-        deltas = tuple(
-            {"index": len(self.tool_calls) + k, "id": f"call_{uuid.uuid4().hex[:24]}",
-             "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-            for k, call in enumerate(calls))
+        deltas = tuple({"index": len(self.tool_calls) + k, **tool_call_object(call)}
+                       for k, call in enumerate(calls))
         self.merge_tool_calls(deltas)
         self.called_inline = True
         return deltas
