@@ -251,3 +251,27 @@ async def test_a_model_servers_own_tool_calls_pass_through(
     assert (call.id, call.function.name, call.function.arguments) == (  # type: ignore
         "call_1", "get_weather", '{"city": "Brno"}')
     assert whole.choices[0].finish_reason == "tool_calls"
+
+
+async def test_without_the_format_a_call_is_text_as_before(
+    oa_gateway: InProcessGateway, model_server: ModelServer
+) -> None:
+    """The `none` case on a gateway with the default format: the call stays text, with tools
+    offered or not, streamed or whole."""
+    [case] = [c for c in CASES if c["tool_format"] == "none"]
+    key = prepare(model_server, case, "format-none")
+    async with await sdk(oa_gateway, "tools-none") as client:
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=ask(key), tools=TOOLS, stream=True)  # type: ignore
+        chunks = [c async for c in stream]
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        assert "".join(d.content or "" for d in deltas) == case["text"]
+        assert not any(d.tool_calls for d in deltas)
+        whole = await client.chat.completions.create(
+            model=MODEL, messages=ask(key), tools=TOOLS)  # type: ignore[arg-type]
+        assert (whole.choices[0].message.content, whole.choices[0].message.tool_calls,
+                whole.choices[0].finish_reason) == (case["text"], None, "stop")
+        response = await client.responses.create(
+            model=MODEL, input=ask(key)[0]["content"], tools=RESPONSES_TOOLS, store=False)
+        assert response.output_text == case["text"]
+        assert not [i for i in response.output if i.type == "function_call"]
