@@ -16,6 +16,7 @@ else is rescanned.
 
 from __future__ import annotations
 
+import re
 from typing import Final, NamedTuple, Protocol
 
 from app.stream import spec
@@ -79,6 +80,11 @@ class TextStage(Protocol):
 
     def close(self) -> str: ...
 
+    def passes(self, text: str) -> bool:
+        """Whether feeding `text` would return it unchanged and leave the stage idle (the
+        filter then need not feed it)."""
+        ...
+
 
 class MarkerFilter:
     """Feed the model's output chunk by chunk; get back the text safe to show so far."""
@@ -99,7 +105,7 @@ class MarkerFilter:
         "_started",
         "_state",
         "_then",
-        "_then_start",
+        "_then_starts",
         "_win_len",
         "_win_parts",
         "_win_start",
@@ -120,7 +126,9 @@ class MarkerFilter:
         the answer's own, and a block at its start is not at the answer's start. `then`:
         a stage the visible text goes through before it is returned (app.stream.tools)."""
         self._then = then
-        self._then_start = then.start if then is not None else ""
+        #: With a stage: finds `<!` or the start of the stage's tag in a chunk.
+        self._then_starts = (re.compile(f"<[!{re.escape(then.start[1])}]").search
+                             if then is not None else None)
         self.metadata: JsonObject | None = None
         """Merged objects of the complete METADATA blocks (later keys win), or None."""
         self.warnings: list[str] = []
@@ -150,12 +158,14 @@ class MarkerFilter:
         """Take the next chunk; return the visible text that is now final (maybe "")."""
         self.chunks_fed += 1
         self.chars_fed += len(chunk)
-        if self._fast and ("<" not in chunk or ("<!" not in chunk and chunk[-1] != "<" and (
-                self._then is None or self._then_start not in chunk))):
+        if self._fast and ("<" not in chunk or (chunk[-1] != "<" and (
+                "<!" not in chunk if self._then_starts is None
+                else self._then_starts(chunk) is None))):
             # The common case: ordinary text, nothing pending but maybe a WS run. A header
             # needs `<!--`; without `<!` and without `<` at the end, none starts here. An
             # idle stage after the filter (app.stream.tools) lets through what holds no
-            # start of its tag, as it would (a `<` at the end may start one: not here).
+            # start of its tag, as it would (a `<` at the end may start one: not here);
+            # one pass looks for both starts.
             text = chunk.rstrip(WS)
             if not text:
                 if chunk:
@@ -242,9 +252,12 @@ class MarkerFilter:
         then = self._then
         if then is None:
             return "".join(out)
-        then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
-        visible = then.feed("".join(out)) if out else ""
+        visible = "".join(out)
+        if visible and not then.passes(visible):
+            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
+            visible = then.feed(visible)
         if self._closing:
+            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
             visible += then.close()
         self._fast = self._fast and then.idle
         return visible

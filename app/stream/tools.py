@@ -151,6 +151,17 @@ class ToolCallSplit:
                      and self._started)
         return "".join(out)
 
+    def passes(self, text: str) -> bool:
+        """Whether feeding `text` (a piece of V that does not end in WS, as the marker filter
+        emits it) would return it as it is and leave the split idle: no opener in it and no
+        opener prefix at its end. Cheaper than the feed for the long pieces of a slow path:
+        the whole opener is the needle (a search for its first two characters alone costs
+        several times as much on prose, where `t` is common)."""
+        if not self.idle or self._opener in text:
+            return False
+        k = text.rfind("<", max(0, len(text) - len(self._opener) + 1))
+        return k < 0 or not self._opener.startswith(text[k:])
+
     def close(self) -> str:
         """End of V: resolve what is held per the spec; returns the last text."""
         if self._closing:
