@@ -80,9 +80,10 @@ class TextStage(Protocol):
 
     def close(self) -> str: ...
 
-    def passes(self, text: str) -> bool:
-        """Whether feeding `text` would return it unchanged and leave the stage idle (the
-        filter then need not feed it)."""
+    def passes(self, text: str, *, ws_follows: bool) -> bool:
+        """Whether the stage may be skipped for `text`: fed, it would return it unchanged
+        and stay idle, or (`ws_follows`: the filter holds WS that comes next) what it would
+        hold of it cannot become a tag once that WS follows."""
         ...
 
 
@@ -253,7 +254,7 @@ class MarkerFilter:
         if then is None:
             return "".join(out)
         visible = "".join(out)
-        if visible and not then.passes(visible):
+        if visible and not then.passes(visible, ws_follows=bool(self._ws)):
             then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
             visible = then.feed(visible)
         if self._closing:

@@ -151,14 +151,17 @@ class ToolCallSplit:
                      and self._started)
         return "".join(out)
 
-    def passes(self, text: str) -> bool:
-        """Whether feeding `text` (a piece of V that does not end in WS, as the marker filter
-        emits it) would return it as it is and leave the split idle: no opener in it and no
-        opener prefix at its end. Cheaper than the feed for the long pieces of a slow path:
-        the whole opener is the needle (a search for its first two characters alone costs
-        several times as much on prose, where `t` is common)."""
+    def passes(self, text: str, *, ws_follows: bool = False) -> bool:
+        """Whether the idle split may be skipped for `text` (a piece of V that does not end
+        in WS, as the marker filter emits it): it holds no opener, and no opener prefix at
+        its end, or V goes on with WS there (`ws_follows`: the filter holds a WS run), so
+        the prefix cannot grow into one. Cheaper than the feed for the long pieces of a slow
+        path: the whole opener is the needle (a search for its first two characters alone
+        costs several times as much on prose, where `t` is common)."""
         if not self.idle or self._opener in text:
             return False
+        if ws_follows:
+            return True
         k = text.rfind("<", max(0, len(text) - len(self._opener) + 1))
         return k < 0 or not self._opener.startswith(text[k:])
 
