@@ -254,7 +254,8 @@ class MarkerFilter:
         if then is None:
             return "".join(out)
         visible = "".join(out)
-        if visible and not then.passes(visible, ws_follows=bool(self._ws)):
+        if visible and not (then.idle and "<" not in visible) and not then.passes(
+                visible, ws_follows=bool(self._ws)):
             then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
             visible = then.feed(visible)
         if self._closing:
