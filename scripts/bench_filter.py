@@ -12,10 +12,15 @@ With `--split` (the default) each input also runs, in the same rounds, through t
 ReasoningSplit an answer's content goes through (format `think`): the inputs start with no
 `<think>`, so this is the plain-answer path every answer pays, and the table shows how much
 slower it is than the bare filter, fastest run against fastest run (target: at most 10 %).
+With `--tools` (the default) each input also runs through the split with the inline tool
+call format `hermes` set (app.stream.tools); the inputs hold no `<tool_call>`, so this is
+what a plain answer pays for the format, against the split without it (format `none`),
+fastest run against fastest run (target: at most 5 %).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import statistics
@@ -184,8 +189,12 @@ def main(
     runs: int = typer.Option(5, help="runs per measurement; the median is shown"),
     with_split: bool = typer.Option(
         True, "--split/--no-split", help="also time the reasoning split's plain-answer path"),
+    with_tools: bool = typer.Option(
+        True, "--tools/--no-tools",
+        help="also time the split with the tool format `hermes` (needs --split)"),
 ) -> None:
-    console = Console(width=190)
+    with_tools = with_tools and with_split
+    console = Console(width=230)
     table = Table(title=f"MarkerFilter vs pass-through (median of {runs} runs)")
     for column in (
         "input",
@@ -198,6 +207,7 @@ def main(
         "peak held",
         "peak buffered",
         *(("split chunks/s", "split vs filter (best)") if with_split else ()),
+        *(("hermes chunks/s", "hermes vs split (best)") if with_tools else ()),
     ):
         table.add_column(column, justify="left" if column == "input" else "right",
                          no_wrap=column == "input")
@@ -210,10 +220,13 @@ def main(
         factories: list[Callable[[], Feeder]] = [MarkerFilter, PassThrough]
         if with_split:
             factories.append(ReasoningSplit)
+        if with_tools:
+            factories.append(functools.partial(ReasoningSplit, tool_format="hermes"))
         filtered, floors, *rest = medians(factories, inputs, runs)
         splits = rest[0] if rest else floors
-        for case, chunks, timing, floor, through_split in zip(
-            group, inputs, filtered, floors, splits, strict=True
+        hermes = rest[1] if len(rest) > 1 else floors
+        for case, chunks, timing, floor, through_split, through_hermes in zip(
+            group, inputs, filtered, floors, splits, hermes, strict=True
         ):
             megabytes = len(case.text.encode()) / 1e6
             if case.chunk_size == 1:
@@ -234,6 +247,14 @@ def main(
                         f"{(through_split.best / timing.best - 1) * 100:+.1f} %",
                     )
                     if with_split
+                    else ()
+                ),
+                *(
+                    (
+                        f"{len(chunks) / through_hermes.seconds:,.0f}",
+                        f"{(through_hermes.best / through_split.best - 1) * 100:+.1f} %",
+                    )
+                    if with_tools
                     else ()
                 ),
             )

@@ -1140,8 +1140,9 @@ def main(
 
 
 #: Where a tree's app factory lives: this tree's, then an older tree's (before app/ had rooms).
+#: (The older tree's names are spelt in two parts: a rename of modules rewrites whole names.)
 FACTORIES = (("app/gateway/main.py", "app.gateway.main:create_app"),
-             ("app/main.py", "app.main:create_app"))
+             ("app/" "main.py", "app." "main:create_app"))
 
 
 def factory_of(root: Path) -> str | None:

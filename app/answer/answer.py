@@ -11,7 +11,10 @@ store, which is exactly the concatenation of the deltas, whatever ends the strea
 Both channels go through the one reasoning split (app.stream.reasoning): the chunk's
 reasoning field first, then its text (R is the field followed by the inline thinking). Delta
 and Reasoning events share one `seq` counter, so a client resuming after event N gets both
-channels from there on.
+channels from there on. With a tool format set, the split also takes the calls a model wrote
+inline out of the text (app.stream.tools): `take_tool_calls()` gives each once its block
+ended, when the request offered tools (a request that did not gets the text alone, and the
+warning `tool_call_unrequested`).
 
 Each raw chunk is cleaned the way the store cleans (NUL removed, lone surrogates replaced)
 *before* the MarkerFilter: what a client sees stays what is stored, a lone surrogate cannot
@@ -28,7 +31,14 @@ from app.answer.inputs import ProviderUsage, UpstreamChunk
 from app.answer.records import FinalStatus
 from app.core.cleaning import SanitizeReport, clean_text
 from app.core.clock import Clock, utcnow
-from app.stream import FilterWarning, JsonObject, ReasoningFormat, ReasoningSplit
+from app.stream import (
+    FilterWarning,
+    JsonObject,
+    ReasoningFormat,
+    ReasoningSplit,
+    ToolCall,
+    ToolFormat,
+)
 
 #: The warning of an answer another call finished after its first call failed mid-answer.
 CONTINUED = "continued_after_failure"
@@ -39,10 +49,19 @@ class AnswerStream:
     client left, the task was cancelled) is stored as such, with only what was sent."""
 
     def __init__(self, *, keep_raw: bool = False, reasoning_format: ReasoningFormat = "think",
-                 reasoning_tag: str = "think", clock: Clock = utcnow) -> None:
-        self._split = ReasoningSplit(reasoning_format, reasoning_tag)
+                 reasoning_tag: str = "think", clock: Clock = utcnow,
+                 tool_format: ToolFormat = "none", tool_tag: str = "tool_call",
+                 tools_offered: bool = False) -> None:
         #: The reasoning format and tag the split runs with (a trace replays with them).
         self.reasoning_format, self.reasoning_tag = reasoning_format, reasoning_tag
+        #: The inline tool call format and tag, and whether the request offered tools.
+        self.tool_format, self.tool_tag, self.tools_offered = (tool_format, tool_tag,
+                                                               tools_offered)
+        self._split = self._new_split(continuing=False)
+        #: The inline calls whose block ended, not taken yet (the split's own list: a cheap
+        #: test per chunk; take them with take_tool_calls()).
+        self.calls_waiting = self._split.new_tool_calls
+        self._tools_taken = 0
         self._parts: list[str] = []
         self._thoughts: list[str] = []
         self._seq = 0
@@ -122,15 +141,37 @@ class AnswerStream:
         phase, leading white space kept). The new call's usage and model are its own."""
         self.take_warnings()
         self._earlier.append(self._split)
-        self._split = ReasoningSplit(self.reasoning_format, self.reasoning_tag,
-                                     continuing=bool(self._parts))
-        self._content_taken = self._reasoning_taken = 0
+        self._split = self._new_split(continuing=bool(self._parts))
+        self.calls_waiting = self._split.new_tool_calls
+        self._content_taken = self._reasoning_taken = self._tools_taken = 0
         self.status, self.failure, self.filter_closed = "interrupted", None, False
         self.usage, self.model, self.finish_reason, self.raw_bytes = None, None, None, 0
+
+    def take_tool_calls(self) -> list[ToolCall]:
+        """The inline calls whose block ended since the last call, when the request offered
+        tools (else none: the text alone goes out)."""
+        pending = self.calls_waiting
+        if not pending:
+            return []
+        calls = list(pending) if self.tools_offered else []
+        pending.clear()
+        return calls
+
+    def _new_split(self, *, continuing: bool) -> ReasoningSplit:
+        return ReasoningSplit(self.reasoning_format, self.reasoning_tag, continuing=continuing,
+                              tool_format=self.tool_format, tool_tag=self.tool_tag,
+                              tools_offered=self.tools_offered)
 
     @property
     def content(self) -> str:
         return "".join(self._parts)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Every inline call given out so far (none when the request offered no tools)."""
+        if not self.tools_offered:
+            return []
+        return [call for one in (*self._earlier, self._split) for call in one.tool_calls]
 
     @property
     def reasoning(self) -> str:
@@ -168,10 +209,14 @@ class AnswerStream:
         """The warnings raised since the last call (each is reported once)."""
         split = self._split
         content, reasoning = split.content_records, split.reasoning_records
-        if len(content) == self._content_taken and len(reasoning) == self._reasoning_taken:
+        tools = split.tool_records
+        if (len(content) == self._content_taken and len(reasoning) == self._reasoning_taken
+                and len(tools) == self._tools_taken):
             return []
-        new = reasoning[self._reasoning_taken:] + content[self._content_taken:]
+        new = (reasoning[self._reasoning_taken:] + content[self._content_taken:]
+               + tools[self._tools_taken:])
         self._content_taken, self._reasoning_taken = len(content), len(reasoning)
+        self._tools_taken = len(tools)
         return new
 
     def _feed_reasoning(self, raw: str) -> str:

@@ -1,5 +1,8 @@
 """The answers of one call that asked for `n` choices, each choice's text through its own
-AnswerStream (so its own MarkerFilter), and its tool calls passed through as they came.
+AnswerStream (so its own MarkerFilter), and its tool calls passed through as they came. A
+call the model wrote inline (app.stream.tools, when the request offered tools) becomes one
+whole tool call delta in the same shape, with an id of its own, when its block ends; the
+choice then finishes with `tool_calls`.
 
     choices = ChoiceSet(n)
     for chunk in chunks:                  # ChoiceChunk
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,7 +29,7 @@ from app.answer.estimate import estimate_tokens_of_size
 from app.answer.events import AnswerOut, Delta, Reasoning, TurnFailure
 from app.answer.inputs import ProviderUsage, UpstreamChunk
 from app.answer.records import CallRecord, FinalStatus
-from app.stream import FilterWarning, JsonObject, ReasoningFormat
+from app.stream import FilterWarning, JsonObject, ReasoningFormat, ToolCall, ToolFormat
 
 #: More choices than any client asks for: an index past it is a broken stream, not a choice.
 MAX_CHOICES = 128
@@ -93,6 +97,13 @@ class ChoiceDelta:
     reasoning: str = ""
 
 
+def tool_call_object(call: ToolCall) -> dict[str, Any]:
+    """An inline call as chat completions' tool call, with an id of its own: what a stream
+    sends, a whole reply and a stored answer's `tool_calls` hold."""
+    return {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments}}
+
+
 def choice_deltas(index: int, out: AnswerOut | None) -> list[ChoiceDelta]:
     """One choice's answer output as ChoiceDeltas: its reasoning, then its text."""
     if out is None:
@@ -112,6 +123,21 @@ class Choice:
     answer: AnswerStream
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str | None = None
+    #: The model wrote a call inline: a `stop` finish is `tool_calls`.
+    called_inline: bool = False
+
+    def inline_calls(self, calls: list[ToolCall]) -> tuple[dict[str, Any], ...]:
+        """Inline calls as whole tool call deltas (each after the calls so far), merged."""
+        deltas = tuple({"index": len(self.tool_calls) + k, **tool_call_object(call)}
+                       for k, call in enumerate(calls))
+        self.merge_tool_calls(deltas)
+        self.called_inline = True
+        return deltas
+
+    @property
+    def finish(self) -> str:
+        reason = self.finish_reason or "stop"
+        return "tool_calls" if reason == "stop" and self.called_inline else reason
 
     def merge_tool_calls(self, deltas: Sequence[Mapping[str, Any]]) -> None:
         """Streamed tool call deltas into whole calls: by `index`, `arguments` appended, the
@@ -138,9 +164,11 @@ class ChoiceSet:
 
     def __init__(self, n: int = 1, *, keep_raw: bool = False,
                  reasoning_format: ReasoningFormat = "think",
-                 reasoning_tag: str = "think") -> None:
+                 reasoning_tag: str = "think", tool_format: ToolFormat = "none",
+                 tool_tag: str = "tool_call", tools_offered: bool = False) -> None:
         self._keep_raw = keep_raw
         self._reasoning = reasoning_format, reasoning_tag
+        self._tools = tool_format, tool_tag, tools_offered
         self.choices: dict[int, Choice] = {}
         for index in range(n):
             self._choice(index)
@@ -159,9 +187,11 @@ class ChoiceSet:
     def _choice(self, index: int) -> Choice:
         if index not in self.choices:
             reasoning_format, reasoning_tag = self._reasoning
+            tool_format, tool_tag, tools_offered = self._tools
             self.choices[index] = Choice(index, AnswerStream(
                 keep_raw=self._keep_raw, reasoning_format=reasoning_format,
-                reasoning_tag=reasoning_tag))
+                reasoning_tag=reasoning_tag, tool_format=tool_format, tool_tag=tool_tag,
+                tools_offered=tools_offered))
         return self.choices[index]
 
     def feed(self, chunk: ChoiceChunk) -> list[ChoiceDelta]:
@@ -177,6 +207,8 @@ class ChoiceSet:
                                                      reasoning=piece.reasoning))
             if shown is not None:
                 out += choice_deltas(piece.index, shown)
+            if choice.answer.calls_waiting:
+                out += self._inline_calls(choice)
             if piece.tool_calls:
                 choice.merge_tool_calls(piece.tool_calls)
                 choice.answer.raw_bytes += sum(len(str(c)) for c in piece.tool_calls)
@@ -191,7 +223,8 @@ class ChoiceSet:
         """The call failed: with `flush`, the text the filters held (it is real answer text);
         no finish is sent, the client is told of the failure instead."""
         held = [(c, c.answer.fail(failure, flush=flush)) for c in self._ordered()]
-        return [d for c, shown in held for d in choice_deltas(c.index, shown)]
+        return [d for c, shown in held
+                for d in [*choice_deltas(c.index, shown), *self._inline_calls(c)]]
 
     def can_continue(self) -> bool:
         """One choice of text alone: a continuation call can finish it (tool calls and
@@ -208,9 +241,17 @@ class ChoiceSet:
         self.usage, self.model = None, None
 
     def _close(self, held: list[tuple[Choice, AnswerOut | None]]) -> list[ChoiceDelta]:
-        out = [d for c, shown in held for d in choice_deltas(c.index, shown)]
-        return out + [ChoiceDelta(c.index, finish_reason=c.finish_reason or "stop")
-                      for c, _ in held]
+        out = [d for c, shown in held
+               for d in [*choice_deltas(c.index, shown), *self._inline_calls(c)]]
+        return out + [ChoiceDelta(c.index, finish_reason=c.finish) for c, _ in held]
+
+    @staticmethod
+    def _inline_calls(choice: Choice) -> list[ChoiceDelta]:
+        """The calls the model wrote inline whose block ended, as one tool call delta."""
+        calls = choice.answer.take_tool_calls()
+        if not calls:
+            return []
+        return [ChoiceDelta(choice.index, tool_calls=choice.inline_calls(calls))]
 
     def _ordered(self) -> list[Choice]:
         return [self.choices[index] for index in sorted(self.choices)]

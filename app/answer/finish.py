@@ -44,6 +44,12 @@ class TurnOutcome:
     raw_reasoning: tuple[tuple[int, str], ...] | None = None
     reasoning_format: str = "think"
     reasoning_tag: str = "think"
+    #: The inline tool call format and tag, whether tools were offered, and the calls given
+    #: out as (name, arguments) (a trace replays with them and compares the calls).
+    tool_format: str = "none"
+    tool_tag: str = "tool_call"
+    tools_offered: bool = False
+    tool_calls: tuple[tuple[str, str], ...] = ()
 
 
 def outcome_of(answer: AnswerStream, recorder: TurnRecorder, *, model: str) -> TurnOutcome:
@@ -57,6 +63,9 @@ def outcome_of(answer: AnswerStream, recorder: TurnRecorder, *, model: str) -> T
         raw_reasoning=(tuple(answer.raw_reasoning) if answer.raw_reasoning is not None
                        else None),
         reasoning_format=answer.reasoning_format, reasoning_tag=answer.reasoning_tag,
+        tool_format=answer.tool_format, tool_tag=answer.tool_tag,
+        tools_offered=answer.tools_offered,
+        tool_calls=tuple((call.name, call.arguments) for call in answer.tool_calls),
     )
 
 

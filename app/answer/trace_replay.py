@@ -10,7 +10,10 @@ the result is the stored content. The JSON form is the trace file of scripts/rep
 A reasoning model's stream has a second channel: the finish event keeps the raw reasoning
 field deltas, each with its place among the content chunks, the reasoning stored and the
 format and tag the gateway split with; the replay runs both channels through the same
-ReasoningSplit in that order (a trace without them replays as a plain stream did).
+ReasoningSplit in that order (a trace without them replays as a plain stream did). Likewise
+an answer read with an inline tool call format: the finish event keeps the format, the tag,
+whether the request offered tools and the calls given out; the replay reads the calls with
+the same split and says at which chunk each came out, and whether they are the ones given.
 """
 
 from __future__ import annotations
@@ -19,7 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.cleaning import clean_text
-from app.stream import REASONING_FORMATS, FilterWarning, ReasoningFormat, ReasoningSplit
+from app.stream import (
+    REASONING_FORMATS,
+    TOOL_FORMATS,
+    FilterWarning,
+    ReasoningFormat,
+    ReasoningSplit,
+    ToolCall,
+    ToolFormat,
+)
 
 TRACE_FORMAT = "chatgate.stream_trace"
 TRACE_VERSION = 1
@@ -79,6 +90,27 @@ class Trace:
     @property
     def reasoning_tag(self) -> str:
         return str(self.finish.get("reasoning_tag") or "think")
+
+    @property
+    def tool_format(self) -> ToolFormat:
+        """The inline tool call format the gateway read with; `none` for a trace from before
+        the format (the gateway then showed the calls as text)."""
+        name = self.finish.get("tool_format", "none")
+        return next((f for f in TOOL_FORMATS if f == name), "none")
+
+    @property
+    def tool_tag(self) -> str:
+        return str(self.finish.get("tool_tag") or "tool_call")
+
+    @property
+    def tools_offered(self) -> bool:
+        return bool(self.finish.get("tools_offered", False))
+
+    @property
+    def stored_tool_calls(self) -> list[ToolCall]:
+        """The inline calls the gateway gave out for the stream, in order."""
+        pieces = self.finish.get("tool_calls") or []
+        return [ToolCall(str(name), str(arguments)) for name, arguments in pieces]
 
     @property
     def recorded_warnings(self) -> list[dict[str, Any]]:
@@ -149,6 +181,8 @@ class ReplayStep:
     warnings: list[FilterWarning]
     reasoning: str = ""
     """The reasoning this step made final (its field deltas' and the content's)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The inline calls whose block ended in this step."""
 
 
 @dataclass(frozen=True)
@@ -163,12 +197,16 @@ class ReplayResult:
     """The first step whose output is not the stored content's continuation (None: none;
     len(steps) when the stored content is longer than the replay)."""
     reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The inline calls given out (none when the request offered no tools)."""
 
 
 def replay(trace: Trace) -> ReplayResult:
     """Feed the chunks through a fresh ReasoningSplit (closing it if the gateway did), each
     cleaned first as the gateway does (app.core.cleaning), the reasoning deltas at their places."""
-    split = ReasoningSplit(trace.reasoning_format, trace.reasoning_tag)
+    split = ReasoningSplit(trace.reasoning_format, trace.reasoning_tag,
+                           tool_format=trace.tool_format, tool_tag=trace.tool_tag,
+                           tools_offered=trace.tools_offered)
     thoughts = trace.reasoning_chunks
     steps: list[ReplayStep] = []
     seen: list[FilterWarning] = []
@@ -176,7 +214,10 @@ def replay(trace: Trace) -> ReplayResult:
     def step(index: int, raw: str | None, emitted: str, thought: str) -> None:
         new = [r for r in split.records if r not in seen]  # a few at most
         seen.extend(new)
-        steps.append(ReplayStep(index, raw, emitted, new, thought))
+        calls = split.new_tool_calls
+        given = tuple(calls) if trace.tools_offered else ()
+        calls.clear()
+        steps.append(ReplayStep(index, raw, emitted, new, thought, given))
 
     t = 0
     for index, raw in enumerate(trace.chunks):
@@ -194,11 +235,14 @@ def replay(trace: Trace) -> ReplayResult:
         step(len(trace.chunks), None, "", thought)
     content = "".join(s.emitted for s in steps)
     reasoning = "".join(s.reasoning for s in steps)
+    calls = tuple(call for s in steps for call in s.tool_calls)
     return ReplayResult(
         steps=steps, content=content, metadata=dict(split.metadata or {}),
         warnings=list(split.records),
-        matches=content == trace.stored_content and reasoning == trace.stored_reasoning,
+        matches=(content == trace.stored_content and reasoning == trace.stored_reasoning
+                 and list(calls) == trace.stored_tool_calls),
         divergence=_divergence(steps, trace.stored_content), reasoning=reasoning,
+        tool_calls=calls,
     )
 
 

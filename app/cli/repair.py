@@ -43,7 +43,7 @@ from app.repair import (
 from app.repair import service as repair_runs
 from app.repair.repository import RunSummary
 from app.store.migrations import migrated_database
-from app.stream import REASONING_FORMATS, ReasoningFormat
+from app.stream import REASONING_FORMATS, TOOL_FORMATS, ReasoningFormat
 
 cli = typer.Typer(
     help="Find, fix and roll back corrupted stored messages.", add_completion=False,
@@ -66,6 +66,13 @@ FormatOpt = Annotated[str, typer.Option(
          "CHATGATE_REASONING_FORMAT. Default none: off.")]
 TagOpt = Annotated[str, typer.Option(
     "--reasoning-tag", help="The thinking tag's name (CHATGATE_REASONING_TAG).")]
+ToolFormatOpt = Annotated[str, typer.Option(
+    "--tool-format", metavar="none|hermes",
+    help="Also move inline tool call blocks stored as text (rows from before the tool format, "
+         "with no tool_calls) into the row's tool calls; the gateway's CHATGATE_TOOL_FORMAT. "
+         "Default none: off.")]
+ToolTagOpt = Annotated[str, typer.Option(
+    "--tool-tag", help="The tool call tag's name (CHATGATE_TOOL_TAG).")]
 JsonOpt = Annotated[bool, typer.Option("--json", **FLAG, help="Machine-readable report on stdout.")]
 UrlOpt = Annotated[
     str | None, typer.Option("--database-url", help="Default: CHATGATE_DATABASE_URL.")
@@ -89,8 +96,9 @@ def parse_since(value: str | None, option: str = "--since") -> dt.datetime | Non
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
-def parse_resplit(reasoning_format: str, tag: str) -> Resplit | None:
-    """The re-split asked for, None for `none` (today's repairs only)."""
+def parse_resplit(reasoning_format: str, tag: str, tool_format: str = "none",
+                  tool_tag: str = "tool_call") -> Resplit | None:
+    """The re-split asked for, None when both formats are `none` (today's repairs only)."""
     if reasoning_format not in REASONING_FORMATS:
         raise typer.BadParameter(
             f"{reasoning_format!r} is not one of {', '.join(REASONING_FORMATS)}",
@@ -98,10 +106,17 @@ def parse_resplit(reasoning_format: str, tag: str) -> Resplit | None:
     if not REASONING_TAG.fullmatch(tag):
         raise typer.BadParameter(f"{tag!r} is not a tag name (letters, digits, - and _)",
                                  param_hint="--reasoning-tag")
-    if reasoning_format == "none":
+    if tool_format not in TOOL_FORMATS:
+        raise typer.BadParameter(f"{tool_format!r} is not one of {', '.join(TOOL_FORMATS)}",
+                                 param_hint="--tool-format")
+    if not REASONING_TAG.fullmatch(tool_tag):
+        raise typer.BadParameter(f"{tool_tag!r} is not a tag name (letters, digits, - and _)",
+                                 param_hint="--tool-tag")
+    if reasoning_format == "none" and tool_format == "none":
         return None
-    fmt: ReasoningFormat = "think" if reasoning_format == "think" else "think-prefilled"
-    return Resplit(fmt, tag)
+    fmt: ReasoningFormat = ("none" if reasoning_format == "none" else
+                            "think" if reasoning_format == "think" else "think-prefilled")
+    return Resplit(fmt, tag, "hermes" if tool_format == "hermes" else "none", tool_tag)
 
 
 @contextmanager
@@ -210,10 +225,11 @@ def _scan_or_fix(
     *, apply: bool, check: bool, as_json: bool, url: str | None, thread: uuid.UUID | None,
     user: str | None, since: str | None, batch_size: int, samples: int,
     before: str | None = None, reasoning_format: str = "none", reasoning_tag: str = "think",
+    tool_format: str = "none", tool_tag: str = "tool_call",
 ) -> None:
     flt = ScanFilter(thread_id=thread, user_id=user, since=parse_since(since),
                      before=parse_since(before, "--before"))
-    resplit = parse_resplit(reasoning_format, reasoning_tag)
+    resplit = parse_resplit(reasoning_format, reasoning_tag, tool_format, tool_tag)
     report = asyncio.run(run_repairs(
         url, flt, apply=apply, batch_size=batch_size, samples=samples,
         show_progress=not as_json and err.is_terminal, resplit=resplit,
@@ -244,13 +260,14 @@ def scan(
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
     batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
     before: BeforeOpt = None, reasoning_format: FormatOpt = "none",
-    reasoning_tag: TagOpt = "think",
+    reasoning_tag: TagOpt = "think", tool_format: ToolFormatOpt = "none",
+    tool_tag: ToolTagOpt = "tool_call",
 ) -> None:
     """Report corrupt rows by rule, with a few before/after diffs. Writes nothing."""
     _scan_or_fix(apply=False, check=check, as_json=as_json, url=database_url, thread=thread,
                  user=user, since=since, batch_size=batch_size, samples=samples,
                  before=before, reasoning_format=reasoning_format,
-                 reasoning_tag=reasoning_tag)
+                 reasoning_tag=reasoning_tag, tool_format=tool_format, tool_tag=tool_tag)
 
 
 @cli.command()
@@ -259,13 +276,14 @@ def fix(
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
     batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
     before: BeforeOpt = None, reasoning_format: FormatOpt = "none",
-    reasoning_tag: TagOpt = "think",
+    reasoning_tag: TagOpt = "think", tool_format: ToolFormatOpt = "none",
+    tool_tag: ToolTagOpt = "tool_call",
 ) -> None:
     """Dry run by default; --apply writes per batch and prints the run id."""
     _scan_or_fix(apply=apply, check=False, as_json=as_json, url=database_url, thread=thread,
                  user=user, since=since, batch_size=batch_size, samples=samples,
                  before=before, reasoning_format=reasoning_format,
-                 reasoning_tag=reasoning_tag)
+                 reasoning_tag=reasoning_tag, tool_format=tool_format, tool_tag=tool_tag)
 
 
 @cli.command()
@@ -321,7 +339,8 @@ def main(
     thread: ThreadOpt = None, user: UserOpt = None, since: SinceOpt = None,
     batch_size: BatchOpt = repair_runs.DEFAULT_BATCH_SIZE, samples: SamplesOpt = 5,
     before: BeforeOpt = None, reasoning_format: FormatOpt = "none",
-    reasoning_tag: TagOpt = "think",
+    reasoning_tag: TagOpt = "think", tool_format: ToolFormatOpt = "none",
+    tool_tag: ToolTagOpt = "tool_call",
 ) -> None:
     """Without a command: the flag form (--check, --apply, --rollback RUN_ID);
     with none of those, a dry run."""
@@ -336,5 +355,5 @@ def main(
     _scan_or_fix(apply=apply, check=check, as_json=as_json, url=database_url, thread=thread,
                  user=user, since=since, batch_size=batch_size, samples=samples,
                  before=before, reasoning_format=reasoning_format,
-                 reasoning_tag=reasoning_tag)
+                 reasoning_tag=reasoning_tag, tool_format=tool_format, tool_tag=tool_tag)
 

@@ -185,6 +185,17 @@ def print_report(trace: Trace, result: ReplayResult, warnings_only: bool) -> Non
                        f"{trace.reasoning_format}, tag {trace.reasoning_tag}): "
                        f"{result.reasoning[:80]!r} ({stored_note})",
                        style="" if same else "bold red"))
+    if result.tool_calls or trace.stored_tool_calls:
+        same = list(result.tool_calls) == trace.stored_tool_calls
+        for step in result.steps:
+            where = "close" if step.raw is None else f"chunk {step.index}"
+            for call in step.tool_calls:
+                out.print(Text(f"tool call given out at {where}: {call.name}"
+                               f"({call.arguments[:80]})"))
+        out.print(Text(f"tool calls (format {trace.tool_format}, tag {trace.tool_tag}): "
+                       f"{len(result.tool_calls)} "
+                       f"({'same as given' if same else f'given: {trace.stored_tool_calls}'})",
+                       style="" if same else "bold red"))
     if result.matches:
         out.print(Text("replay == stored content: yes", style="green"))
     else:
@@ -200,10 +211,13 @@ def report_json(trace: Trace, result: ReplayResult) -> dict[str, Any]:
         "stored_content": trace.stored_content, "metadata": result.metadata,
         "stored_metadata": trace.stored_metadata,
         "reasoning": result.reasoning, "stored_reasoning": trace.stored_reasoning,
+        "tool_calls": [list(call) for call in result.tool_calls],
+        "stored_tool_calls": [list(call) for call in trace.stored_tool_calls],
         "warnings": [warning_json(w) for w in result.warnings],
         "recorded_warnings": trace.recorded_warnings,
         "steps": [{"index": s.index, "raw": s.raw, "emitted": s.emitted,
                    "reasoning": s.reasoning,
+                   "tool_calls": [list(call) for call in s.tool_calls],
                    "warnings": [warning_json(w) for w in s.warnings]} for s in result.steps],
     }
 

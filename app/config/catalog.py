@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.stream.tools import TOOL_FORMATS
+
 #: How a model's answers carry its thinking (the `reasoning_format` setting's values).
 REASONING_FORMATS = ("think", "think-prefilled", "none")
 _TAG_NAME = re.compile(r"\A[A-Za-z0-9_-]+\Z")
@@ -34,7 +36,8 @@ _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _MODEL_FIELDS = frozenset({
     "name", "server", "model_id", "max_tokens", "temperature", "connect_timeout_s",
     "first_token_timeout_s", "read_timeout_s", "max_answer_s", "max_retries", "prices",
-    "reasoning_format", "reasoning_tag", "continuation", "fallbacks",
+    "reasoning_format", "reasoning_tag", "tool_format", "tool_tag", "continuation",
+    "fallbacks",
 })
 _SERVER_FIELDS = frozenset({"base_url", "api_key_env"})
 #: A server's `base_url` that names the built-in demo model server: scripts/serve starts it
@@ -70,6 +73,8 @@ class ModelDefaults:
     max_retries: int = 1
     reasoning_format: str | None = None
     reasoning_tag: str | None = None
+    tool_format: str | None = None
+    tool_tag: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,9 @@ class ModelSpec:
     prices: tuple[float, float] | None = None
     reasoning_format: str | None = None
     reasoning_tag: str | None = None
+    #: How its answers carry tool calls inline (`none`, `hermes`) and the tag's name.
+    tool_format: str | None = None
+    tool_tag: str | None = None
     #: After a mid-answer failure, ask the next model (or this one) to finish the answer.
     continuation: bool = True
     fallbacks: tuple[str, ...] = ()
@@ -231,7 +239,8 @@ def _spec(name: str, server: ModelServer, model_id: str, defaults: ModelDefaults
         first_token_timeout_s=defaults.first_token_timeout_s,
         read_timeout_s=defaults.read_timeout_s, max_answer_s=defaults.max_answer_s,
         max_retries=defaults.max_retries, reasoning_format=defaults.reasoning_format,
-        reasoning_tag=defaults.reasoning_tag, listed=listed)
+        reasoning_tag=defaults.reasoning_tag, tool_format=defaults.tool_format,
+        tool_tag=defaults.tool_tag, listed=listed)
 
 
 def parse_catalog(data: Mapping[str, Any], defaults: ModelDefaults) -> Catalog:
@@ -350,6 +359,18 @@ def _model(entry: Any, index: int, servers: Mapping[str, ModelServer],
             raise ModelsFileError(
                 f"{where}: field 'reasoning_tag' must be letters, digits, '-' and '_'")
         changes["reasoning_tag"] = tag
+    if "tool_format" in entry:
+        fmt = _text(entry, "tool_format", where, "")
+        if fmt not in TOOL_FORMATS:
+            raise ModelsFileError(
+                f"{where}: field 'tool_format' must be one of {', '.join(TOOL_FORMATS)}")
+        changes["tool_format"] = fmt
+    if "tool_tag" in entry:
+        tag = _text(entry, "tool_tag", where, "")
+        if not _TAG_NAME.match(tag):
+            raise ModelsFileError(
+                f"{where}: field 'tool_tag' must be letters, digits, '-' and '_'")
+        changes["tool_tag"] = tag
     if "continuation" in entry:
         if not isinstance(entry["continuation"], bool):
             raise ModelsFileError(f"{where}: field 'continuation' must be true or false")

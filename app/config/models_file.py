@@ -44,7 +44,8 @@ def model_defaults(settings: Settings) -> ModelDefaults:
         first_token_timeout_s=settings.first_token_timeout_s,
         read_timeout_s=settings.upstream_read_timeout_s, max_answer_s=settings.max_answer_s,
         max_retries=settings.upstream_max_retries,
-        reasoning_format=settings.reasoning_format, reasoning_tag=settings.reasoning_tag)
+        reasoning_format=settings.reasoning_format, reasoning_tag=settings.reasoning_tag,
+        tool_format=settings.tool_format, tool_tag=settings.tool_tag)
 
 
 def load_catalog(settings: Settings, environ: Mapping[str, str] | None = None, *,

@@ -14,7 +14,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from app.answer.pricing import load_price_table
 from app.config.catalog import has_credentials
 from app.config.database_urls import database_url_problem
-from app.stream import ReasoningFormat  # the split's own formats (pydantic names the three)
+from app.stream import (  # the splits' own formats (pydantic names them)
+    ReasoningFormat,
+    ToolFormat,
+)
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant. The user's message may start with an HTML comment "
@@ -96,6 +99,14 @@ class Settings(BaseSettings):
     reasoning_format: ReasoningFormat = "think"
     #: The tag's name (`think`: <think> and </think>): letters, digits, `-` and `_`.
     reasoning_tag: str = "think"
+    #: How the model server's answers carry tool calls the server did not parse (spec
+    #: v1.3, "Inline tool calls"): `hermes`, each <tool_call>{"name": ..., "arguments":
+    #: ...}</tool_call> block in the answer is a tool call (Hermes, Qwen 2.5 and 3 behind
+    #: a server without a tool parser); `none`, the answer's text is all text. A model
+    #: server's own `tool_calls` deltas are tool calls whatever this says.
+    tool_format: ToolFormat = "none"
+    #: The tag's name (`tool_call`: <tool_call> and </tool_call>), as reasoning_tag.
+    tool_tag: str = "tool_call"
     upstream_temperature: float = 0.7
     upstream_max_tokens: int = 1024
     upstream_connect_timeout_s: float = 5.0
@@ -201,6 +212,15 @@ class Settings(BaseSettings):
         escaping or could read as an attribute."""
         if not isinstance(value, str) or not REASONING_TAG.fullmatch(value):
             raise SettingRefused("a tag name of letters, digits, '-' and '_' (such as think)")
+        return value
+
+    @field_validator("tool_tag", mode="before")
+    @classmethod
+    def _plain_tool_tag(cls, value: Any) -> Any:
+        """As the reasoning tag: written into `<tag>` and `</tag>` as it is."""
+        if not isinstance(value, str) or not REASONING_TAG.fullmatch(value):
+            raise SettingRefused(
+                "a tag name of letters, digits, '-' and '_' (such as tool_call)")
         return value
 
     @field_validator("models", mode="before")

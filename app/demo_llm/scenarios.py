@@ -25,6 +25,7 @@ SHAPES = (
     "error-before", "long", "garbled", "html", "no-metadata", "empty", "cut-clean",
     "bad-chunk", "think", "think-prefilled", "think-field", "think-unclosed", "think-markers",
     "code",
+    "tool-call-inline", "tool-calls-inline", "think-tool-call", "tool-call-truncated",
 )
 #: Keywords that combine with any shape.
 MODIFIERS = ("no-usage", "slow-first", "title-error")
@@ -498,6 +499,47 @@ def _think_field(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
         chunk_text(thinking_text(chat), chat.user_text + "/thinking")))
 
 
+TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
+#: The calls the `[…tool-call…]` scenarios write into their text, as Hermes and Qwen do
+#: behind a server without a tool parser (marker spec, "Inline tool calls").
+WEATHER_CALL = {"name": "get_weather", "arguments": {"city": "Prague", "unit": "celsius"}}
+TIME_CALL = {"name": "get_time", "arguments": {"zone": "Europe/Prague"}}
+
+
+def inline_call(call: Mapping[str, Any]) -> str:
+    """One call as the model writes it: its JSON on a line of its own between the tags."""
+    return f"{TOOL_OPEN}\n{json.dumps(call, ensure_ascii=False)}\n{TOOL_CLOSE}"
+
+
+def _calling(chat: ChatInput, scenario: str, text: str, thinking: str = "") -> Reply:
+    block = tuple(chunk_text(thinking, chat.user_text + "/thinking")) if thinking else ()
+    return Reply(scenario=scenario, pieces=(*block, *chunk_text(text, chat.user_text)),
+                 thinking_pieces=len(block))
+
+
+def _tool_call_inline(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    return _calling(chat, "tool-call-inline",
+                    "Let me check the weather.\n" + inline_call(WEATHER_CALL))
+
+
+def _tool_calls_inline(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    return _calling(chat, "tool-calls-inline",
+                    inline_call(WEATHER_CALL) + "\n" + inline_call(TIME_CALL))
+
+
+def _think_tool_call(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    thinking = f"{THINK_OPEN}\nI need the weather in Prague first.\n{THINK_CLOSE}\n\n"
+    return _calling(chat, "think-tool-call", inline_call(WEATHER_CALL), thinking)
+
+
+def _tool_call_truncated(chat: ChatInput, awaiting: Awaiting | None) -> Reply:
+    """The answer stops inside the call's arguments (max_tokens reached)."""
+    call = inline_call(WEATHER_CALL)
+    reply = _calling(chat, "tool-call-truncated",
+                     "On it. " + call[: call.index('"unit"')])
+    return replace(reply, finish_reason="length")
+
+
 _SHAPE_BUILDERS: dict[str, Callable[[ChatInput, Awaiting | None], Reply]] = {
     "default": _normal,
     "seed-bug": _seed_bug,
@@ -520,4 +562,8 @@ _SHAPE_BUILDERS: dict[str, Callable[[ChatInput, Awaiting | None], Reply]] = {
     "think-field": _think_field,
     "think-unclosed": _think_unclosed,
     "think-markers": _think_markers,
+    "tool-call-inline": _tool_call_inline,
+    "tool-calls-inline": _tool_calls_inline,
+    "think-tool-call": _think_tool_call,
+    "tool-call-truncated": _tool_call_truncated,
 }

@@ -9,7 +9,9 @@ literal `<think>` showed it as text; splitting it again would take words the use
 default the content is re-derived as the split's content channel in format `none` (the marker
 rules alone, which is strip_markers), and the row's reasoning column is left as it is. Only a
 run asked to re-split (rule `reasoning_split`, rows stored before the split, with no
-reasoning) writes the split's two channels: the content, and the reasoning column.
+reasoning) writes the split's two channels: the content, and the reasoning column. A run
+asked to read inline tool calls (rule `tool_call_split`) writes the content without them and
+the calls into `metadata.tool_calls`, each with an id, as the gateway stores them today.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.answer.choices import tool_call_object
 from app.repair.rows import Resplit, StoredMessage
-from app.repair.rules import LEGACY_SYNTHETIC, Diagnosis, diagnose, legacy_trigger
+from app.repair.rules import (
+    LEGACY_SYNTHETIC,
+    REASONING_SPLIT,
+    TOOL_CALL_SPLIT,
+    Diagnosis,
+    diagnose,
+    legacy_trigger,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +74,11 @@ def _plan_markers(message: StoredMessage, diagnosis: Diagnosis) -> RepairPlan:
         elif metadata["response_metadata"] != extracted:
             notes.append("extracted metadata dropped: response_metadata already set")
     if split is not None:
+        if TOOL_CALL_SPLIT in diagnosis.rules:
+            metadata["tool_calls"] = [tool_call_object(call) for call in split.tool_calls]
+        reasoning = split.reasoning if REASONING_SPLIT in diagnosis.rules else None
         return RepairPlan(message, diagnosis.rules, split.text, metadata, message.synthetic,
-                          message.trigger_type, tuple(notes), split.reasoning)
+                          message.trigger_type, tuple(notes), reasoning)
     assert diagnosis.filtered is not None
     return RepairPlan(
         message, diagnosis.rules, diagnosis.filtered.text, metadata,

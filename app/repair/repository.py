@@ -72,12 +72,14 @@ def _filter_conditions(flt: ScanFilter) -> list[ColumnElement[bool]]:
 def candidate_sql(resplit: Resplit | None = None) -> ColumnElement[bool]:
     """Rows some rule could match. Only narrows (every marker or comment rule needs `<!--`,
     the legacy rule needs the prefix and no flag, a re-split a closing tag and no reasoning
-    yet); the pure rules decide. Rows still `streaming` belong to a live turn and are never
-    touched."""
+    yet, or an inline tool call's opener); the pure rules decide. Rows still `streaming`
+    belong to a live turn and are never touched."""
     markers = or_(Message.content.contains("<!--"), content_has_nul(Message.content))
     if resplit is not None and resplit.reasoning_format != "none":
         markers = or_(markers, and_(Message.reasoning.is_(None),
                                     Message.content.contains(f"</{resplit.tag}>")))
+    if resplit is not None and resplit.tool_format != "none":
+        markers = or_(markers, Message.content.contains(f"<{resplit.tool_tag}>"))
     assistant = and_(Message.role == "assistant", markers)
     legacy_user = and_(
         Message.role == "user",

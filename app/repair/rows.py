@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from app.stream import ReasoningFormat
+from app.stream import ReasoningFormat, ToolFormat
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,11 @@ class ScanFilter:
 class Resplit:
     """Re-split stored answers' content with this reasoning format and tag (the gateway's
     CHATGATE_REASONING_FORMAT/_TAG): a leading thinking block stored as text by a gateway
-    from before the split moves into the reasoning column."""
+    from before the split moves into the reasoning column. Likewise the inline tool calls."""
 
     reasoning_format: ReasoningFormat = "think"
     tag: str = "think"
+    #: With `hermes`, inline tool call blocks (CHATGATE_TOOL_FORMAT/_TAG) stored as text by a
+    #: gateway from before the format move into the row's `metadata.tool_calls`.
+    tool_format: ToolFormat = "none"
+    tool_tag: str = "tool_call"

@@ -18,6 +18,12 @@ with its thinking block (`<think>...</think>Answer`): the one split (app.stream.
 split_reasoning) says what is reasoning. Only rows with no reasoning yet, and only a block
 that closes: an unclosed one would leave the answer empty, so it is left as the user saw it.
 
+`tool_call_split` (only when a run is asked to re-split with a tool format, CHATGATE_TOOL_FORMAT)
+is an answer stored by a gateway from before that format whose text still holds inline tool
+call blocks (`<tool_call>{"name": ...}</tool_call>`): the one split says what is a call; the
+calls move into the row's `metadata.tool_calls`, as a request that offered tools stores them
+today, and the text keeps the rest. Only rows with no `tool_calls` yet and at least one call.
+
 User messages: `legacy_synthetic` is a follow-up prompt stored by an old gateway
 (`[AUTONOMOUS_FOLLOWUP: <trigger>]...`) with no synthetic flag at all.
 """
@@ -41,10 +47,11 @@ UNCLOSED_METADATA: Final = "unclosed_metadata"
 CONTEXT_ECHO: Final = "context_echo"
 LEGACY_SYNTHETIC: Final = "legacy_synthetic"
 REASONING_SPLIT: Final = "reasoning_split"
+TOOL_CALL_SPLIT: Final = "tool_call_split"
 UNCLOSED_COMMENT: Final = "unclosed_comment"
 
 FIX_RULES: Final = (MARKER_HEADER, UNCLOSED_METADATA, CONTEXT_ECHO, LEGACY_SYNTHETIC,
-                    REASONING_SPLIT)
+                    REASONING_SPLIT, TOOL_CALL_SPLIT)
 """Rules whose rows `fix` rewrites; `--check` fails on these."""
 NOTICE_RULES: Final = (UNCLOSED_COMMENT,)
 """Rules that are reported only."""
@@ -68,7 +75,8 @@ class Diagnosis:
     rules: tuple[str, ...]
     notices: tuple[str, ...]
     filtered: FilterResult | None = None
-    #: Both channels of a content to re-split (rule `reasoning_split`).
+    #: Both channels of a content to re-split (rule `reasoning_split`), and its inline tool
+    #: calls (rule `tool_call_split`).
     split: SplitResult | None = None
 
     @property
@@ -146,6 +154,21 @@ def stored_split(message: StoredMessage, content: str, resplit: Resplit | None
     return split
 
 
+def stored_call_split(message: StoredMessage, content: str, resplit: Resplit | None, *,
+                      thinking: bool) -> SplitResult | None:
+    """The split of a stored answer whose text still holds inline tool calls (with its
+    thinking moved too when `thinking`); None when there is nothing to move (no tool format
+    asked, calls stored already, or no block that is a call)."""
+    if (resplit is None or resplit.tool_format == "none"
+            or f"<{resplit.tool_tag}>" not in content
+            or (isinstance(message.metadata, dict) and message.metadata.get("tool_calls"))):
+        return None
+    split = split_reasoning(
+        content, reasoning_format=resplit.reasoning_format if thinking else "none",
+        tag=resplit.tag, tool_format=resplit.tool_format, tool_tag=resplit.tool_tag)
+    return split if split.tool_calls else None
+
+
 def diagnose(message: StoredMessage, resplit: Resplit | None = None) -> Diagnosis:
     """Every rule the message breaks. Clean rows come back as CLEAN."""
     if message.role == "user":
@@ -154,12 +177,17 @@ def diagnose(message: StoredMessage, resplit: Resplit | None = None) -> Diagnosi
         return CLEAN
     content = clean_text(message.content)  # as the store will write it (see app.core.cleaning)
     split = stored_split(message, content, resplit)
+    thinking = split is not None
+    calls = stored_call_split(message, content, resplit, thinking=thinking)
+    split = calls or split
     if _COMMENT_OPEN not in content and split is None:
         return CLEAN
     filtered = strip_markers(content) if HEADER.search(content) else None
     rules = marker_rules(filtered) if filtered is not None else ()
-    if split is not None:
+    if thinking:
         rules += (REASONING_SPLIT,)
+    if calls is not None:
+        rules += (TOOL_CALL_SPLIT,)
     notices = (UNCLOSED_COMMENT,) if unclosed_comment_offsets(content) else ()
     if not rules and not notices:
         return CLEAN

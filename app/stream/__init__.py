@@ -1,5 +1,5 @@
-"""Marker-safe stream filtering: the single source of clean text (marker spec v1.2, with
-the reasoning split).
+"""Marker-safe stream filtering: the single source of clean text (marker spec v1.3, with
+the reasoning split and the inline tool call split).
 
 Pure: imports nothing of asyncio, starlette, sqlalchemy or httpx.
 """
@@ -15,11 +15,13 @@ from app.stream.reasoning import (
 )
 from app.stream.spec import GARBLE_WINDOW, MAX_BODY
 from app.stream.strip import FilterResult, strip_markers
+from app.stream.tools import TOOL_FORMATS, ToolCall, ToolCallSplit, ToolFormat
 
 __all__ = [
     "GARBLE_WINDOW",
     "MAX_BODY",
     "REASONING_FORMATS",
+    "TOOL_FORMATS",
     "FilterResult",
     "FilterWarning",
     "JsonObject",
@@ -27,6 +29,9 @@ __all__ = [
     "ReasoningFormat",
     "ReasoningSplit",
     "SplitResult",
+    "ToolCall",
+    "ToolCallSplit",
+    "ToolFormat",
     "split_reasoning",
     "strip_markers",
 ]

@@ -16,7 +16,8 @@ else is rescanned.
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+import re
+from typing import Final, NamedTuple, Protocol
 
 from app.stream import spec
 from app.stream.decode import JsonObject, decode_object
@@ -64,6 +65,28 @@ class FilterWarning(NamedTuple):
         }
 
 
+class TextStage(Protocol):
+    """What reads the filter's visible text after it (the inline tool call split): fed each
+    piece the slow path emits, closed with the filter. While it is `idle`, text with no `<`
+    would pass it unchanged, so the filter's hot path skips it for such chunks."""
+
+    idle: bool
+    chunk_index: int
+    stream_pos: int
+    #: The first two characters of anything the stage takes out (`<t` for `<tool_call>`).
+    start: str
+
+    def feed(self, text: str) -> str: ...
+
+    def close(self) -> str: ...
+
+    def passes(self, text: str, *, ws_follows: bool) -> bool:
+        """Whether the stage may be skipped for `text`: fed, it would return it unchanged
+        and stay idle, or (`ws_follows`: the filter holds WS that comes next) what it would
+        hold of it cannot become a tag once that WS follows."""
+        ...
+
+
 class MarkerFilter:
     """Feed the model's output chunk by chunk; get back the text safe to show so far."""
 
@@ -82,6 +105,8 @@ class MarkerFilter:
         "_oversized",
         "_started",
         "_state",
+        "_then",
+        "_then_starts",
         "_win_len",
         "_win_parts",
         "_win_start",
@@ -96,10 +121,15 @@ class MarkerFilter:
         "warnings",
     )
 
-    def __init__(self, *, continuing: bool = False) -> None:
+    def __init__(self, *, continuing: bool = False, then: TextStage | None = None) -> None:
         """`continuing`: this output goes on from visible text another filter emitted (a
         call that finishes an answer broken off mid-answer): its leading white space is
-        the answer's own, and a block at its start is not at the answer's start."""
+        the answer's own, and a block at its start is not at the answer's start. `then`:
+        a stage the visible text goes through before it is returned (app.stream.tools)."""
+        self._then = then
+        #: With a stage: finds `<!` or the start of the stage's tag in a chunk.
+        self._then_starts = (re.compile(f"<[!{re.escape(then.start[1])}]").search
+                             if then is not None else None)
         self.metadata: JsonObject | None = None
         """Merged objects of the complete METADATA blocks (later keys win), or None."""
         self.warnings: list[str] = []
@@ -129,9 +159,14 @@ class MarkerFilter:
         """Take the next chunk; return the visible text that is now final (maybe "")."""
         self.chunks_fed += 1
         self.chars_fed += len(chunk)
-        if self._fast and ("<" not in chunk or ("<!" not in chunk and chunk[-1] != "<")):
+        if self._fast and ("<" not in chunk or (chunk[-1] != "<" and (
+                "<!" not in chunk if self._then_starts is None
+                else self._then_starts(chunk) is None))):
             # The common case: ordinary text, nothing pending but maybe a WS run. A header
-            # needs `<!--`; without `<!` and without `<` at the end, none starts here.
+            # needs `<!--`; without `<!` and without `<` at the end, none starts here. An
+            # idle stage after the filter (app.stream.tools) lets through what holds no
+            # start of its tag, as it would (a `<` at the end may start one: not here);
+            # one pass looks for both starts.
             text = chunk.rstrip(WS)
             if not text:
                 if chunk:
@@ -215,7 +250,19 @@ class MarkerFilter:
                 i = self._scan_window(buf, i, base)
         self._note_peaks()
         self._fast = self._state == _PLAIN and not self._buf and self._started and not self._closing
-        return "".join(out)
+        then = self._then
+        if then is None:
+            return "".join(out)
+        visible = "".join(out)
+        if visible and not (then.idle and "<" not in visible) and not then.passes(
+                visible, ws_follows=bool(self._ws)):
+            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
+            visible = then.feed(visible)
+        if self._closing:
+            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
+            visible += then.close()
+        self._fast = self._fast and then.idle
+        return visible
 
     def _scan_plain(self, buf: str, i: int, base: int, out: list[str]) -> int:
         """Visible text up to the next header; holds back a possible header start."""

@@ -34,6 +34,7 @@ from typing import Final, Literal, NamedTuple
 from app.stream import spec
 from app.stream.decode import JsonObject
 from app.stream.filter import FilterWarning, MarkerFilter
+from app.stream.tools import ToolCall, ToolCallSplit, ToolFormat, valid_tag
 
 ReasoningFormat = Literal["think", "think-prefilled", "none"]
 REASONING_FORMATS: Final[tuple[ReasoningFormat, ...]] = ("think", "think-prefilled", "none")
@@ -48,6 +49,9 @@ REASONING_MARKER: Final = "reasoning"
 _LEAD, _INLINE, _CONTENT = range(3)
 
 WS: Final = spec.WS
+
+#: The calls of a split without the tool format: never filled.
+_NO_CALLS: Final[list[ToolCall]] = []
 
 
 class ReasoningSplit:
@@ -64,6 +68,7 @@ class ReasoningSplit:
         "_reasoning_records",
         "_state",
         "_tail",
+        "_tools",
         "feeder",
         "pending",
         "unclosed",
@@ -77,19 +82,26 @@ class ReasoningSplit:
     final (`pending`), so a caller that fed the content filter has none to take."""
 
     def __init__(self, reasoning_format: ReasoningFormat = "think", tag: str = "think", *,
-                 continuing: bool = False) -> None:
+                 continuing: bool = False, tool_format: ToolFormat = "none",
+                 tool_tag: str = "tool_call", tools_offered: bool = True) -> None:
         """`continuing`: the output goes on from answer text another split showed (a call
         that finishes an answer broken off mid-answer): its thinking is over, its content
-        channel continues that text (MarkerFilter's `continuing`)."""
+        channel continues that text (MarkerFilter's `continuing`). `tool_format` `hermes`:
+        the content's visible text goes through a ToolCallSplit (`tool_tag`; `tools_offered`
+        says whether the request offered tools, app.stream.tools)."""
         if reasoning_format not in REASONING_FORMATS:
             raise ValueError(f"unknown reasoning format {reasoning_format!r}")
-        if not tag or not all(c.isascii() and (c.isalnum() or c in "-_") for c in tag):
+        if not valid_tag(tag):
             raise ValueError(f"bad reasoning tag {tag!r}")
+        if tool_format not in ("none", "hermes"):
+            raise ValueError(f"unknown tool format {tool_format!r}")
         self._opener = f"<{tag}>"
         self._closer = f"</{tag}>"
         self._prefilled = reasoning_format == "think-prefilled"
         self._state = _CONTENT if reasoning_format == "none" or continuing else _LEAD
-        self._content = MarkerFilter(continuing=continuing)
+        self._tools = (ToolCallSplit(tool_tag, offered=tools_offered, continuing=continuing)
+                       if tool_format == "hermes" else None)
+        self._content = MarkerFilter(continuing=continuing, then=self._tools)
         self.feeder = self._content if self._state == _CONTENT else self
         self._reasoning = MarkerFilter()
         self._head = ""  # LEAD: T so far (leading WS and a possible opener prefix)
@@ -233,13 +245,34 @@ class ReasoningSplit:
         return self._content.records
 
     @property
+    def tool_records(self) -> list[FilterWarning]:
+        """The inline tool calls' warnings so far (none without the `hermes` format)."""
+        return self._tools.records if self._tools is not None else []
+
+    @property
     def records(self) -> list[FilterWarning]:
-        """Every warning in the spec's order: the reasoning's, then the content's."""
-        return [*self._reasoning_records, *self._content.records]
+        """Every warning in the spec's order: the reasoning's, the content's, the calls'."""
+        return [*self._reasoning_records, *self._content.records, *self.tool_records]
 
     @property
     def warnings(self) -> list[str]:
-        return [record.kind for record in self._reasoning_records] + self._content.warnings
+        return ([record.kind for record in self._reasoning_records] + self._content.warnings
+                + [record.kind for record in self.tool_records])
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Every inline tool call so far, in order (none without the `hermes` format)."""
+        return self._tools.calls if self._tools is not None else []
+
+    @property
+    def new_tool_calls(self) -> list[ToolCall]:
+        """The calls whose block ended and that nobody took yet: the list itself, which the
+        taker empties (an always-empty list without the `hermes` format)."""
+        return self._tools.pending if self._tools is not None else _NO_CALLS
+
+    @property
+    def tool_split(self) -> ToolCallSplit | None:
+        return self._tools
 
     @property
     def decided(self) -> bool:
@@ -259,7 +292,8 @@ class ReasoningSplit:
             return len(self._head.lstrip(WS))
         if self._state == _INLINE:
             return len(self._tail) + self._reasoning.held_back
-        return self._content.held_back
+        tools = self._tools.held_back if self._tools is not None else 0
+        return self._content.held_back + tools
 
     @property
     def content_filter(self) -> MarkerFilter:
@@ -285,16 +319,18 @@ class SplitResult(NamedTuple):
     metadata: JsonObject | None
     warnings: list[str]
     records: list[FilterWarning]
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 def split_reasoning(
     text: str, reasoning_field: str = "", *, reasoning_format: ReasoningFormat = "think",
-    tag: str = "think",
+    tag: str = "think", tool_format: ToolFormat = "none", tool_tag: str = "tool_call",
 ) -> SplitResult:
     """Split a whole answer at once (stored or replayed text): the same ReasoningSplit, the
     field text fed first (R = F followed by the inline reasoning), then the content."""
-    split = ReasoningSplit(reasoning_format, tag)
+    split = ReasoningSplit(reasoning_format, tag, tool_format=tool_format, tool_tag=tool_tag)
     reasoning = split.feed_reasoning(reasoning_field) if reasoning_field else ""
     visible = split.feed(text) + split.close()
     reasoning += split.take_reasoning()
-    return SplitResult(visible, reasoning, split.metadata, split.warnings, split.records)
+    return SplitResult(visible, reasoning, split.metadata, split.warnings, split.records,
+                       tuple(split.tool_calls))

@@ -9,7 +9,7 @@ from typing import cast
 from app.answer.pricing import PriceTable
 from app.config.settings import Settings
 from app.store.db import Database
-from app.stream import ReasoningFormat
+from app.stream import ReasoningFormat, ToolFormat
 from app.turn.holds.checkpoints import Checkpointer
 from app.turn.holds.opening_places import OpeningPlaces
 from app.turn.holds.precedence import Precedence
@@ -63,3 +63,13 @@ class TurnDeps:
         tag = spec.reasoning_tag if spec is not None else None
         return (cast(ReasoningFormat, fmt or self.settings.reasoning_format),
                 tag or self.settings.reasoning_tag)
+
+    def tool_calls(self, model: str | None) -> tuple[ToolFormat, str]:
+        """The inline tool call format and tag name an answer of `model` is read with: the
+        models file's entry where it says, else CHATGATE_TOOL_FORMAT and _TAG (kept across
+        fallbacks and continuation, as the reasoning format is)."""
+        spec = self.models.catalog.get(model) if model is not None else None
+        fmt = spec.tool_format if spec is not None else None
+        tag = spec.tool_tag if spec is not None else None
+        return (cast(ToolFormat, fmt or self.settings.tool_format),
+                tag or self.settings.tool_tag)

@@ -4,13 +4,17 @@ test_traces.py."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
 from app.answer.answer import AnswerStream
+from app.answer.finish import finished_message, outcome_of
 from app.answer.inputs import UpstreamChunk
+from app.answer.recorder import TurnRecorder
 from app.answer.trace_replay import Trace, TraceFormatError, replay, trace_from_json, trace_to_json
 from app.stream import MarkerFilter
+from app.turn.observers.tracing import finish_event
 
 SEED_BUG_CHUNKS = [
     '<!-- MSG_CONTEXT: {"history": []} -->\n<!-- METADATA: {"language": "cs"}Aha, chápu.',
@@ -133,3 +137,57 @@ def test_a_reasoning_trace_replays_with_the_format_it_was_split_with() -> None:
 def test_a_trace_from_before_the_split_shows_a_think_block_as_the_gateway_did() -> None:
     chunks = ["<think>x</think>", "y"]
     assert replay(make_trace(chunks, "<think>x</think>y")).matches
+
+
+def tool_call_trace(chunks: list[str], *, offered: bool = True) -> tuple[Trace, AnswerStream]:
+    """A trace as the gateway writes one (app.turn.observers.tracing's finish event) for an
+    answer read with the `hermes` tool format."""
+    answer = AnswerStream(keep_raw=True, tool_format="hermes", tools_offered=offered)
+    given = []
+    for chunk in chunks:
+        answer.feed(UpstreamChunk(chunk))
+        given += answer.take_tool_calls()
+    answer.end()
+    given += answer.take_tool_calls()
+    assert answer.raw_chunks is not None and given == answer.tool_calls
+    recorder = TurnRecorder()
+    finished = finished_message(uuid.uuid4(), answer, recorder, model="demo-1")
+    finish = finish_event(outcome_of(answer, recorder, model="demo-1"), finished)
+    trace = Trace(message_id="m", thread_id="t", user_id="u", model="demo-1",
+                  status="complete", chunks=list(answer.raw_chunks), events=[finish],
+                  created_at=None, stored_content=answer.content)
+    return trace_from_json(json.loads(json.dumps(trace_to_json(trace)))), answer
+
+
+CALL_CHUNKS = ["Let me check.\n<tool_", 'call>{"name": "get_weather", "argu',
+               'ments": {"city": "Brno"}}</tool_call>', " Done."]
+
+
+def test_an_answer_with_inline_calls_replays_them_at_the_chunk_that_ended_them() -> None:
+    trace, answer = tool_call_trace(CALL_CHUNKS)
+    assert trace.tool_format == "hermes" and trace.tools_offered
+    result = replay(trace)
+    assert result.matches and result.content == answer.content == "Let me check.\n Done."
+    assert [[tuple(c) for c in s.tool_calls] for s in result.steps] == [
+        [], [], [("get_weather", '{"city": "Brno"}')], [], []]
+
+
+def test_a_replay_whose_calls_differ_from_those_given_does_not_match() -> None:
+    trace, _ = tool_call_trace(CALL_CHUNKS)
+    changed = CALL_CHUNKS[2].replace("Brno", "Prague")
+    altered = Trace(**{**trace.__dict__, "chunks": [*trace.chunks[:2], changed,
+                                                     trace.chunks[3]]})
+    result = replay(altered)
+    assert result.content == trace.stored_content and not result.matches
+
+
+def test_calls_of_a_request_without_tools_are_not_given_on_replay_either() -> None:
+    trace, answer = tool_call_trace(CALL_CHUNKS, offered=False)
+    result = replay(trace)
+    assert result.matches and result.tool_calls == () and answer.tool_calls == []
+    assert [w.kind for w in result.warnings] == ["tool_call_unrequested"]
+
+
+def test_a_trace_from_before_the_tool_format_shows_the_call_as_text() -> None:
+    content = gateway_content(CALL_CHUNKS, close=True)
+    assert "<tool_call>" in content and replay(make_trace(CALL_CHUNKS, content)).matches

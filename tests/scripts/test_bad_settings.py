@@ -83,6 +83,13 @@ CASES: dict[str, Case] = {
     "log level": Case(
         {"CHATGATE_LOG_LEVEL": "LOUD"},
         "CHATGATE_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not 'LOUD'"),
+    "tool format": Case(
+        {"CHATGATE_TOOL_FORMAT": "qwen"},
+        "CHATGATE_TOOL_FORMAT must be none or hermes, not 'qwen'"),
+    "tool tag": Case(
+        {"CHATGATE_TOOL_TAG": "<tool_call>"},
+        "CHATGATE_TOOL_TAG must be a tag name of letters, digits, '-' and '_' (such as "
+        "tool_call), not '<tool_call>'"),
     "missing price file": Case(
         {"CHATGATE_PRICE_FILE": "/nonexistent.json"},
         "CHATGATE_PRICE_FILE must be a readable JSON price file, not '/nonexistent.json': "

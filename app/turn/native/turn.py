@@ -104,9 +104,11 @@ class Turn(RunAdapter):
                  model: str | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
         reasoning_format, reasoning_tag = deps.reasoning(model)
+        tool_format, tool_tag = deps.tool_calls(model)  # no tools offered: text alone
         self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off",
                                    reasoning_format=reasoning_format,
-                                   reasoning_tag=reasoning_tag)
+                                   reasoning_tag=reasoning_tag, tool_format=tool_format,
+                                   tool_tag=tool_tag)
         self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
                         "message_id": str(view.message_id)}
         self._closing: list[TurnEvent] = []

@@ -50,6 +50,10 @@ def finish_event(outcome: TurnOutcome, finished: FinishedMessage) -> dict[str, A
         "reasoning": finished.reasoning or "",
         "reasoning_chunks": [list(piece) for piece in outcome.raw_reasoning or ()],
         "reasoning_format": outcome.reasoning_format, "reasoning_tag": outcome.reasoning_tag,
+        # inline tool calls (app.stream.tools): how the split read them, and those given out
+        "tool_format": outcome.tool_format, "tool_tag": outcome.tool_tag,
+        "tools_offered": outcome.tools_offered,
+        "tool_calls": [list(call) for call in outcome.tool_calls],
     }
 
 

@@ -180,9 +180,12 @@ class CompletionCall(RunAdapter):
         self.created = int(utcnow().timestamp())
         # raw chunks only for a stored stream's trace (the tracer observes thread turns)
         reasoning_format, reasoning_tag = deps.reasoning(request.model)
+        tool_format, tool_tag = deps.tool_calls(request.model)
         self.choices = ChoiceSet(request.n, keep_raw=view is not None
                                  and deps.settings.trace_streams != "off",
-                                 reasoning_format=reasoning_format, reasoning_tag=reasoning_tag)
+                                 reasoning_format=reasoning_format, reasoning_tag=reasoning_tag,
+                                 tool_format=tool_format, tool_tag=tool_tag,
+                                 tools_offered=bool(request.params.get("tools")))
         self.closing = Closing(thread_id=view.thread_id if view else None,
                                message_id=view.message_id if view else None)
         self.log_ids = {"user_id": user_id, "completion_id": self.id,

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import openai
 
-from tests.support.gateway import InProcessGateway
+from tests.support.gateway import DemoLlm, GatewayPool, InProcessGateway
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
     "type": "object", "properties": {"query": {"type": "string"}}}}}]
@@ -47,3 +48,25 @@ async def test_a_tool_call_round_trip(gateway: InProcessGateway) -> None:
     text = final.choices[0].message.content or ""
     assert "Look up tides" in text and "<!--" not in text
     assert (final.model_extra or {})["chatgate"]["response_metadata"]["language"] == "en"
+
+
+async def test_the_inline_tool_call_scenarios_through_a_hermes_gateway(
+    live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
+) -> None:
+    """`scripts/serve` with CHATGATE_TOOL_FORMAT=hermes: each inline scenario of the demo
+    model comes out as the SDK's tool calls (docs/demo_scenarios.md's table)."""
+    want = {"tool-call-inline": (["get_weather"], "Let me check the weather."),
+            "tool-calls-inline": (["get_weather", "get_time"], None),
+            "think-tool-call": (["get_weather"], None),
+            "tool-call-truncated": ([], "On it.")}
+    with GatewayPool(live_log_dir) as pool:
+        hermes = pool.start(live_backend, upstream=demo_llm,
+                            env={"CHATGATE_TOOL_FORMAT": "hermes"})
+        async with sdk(hermes, await hermes.api_key("demo-inline")) as client:
+            for keyword, (names, text) in want.items():
+                whole = await client.chat.completions.create(
+                    model="demo-1", tools=TOOLS,
+                    messages=[{"role": "user", "content": f"Weather? [{keyword}]"}])
+                message = whole.choices[0].message
+                assert [c.function.name for c in message.tool_calls or []] == names, keyword
+                assert message.content == text, keyword
