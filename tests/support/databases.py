@@ -22,7 +22,7 @@ nothing else on the server is touched.
 PostgreSQL comes from CHATGATE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/
 test, the admin connection used to create and drop databases). When it cannot be reached (no
 answer, connection refused, timeout, server starting or stopping) the PostgreSQL tests are
-skipped loudly (a warning and a red line in the terminal summary), unless
+skipped loudly (a warning, and the red block of skips.py in the terminal summary), unless
 CHATGATE_REQUIRE_POSTGRES=1 (CI), where they fail instead. A server that answers but refuses
 the connection (wrong password, missing database or role, pg_hba rejection, ...) is
 misconfigured, not absent: the PostgreSQL tests fail with its error.
@@ -382,18 +382,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _State.tmp_root = None
         _State.sqlite_template = None
     _State.pg_template = None
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """A red line naming how many PostgreSQL tests were skipped, so nobody misses it."""
-    if _State.pg_skipped:
-        terminalreporter.write_sep(
-            "!",
-            f"{_State.pg_skipped} PostgreSQL test(s) SKIPPED: {_State.pg_error} "
-            f"(set CHATGATE_REQUIRE_POSTGRES=1 to make this a failure)",
-            red=True,
-            bold=True,
-        )
 
 
 def metadata_key_dropping_trigger(backend: str, key: str) -> list[str]:

@@ -1,0 +1,68 @@
+"""The skip ledger: a skip in an xdist worker shows in the controller's summary, and with
+CHATGATE_REQUIRE_NO_SKIPS=1 fails the run unless its reason is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.skips import STRICT_SWITCH
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SKIPPING = """
+import pytest
+
+def test_runs():
+    pass
+
+def test_needs_a_server():
+    pytest.skip("no server here: its test skipped")
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_needs_a_second_core(n):
+    pytest.skip("one core: nothing to split")
+"""
+
+
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *, strict: bool,
+        source: str = SKIPPING) -> pytest.RunResult:
+    """The plugin in a pytest of its own, in an xdist worker, as scripts/test runs it."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    if strict:
+        monkeypatch.setenv(STRICT_SWITCH, "1")
+    else:
+        monkeypatch.delenv(STRICT_SWITCH, raising=False)
+    pytester.makepyfile(test_some=source)
+    return pytester.runpytest_subprocess("-p", "tests.support.skips", "-n", "1",
+                                         "-p", "no:cacheprovider", timeout=120)
+
+
+def test_a_skip_in_a_worker_is_counted_in_the_summary(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = run(pytester, monkeypatch, strict=False)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "*3 test(s) SKIPPED: they did NOT run*makes this a failure*",
+        "2 x one core: nothing to split  (e.g. test_some.py::test_needs_a_second_core*",
+        "1 x no server here: its test skipped  (e.g. test_some.py::test_needs_a_server)",
+    ])
+
+
+def test_a_skip_not_allowed_fails_a_strict_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = run(pytester, monkeypatch, strict=True)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"*1 not allowed with {STRICT_SWITCH}=1: the run FAILS*"])
+
+
+def test_an_allowed_skip_passes_a_strict_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    allowed_only = SKIPPING.replace('pytest.skip("no server here: its test skipped")', "pass")
+    result = run(pytester, monkeypatch, strict=True, source=allowed_only)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*2 test(s) SKIPPED: they did NOT run*"])
