@@ -8,7 +8,6 @@ import asyncio
 import datetime as dt
 from decimal import Decimal
 
-import pytest
 from sqlalchemy import select
 
 from app.keys import limits_repository as limits
@@ -18,6 +17,7 @@ from app.turn.rows import Opened, OpeningRequest, turn_rows
 from app.usage import repository as usage
 from app.usage.figures import UsageFigures
 from tests.store.factories import new_thread, open_rows
+from tests.support.databases import postgres_only
 from tests.support.statements import statements_in_transaction
 
 MINUTE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -88,13 +88,12 @@ async def test_the_user_lock_serialises_insert_then_count(db: Database) -> None:
     assert sorted(seen) == [1, 2, 3]
 
 
+@postgres_only("transaction blocks and round trips are PostgreSQL's")
 async def test_a_request_is_counted_by_one_statement_without_a_transaction(
     db: Database
 ) -> None:
     """PostgreSQL: the older windows' DELETE and the upsert are one statement, which needs
     no BEGIN and no COMMIT: a round trip per turn request instead of four."""
-    if db.backend != "postgresql":
-        pytest.skip("transaction blocks and round trips are PostgreSQL's")
     assert await hit(db, "alice", MINUTE)
     with statements_in_transaction(db) as statements:
         assert await hit(db, "alice", MINUTE + dt.timedelta(minutes=1))
