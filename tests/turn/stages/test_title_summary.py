@@ -230,7 +230,7 @@ async def test_a_title_call_that_times_out_is_recorded_and_bounded(
         "title", "failed", "partial")
     assert title["error"].startswith("upstream_timeout")
     assert title["response"]["usage"]["prompt_tokens"] > 0  # sent, so estimated
-    assert 250 <= title["duration_ms"] < 2000
+    assert 250 <= title["duration_ms"] < 5000  # cut at 0.3 s, not the default 20 s
     assert (main["stage"], main["status"]) == ("main", "failed")
 
 
