@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.skips import STRICT_SWITCH
+from tests.support.skips import STRICT_SWITCH, allowed, skip_reason
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,3 +66,17 @@ def test_an_allowed_skip_passes_a_strict_run(
     result = run(pytester, monkeypatch, strict=True, source=allowed_only)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*2 test(s) SKIPPED: they did NOT run*"])
+
+
+def test_a_skips_reason_is_read_from_a_report_made_here_or_in_a_worker() -> None:
+    here = pytest.TestReport("t.py::test", ("t.py", 3, "test"), {}, "skipped",
+                             ("t.py", 4, "Skipped: no server here"), "call")
+    from_a_worker = pytest.TestReport("t.py::test", ("t.py", 3, "test"), {}, "skipped",
+                                      ["t.py", 4, "Skipped: no server here"], "call")
+    assert skip_reason(here) == skip_reason(from_a_worker) == "no server here"
+
+
+def test_only_the_listed_reasons_are_allowed() -> None:
+    assert allowed("one core: nothing to split")
+    assert not allowed("PostgreSQL at postgresql://postgres@127.0.0.1:5432/test unreachable")
+    assert not allowed("no Redis at redis://127.0.0.1:6379/15 (ConnectionError)")
