@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.support.databases",
     "tests.support.gateway.fixtures",
     "tests.support.redis_keys",
+    "tests.support.scheduling",
     "tests.support.skips",
 ]
 

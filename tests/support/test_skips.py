@@ -27,22 +27,27 @@ def test_needs_a_second_core(n):
 
 
 def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *, strict: bool,
-        source: str = SKIPPING) -> pytest.RunResult:
-    """The plugin in a pytest of its own, in an xdist worker, as scripts/test runs it."""
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+        source: str = SKIPPING, in_a_worker: bool = False) -> pytest.RunResult:
+    """The plugin in a pytest of its own: in a process of its own with an xdist worker, as
+    scripts/test runs it, or in this process (quick) for what does not depend on workers."""
     if strict:
         monkeypatch.setenv(STRICT_SWITCH, "1")
     else:
         monkeypatch.delenv(STRICT_SWITCH, raising=False)
     pytester.makepyfile(test_some=source)
+    if not in_a_worker:
+        return pytester.runpytest_inprocess("-p", "tests.support.skips",
+                                            "-p", "no:cacheprovider", "-p", "no:asyncio")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
     return pytester.runpytest_subprocess("-p", "tests.support.skips", "-n", "1",
-                                         "-p", "no:cacheprovider", timeout=120)
+                                         "-p", "no:cacheprovider", "-p", "no:asyncio",
+                                         timeout=120)
 
 
 def test_a_skip_in_a_worker_is_counted_in_the_summary(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    result = run(pytester, monkeypatch, strict=False)
+    result = run(pytester, monkeypatch, strict=False, in_a_worker=True)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
         "*3 test(s) SKIPPED: they did NOT run*makes this a failure*",
