@@ -7,9 +7,12 @@ import pytest
 import structlog
 
 pytest_plugins = [
+    "pytester",  # tests of the suite's own plugins (tests/support/test_skips.py)
     "tests.support.databases",
     "tests.support.gateway.fixtures",
     "tests.support.redis_keys",
+    "tests.support.scheduling",
+    "tests.support.skips",
 ]
 
 

@@ -6,7 +6,8 @@
 # made once per pinned version (a stamp file holds it) and reused across runs and worktrees.
 # A failed install is reported and does not stop the suite: the client's test then fails
 # under CI (CI=true or CHATGATE_REQUIRE_BROWSER=1) and skips loudly elsewhere.
-# (openai-node is installed by its own test, tests/turn/openai/test_node_client.py.)
+# (The node clients, openai-node and the Vercel AI SDK, are pinned by tests/turn/openai/node/
+# package-lock.json and installed with `npm ci` by their tests, once per lock.)
 
 CHATGATE_LITELLM_VERSION="1.110.2"
 chatgate_litellm_venv="${XDG_CACHE_HOME:-$HOME/.cache}/chatgate-clients/litellm-venv"

@@ -14,7 +14,8 @@ import pytest
 from app.keys import repository as api_keys
 from app.store.db import Database
 from tests.e2e.helpers import keyed_client, messages, new_thread
-from tests.support.gateway import LiveGateway, post_turn
+from tests.support.gateway import InProcessGateway, LiveGateway, post_turn
+from tests.support.waits import until
 
 
 def assert_error(response: httpx.Response | Any, status: int, code: str) -> None:
@@ -195,7 +196,7 @@ async def test_unknown_route_and_method_answer_json(gateway: LiveGateway) -> Non
         assert_error(await client.put("/api/threads"), 405, "method_not_allowed")
 
 
-async def test_a_client_leaving_mid_body_is_no_server_error(gateway: LiveGateway) -> None:
+async def test_a_client_leaving_mid_body_is_no_server_error(gateway: InProcessGateway) -> None:
     """Half a body, then the connection closes: nobody is left to answer, but the gateway must
     not count it as its own failure (no 500, no `unhandled_error` with a traceback)."""
     async with await keyed_client(gateway, "leaver") as client:
@@ -209,11 +210,14 @@ async def test_a_client_leaving_mid_body_is_no_server_error(gateway: LiveGateway
         "content-length: 1000\r\n\r\n".encode() + b'{"content": "only half'
     )
     await writer.drain()
-    await asyncio.sleep(0.3)
+    await until(lambda: any(getattr(c, "cycle", None) for c in gateway.open_connections()),
+                what="the server to read the request's head")
+    [reading] = gateway.open_connections()
     writer.close()
     await writer.wait_closed()
     async with await keyed_client(gateway, "leaver") as client:
         assert (await client.get("/healthz")).status_code == 200
         assert await messages(client, thread_id) == []
-    await asyncio.sleep(0.3)  # the server notices the closed socket
+    await until(lambda: reading not in gateway.open_connections(),
+                what="the server to notice the closed socket")
     assert not [line for line in gateway.logs() if line.get("event") == "unhandled_error"]

@@ -53,7 +53,8 @@ def total(samples: Samples, name: str, **labels: str) -> float:
 async def test_metrics_count_turns_warnings_tokens_and_upstream_errors(
     demo_llm: DemoLlm, start_gateway: StartGateway
 ) -> None:
-    gateway = start_gateway("sqlite", upstream=demo_llm)
+    gateway = start_gateway("sqlite", upstream=demo_llm,
+                            env={"CHATGATE_FIRST_TOKEN_TIMEOUT_S": "1.0"})
     results: list[TurnResult] = []
     async with await keyed_client(gateway, "watcher") as client:
         for content in ("Hello one", "Hello two", "Hello [seed-bug]",

@@ -60,7 +60,10 @@ async def test_a_live_dripping_answer_is_never_swept_and_ends_answer_too_long(
                 names.append(event.event)
                 if event.event == "delta":
                     text += event.data["text"]
-                    if time.monotonic() - started > CHECK_AT_S * (checks + 1):
+                    # checks while the bound is still well ahead: a delta read late on a
+                    # loaded machine may come after the bound cut the answer
+                    elapsed = time.monotonic() - started
+                    if CHECK_AT_S * (checks + 1) < elapsed < MAX_ANSWER_S - 0.5:
                         await _check_live(client, thread_id)
                         checks += 1
                 last = event.data
@@ -68,7 +71,8 @@ async def test_a_live_dripping_answer_is_never_swept_and_ends_answer_too_long(
         rows = await messages(client, thread_id)
     assert checks >= 1, "the answer ended before its stale age"
     assert names[-1] == "error" and last == TOO_LONG
-    assert MAX_ANSWER_S <= took < MAX_ANSWER_S + 2.0, took
+    # room for a loaded machine; the whole answer would take about 9 s
+    assert MAX_ANSWER_S <= took < MAX_ANSWER_S + 4.0, took
     assert rows[-1]["status"] == "failed" and rows[-1]["content"] == text != ""
     assert rows[-1]["metadata"]["error"] == TOO_LONG
     assert "interrupted_reason" not in rows[-1]["metadata"]

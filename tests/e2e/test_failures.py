@@ -22,6 +22,7 @@ from tests.e2e.helpers import (
 from tests.store.factories import open_rows
 from tests.support.gateway import (
     DemoLlm,
+    InProcessGateway,
     StartGateway,
     StartGatewayProcess,
     free_port,
@@ -95,9 +96,8 @@ async def test_slow_first_token_within_the_deadline_completes(
     assert result.text
 
 
-async def test_error_before_first_token(live_backend: str, demo_llm: DemoLlm,
-                                        start_gateway: StartGateway) -> None:
-    gateway = start_gateway(live_backend, upstream=demo_llm)
+async def test_error_before_first_token(gateway: InProcessGateway) -> None:
+    """On the module's gateway, as the tests below: each turn runs on a thread of its own."""
     async with await keyed_client(gateway, "unlucky") as client:
         thread_id = await new_thread(client)
         result = await post_turn(client, thread_id, "[error-before] hi")
@@ -107,9 +107,7 @@ async def test_error_before_first_token(live_backend: str, demo_llm: DemoLlm,
     assert rows[0]["content"] == "[error-before] hi"
 
 
-async def test_error_mid_stream_keeps_the_visible_text(live_backend: str, demo_llm: DemoLlm,
-                                                       start_gateway: StartGateway) -> None:
-    gateway = start_gateway(live_backend, upstream=demo_llm)
+async def test_error_mid_stream_keeps_the_visible_text(gateway: InProcessGateway) -> None:
     async with await keyed_client(gateway, "unlucky") as client:
         thread_id = await new_thread(client)
         result = await post_turn(client, thread_id, "[error-mid] hi")
@@ -127,10 +125,8 @@ async def test_error_mid_stream_keeps_the_visible_text(live_backend: str, demo_l
      "The model server sent an answer the gateway cannot read."),
 ])
 async def test_a_cut_or_malformed_answer_is_failed_with_the_visible_text(
-    live_backend: str, demo_llm: DemoLlm, start_gateway: StartGateway,
-    scenario: str, code: str, message: str,
+    gateway: InProcessGateway, scenario: str, code: str, message: str,
 ) -> None:
-    gateway = start_gateway(live_backend, upstream=demo_llm)
     async with await keyed_client(gateway, "unlucky") as client:
         thread_id = await new_thread(client)
         result = await post_turn(client, thread_id, f"{scenario} hi")

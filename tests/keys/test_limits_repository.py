@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
-import pytest
 from sqlalchemy import select
 
 from app.keys import limits_repository as limits
@@ -16,6 +15,7 @@ from app.store.models import RateLimitWindow
 from app.turn.rows import Opened, OpeningRequest, turn_rows
 from app.usage import repository as usage
 from tests.store.factories import bill, new_thread, open_rows, spent
+from tests.support.databases import postgres_only
 from tests.support.statements import statements_in_transaction
 
 MINUTE = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -84,13 +84,12 @@ async def test_the_user_lock_serialises_insert_then_count(db: Database) -> None:
     assert sorted(seen) == [1, 2, 3]
 
 
+@postgres_only("transaction blocks and round trips are PostgreSQL's")
 async def test_a_request_is_counted_by_one_statement_without_a_transaction(
     db: Database
 ) -> None:
     """PostgreSQL: the older windows' DELETE and the upsert are one statement, which needs
     no BEGIN and no COMMIT: a round trip per turn request instead of four."""
-    if db.backend != "postgresql":
-        pytest.skip("transaction blocks and round trips are PostgreSQL's")
     assert await hit(db, "alice", MINUTE)
     with statements_in_transaction(db) as statements:
         assert await hit(db, "alice", MINUTE + dt.timedelta(minutes=1))

@@ -15,6 +15,7 @@ from app.store.db import Database
 from app.store.models import RateLimitWindow, Thread
 from app.threads import repository as threads_store
 from tests.store.factories import new_thread
+from tests.support.databases import postgres_only
 from tests.support.statements import statements_in_transaction
 
 
@@ -162,13 +163,12 @@ async def test_plain_driverless_urls_use_the_async_drivers(database_url: str) ->
         await db.dispose()
 
 
+@postgres_only("a SQLite connection is a file, no server closes it")
 async def test_a_pooled_connection_the_server_closed_is_replaced_at_checkout(
     db: Database,
 ) -> None:
     """A restart, a failover or a terminated backend closes connections the pool holds: the
     next transaction gets a new connection instead of failing on the closed one."""
-    if db.backend == "sqlite":
-        pytest.skip("a SQLite connection is a file, no server closes it")
     async with db.transaction() as s:
         pid = await s.scalar(text("SELECT pg_backend_pid()"))
         pooled = (await (await s.connection()).get_raw_connection()).driver_connection
@@ -186,6 +186,7 @@ async def test_a_pooled_connection_the_server_closed_is_replaced_at_checkout(
         assert await s.scalar(text("SELECT pg_backend_pid()")) != pid
 
 
+@postgres_only("a SQLite connection is a file, no server process behind it")
 async def test_more_transactions_than_pooled_connections_wait_for_one_on_postgresql(
     db: Database,
 ) -> None:
@@ -193,8 +194,6 @@ async def test_more_transactions_than_pooled_connections_wait_for_one_on_postgre
     connections, one after another, and the server sees no connection beyond them: a
     connection opened for a burst and closed after it costs the server a new process, every
     few turns under a steady load just above the pool's size."""
-    if db.backend == "sqlite":
-        pytest.skip("a SQLite connection is a file, no server process behind it")
     small = Database(db.url, postgres_pool_size=2)
     release = asyncio.Event()
 

@@ -20,14 +20,15 @@ from app.store.models import Thread
 from app.turn.rows import Opened, OpeningRequest, turn_rows
 from app.turn.rows.statements import OPEN_THREAD
 from tests.store.factories import new_thread
+from tests.support.databases import postgres_only
 
 THREADS_OF_THE_USER = 300
+pytestmark = postgres_only("SQLite takes the key without statistics; the plans are PostgreSQL's")
 
 
 @pytest.fixture
 def pg(db: Database) -> Database:
-    if db.backend != "postgresql":
-        pytest.skip("SQLite takes the key without statistics; the plans are PostgreSQL's")
+    assert db.backend == "postgresql"
     return db
 
 

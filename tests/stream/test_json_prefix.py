@@ -13,8 +13,9 @@ from app.stream.decode import decode_object
 from app.stream.json_prefix import COMPLETE, INVALID, MORE, JsonObjectPrefix
 from tests.stream.hostile import chunkings
 from tests.stream.oracle import Invalid, Truncated, object_end
+from tests.support.properties import property_settings
 
-SETTINGS = settings(max_examples=1500, derandomize=True, database=None, deadline=None)
+SETTINGS = property_settings(max_examples=1500)
 
 BITS = ["{", "}", "[", "]", ":", ",", '"', "\\", "\\u", "00e9", "\\n", "\\x", "a", "é", "🐎"]
 BITS += [" ", "\t", "\r", "\n", "\x0b", "\x00", "\x1f", "0", "1", "-", ".", "e", "E", "+"]

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.stream import strip_markers
 from tests.stream.hostile import any_output, chunkings
 from tests.stream.oracle import HEADER, WS, reference
 from tests.stream.streaming import one_char_chunks, plain_hold_ok, stream
+from tests.support.properties import property_settings
 
-MAIN = settings(
-    max_examples=3000,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+MAIN = property_settings(max_examples=3000)
 SIDE = settings(MAIN, max_examples=2000)
 
 

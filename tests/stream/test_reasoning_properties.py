@@ -3,7 +3,7 @@ input and any chunking of either channel."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.stream import MarkerFilter
@@ -11,14 +11,9 @@ from app.stream.reasoning import ReasoningFormat, ReasoningSplit, split_reasonin
 from tests.stream.hostile import FRAGMENTS, any_output, chunkings
 from tests.stream.oracle import WS
 from tests.stream.reasoning_streaming import reference_split, stream_split
+from tests.support.properties import property_settings
 
-MAIN = settings(
-    max_examples=1500,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+MAIN = property_settings(max_examples=1500)
 SIDE = settings(MAIN, max_examples=800)
 
 TAGS = ["<think>", "</think>", "<think", "</think", "<thin", "</", "<", "<Think>",

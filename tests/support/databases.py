@@ -9,6 +9,9 @@ Plain functions (for tests that start their own gateways, or need an unmigrated 
     make_fresh_database_url(backend, migrated=True) -> url
     drop_database(url)
 
+Marks
+    postgres_only(why)   the test runs on PostgreSQL alone (no SQLite variant is collected)
+
 Isolation: every test gets a database of its own, empty and at alembic head.
 SQLite: a copy of a template file migrated once per session.
 PostgreSQL: `CREATE DATABASE cg_test_<hex> TEMPLATE cg_tmpl_<hex>` from a template migrated once
@@ -22,7 +25,7 @@ nothing else on the server is touched.
 PostgreSQL comes from CHATGATE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/
 test, the admin connection used to create and drop databases). When it cannot be reached (no
 answer, connection refused, timeout, server starting or stopping) the PostgreSQL tests are
-skipped loudly (a warning and a red line in the terminal summary), unless
+skipped loudly (a warning, and the red block of skips.py in the terminal summary), unless
 CHATGATE_REQUIRE_POSTGRES=1 (CI), where they fail instead. A server that answers but refuses
 the connection (wrong password, missing database or role, pg_hba rejection, ...) is
 misconfigured, not absent: the PostgreSQL tests fail with its error.
@@ -337,6 +340,14 @@ def drop_database(url: str) -> None:
 BACKEND_PARAMS = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
+def postgres_only(why: str) -> pytest.MarkDecorator:
+    """Mark a test of what PostgreSQL alone has (row locks, round trips, query plans): it runs
+    on PostgreSQL only, and no SQLite variant is collected to skip on every machine. `why`
+    says why SQLite has nothing to show (it is for the reader; the mark does not use it)."""
+    del why
+    return pytest.mark.parametrize("backend", [BACKEND_PARAMS[1]], indirect=True)
+
+
 def backend_param(request: pytest.FixtureRequest) -> str:
     """The backend a BACKEND_PARAMS fixture was given, once it is known to be reachable."""
     name: str = request.param
@@ -382,18 +393,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _State.tmp_root = None
         _State.sqlite_template = None
     _State.pg_template = None
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """A red line naming how many PostgreSQL tests were skipped, so nobody misses it."""
-    if _State.pg_skipped:
-        terminalreporter.write_sep(
-            "!",
-            f"{_State.pg_skipped} PostgreSQL test(s) SKIPPED: {_State.pg_error} "
-            f"(set CHATGATE_REQUIRE_POSTGRES=1 to make this a failure)",
-            red=True,
-            bold=True,
-        )
 
 
 def metadata_key_dropping_trigger(backend: str, key: str) -> list[str]:

@@ -1,6 +1,9 @@
-"""When PostgreSQL tests skip and when they fail: only an absent server is a reason to skip."""
+"""When PostgreSQL tests skip and when they fail: only an absent server is a reason to skip;
+and a test of what PostgreSQL alone has is collected for it alone."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -74,3 +77,26 @@ def test_a_missing_database_fails_with_the_servers_error(monkeypatch: pytest.Mon
 def test_an_unknown_role_fails_with_the_servers_error(monkeypatch: pytest.MonkeyPatch) -> None:
     first_check_on(monkeypatch, on_the_real_server(username="cg_no_such_role"))
     assert 'role "cg_no_such_role" does not exist' in failure()
+
+
+def test_a_postgres_only_test_is_collected_for_postgresql_alone(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No SQLite variant to skip on every machine; the PostgreSQL one keeps its id and mark."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    pytester.makepyfile(test_some="""
+        import pytest
+        from tests.support.databases import postgres_only
+
+        @postgres_only("row locks are PostgreSQL's")
+        def test_locks(database_url):
+            pass
+
+        def test_both(database_url):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "tests.support.databases", "--collect-only",
+                                           "-q", "-m", "postgres", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["test_some.py::test_locks[[]postgresql[]]",
+                                 "test_some.py::test_both[[]postgresql[]]",
+                                 "2/3 tests collected (1 deselected)*"])

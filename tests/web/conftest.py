@@ -9,12 +9,18 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import AUTH_OFF
 
 CHROMIUM = Path("/usr/bin/chromium")
+#: How long an `expect` waits for the page to show what it should (Playwright's own default is
+#: 5 s): a wait on a condition, so an idle machine is not slowed; a loaded one, where the
+#: gateway, the demo model and Chromium share two cores with other runs, gets room.
+EXPECT_TIMEOUT_MS = 20_000
+expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -244,6 +244,11 @@ class InProcessGateway(LiveGateway):
     def log_text(self) -> str:
         return self.server.sink.text()
 
+    def open_connections(self) -> list[Any]:
+        """The server's open client sockets (uvicorn's protocol objects; `cycle` is the request
+        one is reading or answering): a test speaking raw HTTP waits on these, not the clock."""
+        return list(self.server.server.server_state.connections)
+
     def stop(self) -> None:
         self.server.stop()
 

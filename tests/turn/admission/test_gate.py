@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +34,7 @@ from tests.support.gateway import (
     parse_sse,
     same_loop_gateway,
 )
+from tests.support.redis_keys import REDIS_URL, redis_missing
 from tests.support.statements import recorded_statements, statements_in_transaction
 
 ASK = [{"role": "user", "content": "Hello"}]
@@ -333,16 +333,15 @@ async def test_an_openai_style_call_leaves_its_opening_place_once_the_model_answ
 async def test_the_rate_limit_counts_in_redis_when_configured(
     database_url: str, demo_llm: DemoLlm
 ) -> None:
-    redis_url = os.environ.get("CHATGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
     user = f"alice-{uuid.uuid4().hex[:8]}"  # keys of its own (they expire by themselves)
     async with same_loop_gateway(database_url, demo_llm, rate_limit_per_minute=1,
-                                 redis_url=redis_url) as gw:
+                                 redis_url=REDIS_URL) as gw:
         windows = gw.runtime.gate.windows
         assert isinstance(windows, RedisRateWindows)
         try:
             await windows.client.ping()
-        except (OSError, RedisError):
-            pytest.skip(f"no Redis at {redis_url}: Redis test skipped")
+        except (OSError, RedisError) as error:
+            redis_missing(error)
         gw.runtime.gate.clock = FakeClock(NOON)
         async with gw.client(await gw.api_key(user)) as client:
             thread = await new_thread(client)

@@ -22,6 +22,7 @@ from app.threads import repository as threads_store
 from app.turn.admission.opening import open_rows, opening_request
 from app.turn.rows import DayBudget, FinishedRow, Opened, Refused
 from tests.store.factories import new_thread, turn
+from tests.support.databases import postgres_only
 from tests.support.locks import until_a_lock_is_awaited
 from tests.support.statements import statements_in_transaction
 
@@ -75,13 +76,12 @@ async def _open(runtime: Runtime, thread: Thread, content: str,
                            admit=admit)
 
 
+@postgres_only("SQLite serialises write transactions; row locks are PostgreSQL's")
 async def test_an_opening_behind_a_finish_waits_and_sees_its_answer(runtime: Runtime) -> None:
     """The finish holds the thread's row when the opening starts. On PostgreSQL the one
     statement's snapshot predates that answer: it stores nothing, and the opening runs again
     in a transaction that locks the thread first, whose history holds the answer."""
     db = runtime.db
-    if db.backend == "sqlite":
-        pytest.skip("SQLite serialises write transactions; row locks are PostgreSQL's")
     thread = await new_thread(db, "svc")
     first = await _open(runtime, thread, "one")
     opening: list[asyncio.Task[Opened]] = []

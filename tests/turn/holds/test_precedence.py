@@ -22,6 +22,7 @@ from app.turn.holds.precedence import Precedence
 from app.turn.native.turn import open_turn
 from app.turn.run.completion import CompletionRequest, open_completion
 from tests.support.gateway import DemoLlm
+from tests.support.waits import until
 
 
 async def test_a_streaming_turn_waits_while_one_opens_on_a_saturated_loop() -> None:
@@ -129,9 +130,8 @@ async def test_an_answer_pauses_for_an_opening_turn_and_loses_nothing(runtime: R
                 ended.append(event)
 
     streaming = asyncio.create_task(consume())
-    while not texts:
-        await asyncio.sleep(0.01)
-    assert precedence.openings == 0
+    await until(lambda: bool(texts) or streaming.done(), what="the answer's first delta")
+    assert texts and precedence.openings == 0
 
     other = precedence.opening()  # another turn opens
     for _ in range(500):

@@ -35,7 +35,7 @@ from app.turn.observers.seam import ContextDraft, TurnHandler, TurnView
 from app.turn.rows import FinishedRow
 from app.turn.run import persist as turn_store
 from app.usage import rollups as usage_rollups
-from tests.support.databases import set_connections_allowed
+from tests.support.databases import postgres_only, set_connections_allowed
 from tests.support.gateway import DemoLlm
 from tests.support.scripted_upstream import scripted_upstream, sse_body, usage_chunk
 from tests.turn.wire import WireEvent, on_the_wire
@@ -177,12 +177,11 @@ async def test_open_turn_on_a_busy_thread_stores_nothing(runtime: Runtime) -> No
     assert [r.content for r in rows if r.role == "user"] == ["first"]
 
 
+@postgres_only("SQLite serialises write transactions; row locks are PostgreSQL's")
 async def test_opening_a_turn_holds_its_thread_first(runtime: Runtime) -> None:
     """A user's turn and the follow-up worker's turn on one thread lock the thread row before
     anything else, in one order: two of them racing wait for each other instead of
     deadlocking (a deadlock would be a 500 for the user)."""
-    if runtime.db.backend == "sqlite":
-        pytest.skip("SQLite serialises write transactions; row locks are PostgreSQL's")
     thread = await _thread(runtime.db)
     in_guard, release = asyncio.Event(), asyncio.Event()
 

@@ -1,10 +1,15 @@
 """openai-node, run by node, against /v1: every conformance case, streamed and whole, gives
-exactly the spec's clean text and METADATA. The SDK is installed from the npm registry into a
-folder this test owns (~/.cache/chatgate-node, reused between runs). Without node the test
-is skipped, loudly; under CI (CI=true or CHATGATE_REQUIRE_BROWSER=1) it fails instead."""
+exactly the spec's clean text and METADATA. The node clients are pinned by node/package.json
+and node/package-lock.json beside this file, and installed with `npm ci` into a folder named
+by the lock's hash (~/.cache/chatgate-node/clients-<hash>, reused between runs and
+worktrees): a changed lock gets a fresh install, never a folder left by another version.
+Without node the test is skipped, loudly; under CI (CI=true or CHATGATE_REQUIRE_BROWSER=1)
+it fails instead."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -19,10 +24,15 @@ from tests.turn.openai.model_server import ModelServer
 from tests.turn.openai.outside_clients import case_lines, missing_client
 
 HERE = Path(__file__).parent
-#: The major version the script is written against.
-OPENAI_NODE = "openai@6"
+#: package.json and package-lock.json: the clients' exact versions (npm ci installs the lock).
+PINS = HERE / "node"
+PIN_FILES = ("package.json", "package-lock.json")
+LOCK_HASH = hashlib.sha256(b"".join((PINS / name).read_bytes() for name in PIN_FILES)
+                           ).hexdigest()[:16]
 NODE_DIR = Path(os.environ.get("CHATGATE_NODE_CACHE",
-                               Path.home() / ".cache" / "chatgate-node")) / "openai-6"
+                               Path.home() / ".cache" / "chatgate-node")) / f"clients-{LOCK_HASH}"
+#: Written last by a complete install: a folder without it is made again from nothing.
+STAMP = ".chatgate-installed"
 INSTALL_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 300
 
@@ -41,15 +51,24 @@ def node_and_npm() -> tuple[str, str]:
     return node, npm
 
 
-def installed_sdk(npm: str) -> Path:
-    """The folder with node_modules/openai, installed once."""
-    if not (NODE_DIR / "node_modules" / "openai" / "package.json").exists():
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
-        (NODE_DIR / "package.json").write_text('{"private": true}\n', encoding="utf-8")
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", OPENAI_NODE],
-                       cwd=NODE_DIR, check=True, timeout=INSTALL_TIMEOUT_S,
-                       capture_output=True)
-    shutil.copy(HERE / "node_client.mjs", NODE_DIR / "node_client.mjs")
+def installed_clients(npm: str) -> Path:
+    """The folder with the locked node clients (openai, ai, @ai-sdk/openai), installed with
+    `npm ci` once per lock (one process at a time: xdist workers share the folder); the
+    scripts are copied in beside node_modules."""
+    NODE_DIR.parent.mkdir(parents=True, exist_ok=True)
+    stamp = NODE_DIR / STAMP
+    with open(NODE_DIR.parent / f".{NODE_DIR.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text(encoding="utf-8").strip() != LOCK_HASH:
+            shutil.rmtree(NODE_DIR, ignore_errors=True)  # half-made: made again from nothing
+            NODE_DIR.mkdir()
+            for name in PIN_FILES:
+                shutil.copy(PINS / name, NODE_DIR / name)
+            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True,
+                           timeout=INSTALL_TIMEOUT_S, capture_output=True)
+            stamp.write_text(LOCK_HASH + "\n", encoding="utf-8")
+    for script in HERE.glob("*.mjs"):
+        shutil.copy(script, NODE_DIR / script.name)
     return NODE_DIR
 
 
@@ -57,7 +76,7 @@ async def test_openai_node_gets_every_case_clean(
     oa_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
     node, npm = node_and_npm()
-    folder = installed_sdk(npm)
+    folder = installed_clients(npm)
     keys = {prepare(model_server, case, "node"): case for case in CASES}
     env = {**os.environ, "CHATGATE_BASE_URL": oa_gateway.url + "/v1",
            "CHATGATE_API_KEY": await oa_gateway.api_key("node-sdk"),

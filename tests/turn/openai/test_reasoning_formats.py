@@ -61,12 +61,12 @@ async def test_native_stream_and_stored_row_of_each_formats_cases(
             assert stored["metadata"]["stream"]["warnings"] == case["warnings"], case["id"]
 
 
+@pytest.mark.parametrize("formatted", [f for f in FORMATS if f != "think"], indirect=True,
+                         scope="module")  # the default format's: test_reasoning_surfaces.py
 async def test_openai_sdk_of_each_formats_cases(
     formatted: tuple[str, InProcessGateway], model_server: ModelServer
 ) -> None:
     fmt, gateway = formatted
-    if fmt == "think":
-        pytest.skip("the default format's cases: test_reasoning_surfaces.py")
     client = openai.AsyncOpenAI(base_url=gateway.url + "/v1",
                                 api_key=await gateway.api_key(f"sdk-{fmt}"), max_retries=0)
     async with client:

@@ -1,16 +1,15 @@
 """Node clients of the Responses API against /v1: openai-node's `responses.create` and the
 Vercel AI SDK's default provider call (`createOpenAI({baseURL})(model)` with streamText and
 generateText) get exactly the spec's clean text for every public conformance case cut at
-random places, and the Vercel SDK runs a tool round trip. The packages are installed from the
-npm registry into folders this test owns (~/.cache/chatgate-node, reused between runs).
+random places, and the Vercel SDK runs a tool round trip. The packages (`ai` 6 and its OpenAI
+provider 3, the last majors that run on node 20; the provider's default model speaks the
+Responses API) are pinned by node/package-lock.json and installed as test_node_client says.
 Without node the test is skipped, loudly; under CI it fails instead."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,19 +20,11 @@ from tests.turn.openai.cases import CASES, expected, prepare
 from tests.turn.openai.model_server import ModelServer, answer_body
 from tests.turn.openai.outside_clients import case_lines
 from tests.turn.openai.test_node_client import (
-    INSTALL_TIMEOUT_S,
-    NODE_DIR,
     RUN_TIMEOUT_S,
-    installed_sdk,
+    installed_clients,
     node_and_npm,
 )
 from tests.turn.openai.test_sdk import tool_call_body
-
-HERE = Path(__file__).parent
-#: The Vercel AI SDK's pinned packages (package.json and package-lock.json): the newest `ai` 6
-#: and `@ai-sdk/openai` 3, the last majors that run on node 20 (their next need node 22);
-#: the provider's default model speaks the Responses API.
-PINNED = HERE / "node"
 
 
 @pytest.fixture(scope="module")
@@ -41,21 +32,6 @@ def live_backend() -> str:
     """One database is enough: what a client sees on the wire does not depend on it
     (test_responses_sdk runs the endpoint on both)."""
     return "sqlite"
-
-
-def installed_vercel(npm: str) -> Path:
-    """A folder with the pinned node_modules (`npm ci`, once per lock file) and the scripts."""
-    lock = (PINNED / "package-lock.json").read_bytes()
-    folder = NODE_DIR.parent / f"vercel-{hashlib.sha256(lock).hexdigest()[:12]}"
-    if not (folder / "node_modules" / "@ai-sdk" / "openai" / "package.json").exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(PINNED / name, folder / name)
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=folder, check=True,
-                       timeout=INSTALL_TIMEOUT_S, capture_output=True)
-    for script in (HERE / "vercel_responses.mjs", PINNED / "vercel_history.mjs"):
-        shutil.copy(script, folder / script.name)
-    return folder
 
 
 async def _env(gateway: InProcessGateway, user: str, **extra: str) -> dict[str, str]:
@@ -74,8 +50,7 @@ async def test_openai_node_responses_get_every_case_clean(
     oa_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
     node, npm = node_and_npm()
-    folder = installed_sdk(npm)
-    shutil.copy(HERE / "node_responses.mjs", folder / "node_responses.mjs")
+    folder = installed_clients(npm)
     keys = {prepare(model_server, case, "node-responses"): case for case in CASES}
     env = await _env(oa_gateway, "node-responses", CHATGATE_CASE_KEYS=json.dumps(list(keys)))
     result = _run(node, "node_responses.mjs", folder, env)
@@ -93,7 +68,7 @@ async def test_vercel_default_provider_gets_every_case_clean(
     oa_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
     node, npm = node_and_npm()
-    folder = installed_vercel(npm)
+    folder = installed_clients(npm)
     keys = {prepare(model_server, case, "vercel"): case for case in CASES}
     env = await _env(oa_gateway, "vercel", CHATGATE_CASE_KEYS=json.dumps(list(keys)))
     result = _run(node, "vercel_responses.mjs", folder, env)
@@ -110,7 +85,7 @@ async def test_vercel_runs_a_tool_round_trip(
     oa_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
     node, npm = node_and_npm()
-    folder = installed_vercel(npm)
+    folder = installed_clients(npm)
     key = "vercel-tool"
     model_server.bodies[key] = tool_call_body()
     model_server.bodies[f"{key}.after-tool"] = answer_body(

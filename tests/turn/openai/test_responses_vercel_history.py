@@ -18,8 +18,7 @@ import pytest
 from tests.support.gateway import InProcessGateway
 from tests.turn.openai.cases import CASES, prepare
 from tests.turn.openai.model_server import ModelServer, answer_body
-from tests.turn.openai.test_node_client import RUN_TIMEOUT_S, node_and_npm
-from tests.turn.openai.test_responses_node import installed_vercel
+from tests.turn.openai.test_node_client import RUN_TIMEOUT_S, installed_clients, node_and_npm
 from tests.turn.openai.test_sdk import tool_call_body
 
 #: A thinking model: the demo model's reasoning scenarios for the default reasoning format,
@@ -30,7 +29,7 @@ THINKING_PROMPTS = ["[think]", "[think-field]", "[think-markers]"]
 async def history_lines(gateway: InProcessGateway, user: str, model: str,
                         **env: str) -> list[dict[str, Any]]:
     node, npm = node_and_npm()
-    folder = installed_vercel(npm)
+    folder = installed_clients(npm)
     result = subprocess.run(
         [node, "vercel_history.mjs"], cwd=folder, text=True, capture_output=True,
         timeout=RUN_TIMEOUT_S, check=False,

@@ -41,6 +41,7 @@ from tests.store.factories import (
     thread_rows,
     turn,
 )
+from tests.support.databases import postgres_only
 from tests.support.locks import until_a_lock_is_awaited
 from tests.support.statements import driver_compiles, recorded_statements
 
@@ -279,12 +280,11 @@ async def test_concurrent_turns_on_one_thread_one_wins(db: Database) -> None:
     assert [row[0] for row in await thread_rows(db, thread)] == ["user", "assistant"]
 
 
+@postgres_only("SQLite serialises write transactions; row locks are PostgreSQL's")
 async def test_an_opening_behind_a_finish_sees_its_answer(db: Database) -> None:
     """The finish of the thread's last turn holds the thread's row; an opening waits for it,
     and then reads the answer it committed (a snapshot taken before the lock would see the
     row still streaming: the answer left out of the history, the opening refused as busy)."""
-    if db.backend == "sqlite":
-        pytest.skip("SQLite serialises write transactions; row locks are PostgreSQL's")
     thread = await new_thread(db)
     first = await open_rows(db, thread, "one")
 
@@ -441,12 +441,11 @@ async def test_a_finish_sends_its_notifications_only_when_it_finishes(db: Databa
         await listener.close()
 
 
+@postgres_only("SQLite serialises write transactions; row locks are PostgreSQL's")
 async def test_a_finish_takes_the_thread_before_its_message(db: Database) -> None:
     """Every transaction that writes a thread's messages locks the thread's row first, so
     none can wait for another in a circle. A finish waiting for its thread holds nothing of
     its message yet."""
-    if db.backend == "sqlite":
-        pytest.skip("SQLite serialises write transactions; row locks are PostgreSQL's")
     thread = await new_thread(db)
     opened = await open_rows(db, thread, "one")
     async with db.transaction() as holder:

@@ -18,6 +18,7 @@ from app.turn.observers.seam import TurnHandler
 from app.turn.rows import FinishedRow, turn_rows
 from app.turn.run.persist import TurnStore
 from tests.store.factories import call, new_thread, open_rows
+from tests.support.databases import postgres_only
 from tests.support.outcomes import complete_outcome
 from tests.support.statements import statements_in_transaction
 
@@ -61,6 +62,7 @@ async def _stored(db: Database, thread: Thread, assistant: Message) -> tuple[str
 
 
 @pytest.mark.parametrize("may", [False, True])
+@postgres_only("transaction blocks and round trips are PostgreSQL's")
 async def test_a_finish_no_hook_writes_in_runs_outside_a_transaction(
     db: Database, may: bool
 ) -> None:
@@ -68,8 +70,6 @@ async def test_a_finish_no_hook_writes_in_runs_outside_a_transaction(
     may write (a statement is atomic on its own): one round trip instead of three. A hook
     that may write gets the transaction, its writes in a savepoint, committed with the
     message; one that said no and found writes after all has them in a transaction after."""
-    if db.backend != "postgresql":
-        pytest.skip("transaction blocks and round trips are PostgreSQL's")
     thread, assistant = await _opened(db)
     with statements_in_transaction(db) as statements:
         result = await _finish(db, thread, assistant, [TitleWriter(thread.id, may=may)])
@@ -79,9 +79,8 @@ async def test_a_finish_no_hook_writes_in_runs_outside_a_transaction(
     assert await _stored(db, thread, assistant) == ("complete", "set by the hook")
 
 
+@postgres_only("transaction blocks and round trips are PostgreSQL's")
 async def test_a_finish_nothing_writes_in_is_its_one_statement(db: Database) -> None:
-    if db.backend != "postgresql":
-        pytest.skip("transaction blocks and round trips are PostgreSQL's")
     thread, assistant = await _opened(db)
     with statements_in_transaction(db) as statements:
         assert await _finish(db, thread, assistant, [TurnHandler()]) == "stored"
