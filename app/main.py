@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -23,6 +24,7 @@ from app.api.errors import (
 from app.api.middleware import RequestContextMiddleware
 from app.catalog import Catalog, ModelsFileError, ModelSpec
 from app.catalog_file import LoadedCatalog, load_catalog
+from app.database_urls import backend_name
 from app.events.bus import MessageBus, make_message_bus
 from app.followups.recall import MemoryRecall
 from app.followups.scheduler import FollowupScheduler
@@ -185,6 +187,13 @@ def database_timeouts(settings: Settings) -> DatabaseTimeouts:
                             pool_s=settings.database_pool_timeout_s)
 
 
+def postgres_pool(settings: Settings) -> dict[str, Any]:
+    """The pool's overflow on PostgreSQL (SQLite's pool is the store's own choice)."""
+    if backend_name(settings.database_url) != "postgresql":
+        return {}
+    return {"max_overflow": settings.database_max_overflow}
+
+
 def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Runtime:
     loaded = loaded or load_catalog(settings)
     catalog = loaded.catalog
@@ -192,7 +201,7 @@ def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Ru
         load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price), catalog)
     db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s,
                   sqlite_merge_on_commit=False, postgres_pool_size=settings.database_pool_size,
-                  timeouts=database_timeouts(settings))
+                  timeouts=database_timeouts(settings), **postgres_pool(settings))
     http = make_http_client(upstream_config(settings))
     clients = {spec.name: model_client(settings, spec, loaded.keys[spec.server.name], http)
                for spec in catalog.models}

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.catalog import has_credentials
+from app.database_budget import MAX_POOL_SIZE, derived_pool_size
 from app.database_urls import database_url_problem
 from app.stream import ReasoningFormat  # the split's own formats (pydantic names the three)
 from app.turns.pricing import load_price_table
@@ -159,8 +160,12 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_s: float = Field(default=30.0, gt=0)
     #: PostgreSQL only: connections this process keeps open. A statement that finds all in
     #: use waits for one (`database_pool_timeout_s` at most; then opening a turn answers 503
-    #: `gateway_busy`).
-    database_pool_size: int = Field(default=20, ge=1)
+    #: `gateway_busy`). Unset: derived from `workers` (app.database_budget: 20 for one or
+    #: two workers, 9 for eight), so that a host's workers fit a default server.
+    database_pool_size: int = Field(default=MAX_POOL_SIZE, ge=1)
+    #: PostgreSQL only: connections a process may open beyond its pool for a burst, closed
+    #: as soon as they are returned (each costs the server a new backend process).
+    database_max_overflow: int = Field(default=0, ge=0)
     #: Bounds on every wait for the database (app.store.db.DatabaseTimeouts), so that a
     #: database that stops answering without closing its sockets (a network partition) is a
     #: 503 `database_unavailable` after the bound, not a hang. PostgreSQL: a new connection
@@ -269,6 +274,15 @@ class Settings(BaseSettings):
             except ValueError as error:  # not JSON, not UTF-8, not a table of prices
                 raise SettingRefused(allowed, str(error)[:200]) from None
         return value
+
+    @model_validator(mode="after")
+    def _pool_of_the_workers(self) -> Settings:
+        """The pool size derived from the worker count when the operator set none: every
+        worker reads the same CHATGATE_WORKERS (scripts/serve and the Docker entry point
+        export it), so each derives the same share."""
+        if "database_pool_size" not in self.model_fields_set:
+            object.__setattr__(self, "database_pool_size", derived_pool_size(self.workers))
+        return self
 
     @property
     def offered_models(self) -> list[str]:
