@@ -188,10 +188,12 @@ def database_timeouts(settings: Settings) -> DatabaseTimeouts:
 
 
 def postgres_pool(settings: Settings) -> dict[str, Any]:
-    """The pool's overflow on PostgreSQL (SQLite's pool is the store's own choice)."""
+    """The pool's overflow on PostgreSQL (SQLite's pool is the store's own choice), and
+    whether a transaction pooler stands in front of it."""
     if backend_name(settings.database_url) != "postgresql":
         return {}
-    return {"max_overflow": settings.database_max_overflow}
+    return {"max_overflow": settings.database_max_overflow,
+            "transaction_pooler": settings.database_pooler != "none"}
 
 
 def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Runtime:
@@ -207,7 +209,9 @@ def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Ru
                for spec in catalog.models}
     upstream = clients[catalog.default]  # the side calls' (title, summary)
     client = upstream.openai
-    metrics, bus = GatewayMetrics(), make_message_bus(db)
+    metrics = GatewayMetrics()
+    bus = make_message_bus(db, listen_url=settings.database_listen_url,
+                           timeouts=database_timeouts(settings))
     router = ModelRouter(catalog, clients, report=metrics)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
     slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)

@@ -137,14 +137,15 @@ def prepare(host: str, port: int, demo_port: int | None = None, *,
         if demo_port is not None and not base.upstream_base_url:
             check_port_free("127.0.0.1", demo_port, "--demo-port")
         if migrate_database:
-            migrate(base.database_url)
+            migrate(base.database_listen_url or base.database_url)
         check_connections_fit(base)
     return base
 
 
 def check_connections_fit(settings: Settings) -> None:
     """On PostgreSQL, this host's workers' pools (each with its overflow and its LISTEN
-    connection) against what the server allows: a deployment that cannot fit is refused
+    connection; behind a transaction pooler, the LISTEN connections alone) against what the
+    server allows: a deployment that cannot fit is refused
     with one sentence naming the numbers and the fix (app.database_budget), instead of
     answering 503s once the load reaches the server's limit."""
     if backend_name(settings.database_url) != "postgresql":
@@ -152,9 +153,12 @@ def check_connections_fit(settings: Settings) -> None:
     from app.database_budget import ConnectionPlan, fit_problem
     from app.store.capacity import server_connections
 
-    server = asyncio.run(server_connections(settings.database_url))
+    server = asyncio.run(server_connections(settings.database_listen_url
+                                            or settings.database_url))
     plan = ConnectionPlan(workers=settings.workers, pool_size=settings.database_pool_size,
                           max_overflow=settings.database_max_overflow)
+    if settings.database_pooler != "none":  # the pools are the pooler's clients
+        plan = ConnectionPlan(workers=settings.workers, pool_size=0)
     problem = fit_problem(plan, server)
     if problem is not None:
         raise ConfigError(problem)

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.catalog import has_credentials
 from app.database_budget import MAX_POOL_SIZE, derived_pool_size
-from app.database_urls import database_url_problem
+from app.database_urls import backend_name, database_url_problem
 from app.stream import ReasoningFormat  # the split's own formats (pydantic names the three)
 from app.turns.pricing import load_price_table
 
@@ -166,6 +166,14 @@ class Settings(BaseSettings):
     #: PostgreSQL only: connections a process may open beyond its pool for a burst, closed
     #: as soon as they are returned (each costs the server a new backend process).
     database_max_overflow: int = Field(default=0, ge=0)
+    #: A direct PostgreSQL URL (not through a pooler) for the thread events bus's LISTEN
+    #: connection: LISTEN does not work through PgBouncer's transaction pooling. With
+    #: `database_pooler` it is required, and scripts/serve migrates and checks the server
+    #: through it too. Unset: LISTEN on `database_url`.
+    database_listen_url: str | None = None
+    #: `pgbouncer`: `database_url` goes through PgBouncer (or another pooler) in transaction
+    #: mode, so no statement is kept on the server (app.store.pooler).
+    database_pooler: Literal["none", "pgbouncer"] = "none"
     #: Bounds on every wait for the database (app.store.db.DatabaseTimeouts), so that a
     #: database that stops answering without closing its sockets (a network partition) is a
     #: 503 `database_unavailable` after the bound, not a hang. PostgreSQL: a new connection
@@ -218,6 +226,28 @@ class Settings(BaseSettings):
         problem = database_url_problem(value)
         if problem is not None:
             raise SettingRefused(problem)
+        return value
+
+    @field_validator("database_listen_url", mode="before")
+    @classmethod
+    def _direct_postgres(cls, value: Any) -> Any:
+        if value in ("", None):
+            return None
+        if (not isinstance(value, str) or database_url_problem(value) is not None
+                or backend_name(value) != "postgresql"):
+            raise SettingRefused("a PostgreSQL URL (postgresql+asyncpg://user@host:5432/name)",
+                                 shown=without_credentials(str(value)))
+        return value
+
+    @field_validator("database_pooler")
+    @classmethod
+    def _listen_beside_the_pooler(cls, value: str, info: ValidationInfo) -> str:
+        """Through a transaction pooler the events bus could not LISTEN: a direct URL for
+        it is part of the setting."""
+        if value != "none" and not info.data.get("database_listen_url"):
+            raise SettingRefused(
+                "none unless CHATGATE_DATABASE_LISTEN_URL names a direct PostgreSQL URL for "
+                "the events bus (LISTEN does not work through transaction pooling)")
         return value
 
     @field_validator("upstream_base_url", mode="before")

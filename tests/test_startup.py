@@ -61,3 +61,16 @@ def test_a_price_file_that_is_not_a_price_table_says_why(
 def test_the_log_level_is_read_in_any_case() -> None:
     assert Settings(log_level="debug").log_level == "DEBUG"
     assert Settings(upstream_base_url="").upstream_base_url is None
+
+
+def test_a_pooler_without_a_direct_listen_url_is_one_sentence(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CHATGATE_DATABASE_LISTEN_URL", raising=False)
+    assert sentence(monkeypatch, CHATGATE_DATABASE_POOLER="pgbouncer") == (
+        "CHATGATE_DATABASE_POOLER must be none unless CHATGATE_DATABASE_LISTEN_URL names a "
+        "direct PostgreSQL URL for the events bus (LISTEN does not work through transaction "
+        "pooling), not 'pgbouncer'")
+    assert sentence(monkeypatch, CHATGATE_DATABASE_LISTEN_URL="sqlite:///x.db") == (
+        "CHATGATE_DATABASE_LISTEN_URL must be a PostgreSQL URL "
+        "(postgresql+asyncpg://user@host:5432/name), not 'sqlite:///x.db'")
