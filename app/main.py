@@ -143,6 +143,7 @@ async def start_crash_recovery(rt: Runtime) -> None:
     await rt.processes.sweep()
     await sweep_stale_streaming(rt.db, settings.stale_streaming_after_s, rt.metrics)
     rt.background.start("heartbeat", rt.processes.run_forever)
+    rt.background.start("fence", rt.processes.watch_lease)
     rt.background.start("checkpoints", rt.checkpoints.run_forever)
     rt.background.start("stale_sweep", lambda: sweep_stale_streaming_forever(
         rt.db, settings.stale_streaming_after_s, rt.metrics))
@@ -187,6 +188,14 @@ def database_timeouts(settings: Settings) -> DatabaseTimeouts:
                             pool_s=settings.database_pool_timeout_s)
 
 
+def fence_after(settings: Settings) -> float | None:
+    """The self-fence bound on PostgreSQL, a server shared over a network by processes that
+    sweep each other's answers (app.fencing); none on SQLite, a local file."""
+    if backend_name(settings.database_url) != "postgresql":
+        return None
+    return settings.process_fence_after_s
+
+
 def postgres_pool(settings: Settings) -> dict[str, Any]:
     """The pool's overflow on PostgreSQL (SQLite's pool is the store's own choice), and
     whether a transaction pooler stands in front of it."""
@@ -216,7 +225,8 @@ def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Ru
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
     slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)
     processes = ProcessRegistry(db, heartbeat_s=settings.heartbeat_s,
-                                dead_after_s=settings.process_dead_after_s, metrics=metrics)
+                                dead_after_s=settings.process_dead_after_s,
+                                fence_after_s=fence_after(settings), metrics=metrics)
     checkpoints = Checkpointer(db, settings.checkpoint_interval_s, metrics)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
                     observers=observers, slots=slots, process_id=processes.process_id,
@@ -226,6 +236,7 @@ def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Ru
     gate = TurnGate(deps, metrics, rate_windows(settings, db),
                     refusals=RefusalTally(db, metrics=metrics))
     runs = turn_runs(settings, metrics)
+    processes.on_fenced, processes.on_unfenced = runs.fence, runs.unfence
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                    turn_deps=deps, bus=bus, gate=gate, processes=processes,
                    checkpoints=checkpoints,

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from app.catalog import has_credentials
 from app.database_budget import MAX_POOL_SIZE, derived_pool_size
 from app.database_urls import backend_name, database_url_problem
+from app.fencing import derived_fence_after, fence_problem
 from app.stream import ReasoningFormat  # the split's own formats (pydantic names the three)
 from app.turns.pricing import load_price_table
 
@@ -146,8 +147,12 @@ class Settings(BaseSettings):
     stale_streaming_after_s: float = 600.0
     #: Each process writes a heartbeat this often, and sweeps the streams of processes whose
     #: heartbeat is older than `process_dead_after_s` (docs/production.md: crash recovery).
-    heartbeat_s: float = 2.0
-    process_dead_after_s: float = 10.0
+    heartbeat_s: float = Field(default=2.0, gt=0)
+    process_dead_after_s: float = Field(default=10.0, gt=0)
+    #: PostgreSQL: a process whose heartbeat was not renewed for this long ends its own
+    #: answers (`interrupted`, `database_unreachable`), before any other may take them over
+    #: (app.fencing). Unset: half of `process_dead_after_s`.
+    process_fence_after_s: float | None = Field(default=None, gt=0, validate_default=True)
     #: The partial text of running streams is written this often (one transaction for all
     #: of a process's streams): a crash loses at most this much of what clients saw.
     checkpoint_interval_s: float = 1.0
@@ -227,6 +232,21 @@ class Settings(BaseSettings):
         if problem is not None:
             raise SettingRefused(problem)
         return value
+
+    @field_validator("process_fence_after_s")
+    @classmethod
+    def _fence_before_takeover(cls, value: float | None, info: ValidationInfo) -> float | None:
+        heartbeat, dead_after = info.data.get("heartbeat_s"), info.data.get("process_dead_after_s")
+        if heartbeat is None or dead_after is None:  # refused themselves: said first
+            return value
+        fence = derived_fence_after(dead_after) if value is None else value
+        problem = fence_problem(heartbeat_s=heartbeat, fence_after_s=fence,
+                                dead_after_s=dead_after)
+        if problem is not None:
+            shown = None if value is not None else (
+                f"{fence:g} (half of CHATGATE_PROCESS_DEAD_AFTER_S, when unset)")
+            raise SettingRefused(problem, shown=shown)
+        return fence
 
     @field_validator("database_listen_url", mode="before")
     @classmethod
