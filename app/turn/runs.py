@@ -28,6 +28,7 @@ from app.turn.event_log import TurnLog
 from app.turn.service import Turn
 from app.turn.share import PRESENCE_TTL_MS, SharedTurns
 from app.turns.events import Delta, Ended, Reasoning, TurnEvent
+from app.turns.finish import not_stored
 from app.turns.interruptions import CLIENT_GONE, DATABASE_UNREACHABLE, SHUTTING_DOWN
 
 log = get_logger("services.turn_runs")
@@ -79,6 +80,8 @@ class TurnRun:
                 raise asyncio.CancelledError
             async with aclosing(turn.events()) as events:
                 async for event in events:
+                    if self.log.closed:  # fenced while it stored its end: told already
+                        continue
                     self.log.append(event)
                     if self.readers and isinstance(event, Delta | Reasoning):
                         self._deltas_ahead += 1
@@ -86,7 +89,7 @@ class TurnRun:
                             await self._read_up_to(self.log.end)
         except asyncio.CancelledError:  # stopped: stored as it stands, then its closing events
             await run_shielded(turn.finish())
-            if self.stop_reason == DATABASE_UNREACHABLE:  # its end was told at the stop
+            if self.log.closed:  # fenced: its end was told then
                 return
 
             for event in turn.closing_events:
@@ -102,6 +105,16 @@ class TurnRun:
         if self.stop_reason == SHUTTING_DOWN and isinstance(event, Ended):
             return dataclasses.replace(event, reason=SHUTTING_DOWN)
         return event
+
+    def not_stored_yet(self) -> None:
+        """Fenced while it stores its end (app.process), which waits for the database: its
+        readers are told now that it is not stored yet (`storage_error`), not once its
+        store gives up, before another process may take the row over."""
+        if self.done or self.log.closed:
+            return
+        self.log.append(not_stored("failed"))
+        self.log.close()
+        log.info("turn_fenced_while_storing", **self.log_ids)
 
     async def _read_up_to(self, end: int) -> None:
         """Until a reader has sent everything before `end`, or no reader is left."""
@@ -308,7 +321,8 @@ class TurnRuns:
         stored, and any started until `unfence` ends as it starts."""
         self.fenced = True
         for run in [run for run in self._runs.values() if not run.done]:
-            self.stop(run.message_id, DATABASE_UNREACHABLE)
+            if not self.stop(run.message_id, DATABASE_UNREACHABLE):
+                run.not_stored_yet()
 
     def unfence(self) -> None:
         self.fenced = False
