@@ -6,6 +6,10 @@
 #   every CHATGATE_ setting            checked first (app.gateway.serve.prepare): a wrong one, a
 #                                      database that cannot be reached or does not exist, a
 #                                      port in use, is one sentence on stderr and exit 2
+#   CHATGATE_DATABASE_POOL_SIZE        PostgreSQL connections per worker; unset: derived from
+#                                      CHATGATE_WORKERS (exported below: every worker derives
+#                                      the same share), and workers x (pool + overflow + 1)
+#                                      checked against the server's max_connections at start
 #   CHATGATE_PORT (8000)               listening port
 #   CHATGATE_MIGRATE (1)               0: skip the migration to head (run it once, as a job,
 #                                      when several instances start at the same time)

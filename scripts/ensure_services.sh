@@ -1,5 +1,6 @@
 # Sourced by scripts/test: starts the local PostgreSQL when it is installed but down,
-# makes sure the test database exists, and installs Debian's chromium for the browser test.
+# makes sure the test database exists, and installs Debian's chromium for the browser test and
+# Debian's pgbouncer for the tests behind PgBouncer (tests/support/pgbouncer.py starts its own).
 pg_up() { python3 - <<'PY'
 import socket, sys
 s = socket.socket(); s.settimeout(1)
@@ -23,4 +24,10 @@ fi
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "services: installing Debian chromium for the browser test" >&2
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 || true
+fi
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ] \
+        && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "services: installing Debian pgbouncer for the tests behind PgBouncer" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer) >&2 \
+        || true
 fi

@@ -19,6 +19,9 @@ STOP_REQUEST = "stop_request"
 KEY_REVOKED = "key_revoked"
 #: This gateway process is shutting down; the client is told to ask again.
 SHUTTING_DOWN = "shutting_down"
+#: This process could not renew its heartbeat in the database within its fence bound, so it
+#: ended its answers itself before any other process may take them over (app.process).
+DATABASE_UNREACHABLE = "database_unreachable"
 #: Its client went away (hung up, or stopped reading past the send timeout) and none came
 #: back within the resume grace.
 CLIENT_GONE = "client_gone"

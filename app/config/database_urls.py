@@ -39,6 +39,12 @@ def one_process_at_a_time(url: str | URL) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
+def runs_postgres(url: str | URL) -> bool:
+    """Whether the URL is PostgreSQL's: what pools, poolers and connection budgets are for
+    (the embedded SQLite has none of them)."""
+    return make_url(url).get_backend_name() == "postgresql"
+
+
 def database_url_problem(url: str) -> str | None:
     """What a database URL must be instead, or None when the store can run on it."""
     try:

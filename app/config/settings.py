@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.answer.pricing import load_price_table
 from app.config.catalog import has_credentials
-from app.config.database_urls import database_url_problem
+from app.config.database_budget import MAX_POOL_SIZE, derived_pool_size
+from app.config.database_urls import database_url_problem, runs_postgres
+from app.config.fencing import derived_fence_after, fence_problem
 from app.stream import (  # the splits' own formats (pydantic names them)
     ReasoningFormat,
     ToolFormat,
@@ -159,8 +161,12 @@ class Settings(BaseSettings):
     stale_streaming_after_s: float = 600.0
     #: Each process writes a heartbeat this often, and sweeps the streams of processes whose
     #: heartbeat is older than `process_dead_after_s` (docs/production.md: crash recovery).
-    heartbeat_s: float = 2.0
-    process_dead_after_s: float = 10.0
+    heartbeat_s: float = Field(default=2.0, gt=0)
+    process_dead_after_s: float = Field(default=10.0, gt=0)
+    #: PostgreSQL: a process whose heartbeat was not renewed for this long ends its own
+    #: answers (`interrupted`, `database_unreachable`), before any other may take them over
+    #: (app.config.fencing). Unset: half of `process_dead_after_s`.
+    process_fence_after_s: float | None = Field(default=None, gt=0, validate_default=True)
     #: The partial text of running streams is written this often (one transaction for all
     #: of a process's streams): a crash loses at most this much of what clients saw.
     checkpoint_interval_s: float = 1.0
@@ -173,8 +179,20 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_s: float = Field(default=30.0, gt=0)
     #: PostgreSQL only: connections this process keeps open. A statement that finds all in
     #: use waits for one (`database_pool_timeout_s` at most; then opening a turn answers 503
-    #: `gateway_busy`).
-    database_pool_size: int = Field(default=20, ge=1)
+    #: `gateway_busy`). Unset: derived from `workers` (app.config.database_budget: 20 for one or
+    #: two workers, 9 for eight), so that a host's workers fit a default server.
+    database_pool_size: int = Field(default=MAX_POOL_SIZE, ge=1)
+    #: PostgreSQL only: connections a process may open beyond its pool for a burst, closed
+    #: as soon as they are returned (each costs the server a new backend process).
+    database_max_overflow: int = Field(default=0, ge=0)
+    #: A direct PostgreSQL URL (not through a pooler) for the thread events bus's LISTEN
+    #: connection: LISTEN does not work through PgBouncer's transaction pooling. With
+    #: `database_pooler` it is required, and scripts/serve migrates and checks the server
+    #: through it too. Unset: LISTEN on `database_url`.
+    database_listen_url: str | None = None
+    #: `pgbouncer`: `database_url` goes through PgBouncer (or another pooler) in transaction
+    #: mode, so no statement is kept on the server (app.store.pooler).
+    database_pooler: Literal["none", "pgbouncer"] = "none"
     #: Bounds on every wait for the database (app.store.db.DatabaseTimeouts), so that a
     #: database that stops answering without closing its sockets (a network partition) is a
     #: 503 `database_unavailable` after the bound, not a hang. PostgreSQL: a new connection
@@ -236,6 +254,43 @@ class Settings(BaseSettings):
         problem = database_url_problem(value)
         if problem is not None:
             raise SettingRefused(problem)
+        return value
+
+    @field_validator("process_fence_after_s")
+    @classmethod
+    def _fence_before_takeover(cls, value: float | None, info: ValidationInfo) -> float | None:
+        heartbeat, dead_after = info.data.get("heartbeat_s"), info.data.get("process_dead_after_s")
+        if heartbeat is None or dead_after is None:  # refused themselves: said first
+            return value
+        fence = derived_fence_after(dead_after) if value is None else value
+        problem = fence_problem(heartbeat_s=heartbeat, fence_after_s=fence,
+                                dead_after_s=dead_after)
+        if problem is not None:
+            shown = None if value is not None else (
+                f"{fence:g} (half of CHATGATE_PROCESS_DEAD_AFTER_S, when unset)")
+            raise SettingRefused(problem, shown=shown)
+        return fence
+
+    @field_validator("database_listen_url", mode="before")
+    @classmethod
+    def _direct_postgres(cls, value: Any) -> Any:
+        if value in ("", None):
+            return None
+        if (not isinstance(value, str) or database_url_problem(value) is not None
+                or not runs_postgres(value)):
+            raise SettingRefused("a PostgreSQL URL (postgresql+asyncpg://user@host:5432/name)",
+                                 shown=without_credentials(str(value)))
+        return value
+
+    @field_validator("database_pooler")
+    @classmethod
+    def _listen_beside_the_pooler(cls, value: str, info: ValidationInfo) -> str:
+        """Through a transaction pooler the events bus could not LISTEN: a direct URL for
+        it is part of the setting."""
+        if value != "none" and not info.data.get("database_listen_url"):
+            raise SettingRefused(
+                "none unless CHATGATE_DATABASE_LISTEN_URL names a direct PostgreSQL URL for "
+                "the events bus (LISTEN does not work through transaction pooling)")
         return value
 
     @field_validator("upstream_base_url", mode="before")
@@ -301,6 +356,15 @@ class Settings(BaseSettings):
             except ValueError as error:  # not JSON, not UTF-8, not a table of prices
                 raise SettingRefused(allowed, str(error)[:200]) from None
         return value
+
+    @model_validator(mode="after")
+    def _pool_of_the_workers(self) -> Settings:
+        """The pool size derived from the worker count when the operator set none: every
+        worker reads the same CHATGATE_WORKERS (scripts/serve and the Docker entry point
+        export it), so each derives the same share."""
+        if "database_pool_size" not in self.model_fields_set:
+            object.__setattr__(self, "database_pool_size", derived_pool_size(self.workers))
+        return self
 
     @property
     def offered_models(self) -> list[str]:

@@ -17,12 +17,13 @@ from app.events.notices import CHANNEL, MessageNotice, decode_notice, encode_not
 from app.kit.keyed_sets import KeyedSets
 from app.observe.logging import get_logger
 from app.store import notify
-from app.store.db import Database
+from app.store.db import Database, DatabaseTimeouts
 
 log = get_logger("events.bus")
 
 #: Notices a slow subscriber may have waiting before newer ones are dropped for it.
 QUEUE_SIZE = 100
+DEFAULT_TIMEOUTS = DatabaseTimeouts()
 #: How often the PostgreSQL listener checks that its connection is still alive.
 LISTENER_CHECK_S = 2.0
 
@@ -76,9 +77,9 @@ class PostgresMessageBus(MessageBus):
     listener is re-opened when its connection dies (notices sent meanwhile are lost: the page
     reloads the history when its stream reconnects)."""
 
-    def __init__(self, db: Database, channel: str = CHANNEL) -> None:
+    def __init__(self, db: Database, channel: str = CHANNEL, *, owns_db: bool = False) -> None:
         super().__init__()
-        self._db = db
+        self._db, self._owns_db = db, owns_db
         self._channel = channel
         self._listener: notify.Listener | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -97,6 +98,8 @@ class PostgresMessageBus(MessageBus):
             with contextlib.suppress(Exception):
                 await self._listener.close()
             self._listener = None
+        if self._owns_db:
+            await self._db.dispose()
 
     def notification(self, notice: MessageNotice) -> notify.Notification:
         return notify.Notification(self._channel, encode_notice(notice))
@@ -128,6 +131,15 @@ class PostgresMessageBus(MessageBus):
                 log.warning("message_bus_relisten_failed", error=type(exc).__name__)
 
 
-def make_message_bus(db: Database) -> MessageBus:
-    """Across processes when the database carries notifications, else within this one."""
-    return PostgresMessageBus(db) if db.notifies else LocalMessageBus()
+def make_message_bus(db: Database, *, listen_url: str | None = None,
+                     timeouts: DatabaseTimeouts = DEFAULT_TIMEOUTS) -> MessageBus:
+    """Across processes when the database carries notifications, else within this one. With
+    `listen_url` (a direct connection to the server, where `db` goes through a transaction
+    pooler, which cannot keep a LISTEN), the listener's connection is opened there, from a
+    pool of its own."""
+    if not db.notifies:
+        return LocalMessageBus()
+    if listen_url is None:
+        return PostgresMessageBus(db)
+    return PostgresMessageBus(Database(listen_url, postgres_pool_size=1, timeouts=timeouts),
+                              owns_db=True)

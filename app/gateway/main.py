@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -24,6 +25,7 @@ from app.api.errors import (
 )
 from app.api.middleware import RequestContextMiddleware
 from app.config.catalog import Catalog, ModelsFileError, ModelSpec
+from app.config.database_urls import runs_postgres
 from app.config.models_file import LoadedCatalog, load_catalog
 from app.config.settings import Settings, get_settings
 from app.events.bus import MessageBus, make_message_bus
@@ -141,6 +143,7 @@ async def start_crash_recovery(rt: Runtime) -> None:
     await rt.processes.sweep()
     await sweep_stale_streaming(rt.db, settings.stale_streaming_after_s, rt.metrics)
     rt.background.start("heartbeat", rt.processes.run_forever)
+    rt.background.start("fence", rt.processes.watch_lease)
     rt.background.start("checkpoints", rt.checkpoints.run_forever)
     rt.background.start("stale_sweep", lambda: sweep_stale_streaming_forever(
         rt.db, settings.stale_streaming_after_s, rt.metrics))
@@ -185,6 +188,23 @@ def database_timeouts(settings: Settings) -> DatabaseTimeouts:
                             pool_s=settings.database_pool_timeout_s)
 
 
+def fence_after(settings: Settings) -> float | None:
+    """The self-fence bound on PostgreSQL, a server shared over a network by processes that
+    sweep each other's answers (app.config.fencing); none on SQLite, a local file."""
+    if not runs_postgres(settings.database_url):
+        return None
+    return settings.process_fence_after_s
+
+
+def postgres_pool(settings: Settings) -> dict[str, Any]:
+    """The pool's overflow on PostgreSQL (SQLite's pool is the store's own choice), and
+    whether a transaction pooler stands in front of it."""
+    if not runs_postgres(settings.database_url):
+        return {}
+    return {"max_overflow": settings.database_max_overflow,
+            "transaction_pooler": settings.database_pooler != "none"}
+
+
 def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Runtime:
     loaded = loaded or load_catalog(settings)
     catalog = loaded.catalog
@@ -192,18 +212,21 @@ def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Ru
         load_price_table(settings.price_file, on_unknown=_warn_unknown_model_price), catalog)
     db = Database(settings.database_url, sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s,
                   sqlite_merge_on_commit=False, postgres_pool_size=settings.database_pool_size,
-                  timeouts=database_timeouts(settings))
+                  timeouts=database_timeouts(settings), **postgres_pool(settings))
     http = make_http_client(upstream_config(settings))
     clients = {spec.name: model_client(settings, spec, loaded.keys[spec.server.name], http)
                for spec in catalog.models}
     upstream = clients[catalog.default]  # the side calls' (title, summary)
     client = upstream.openai
-    metrics, bus = GatewayMetrics(), make_message_bus(db)
+    metrics = GatewayMetrics()
+    bus = make_message_bus(db, listen_url=settings.database_listen_url,
+                           timeouts=database_timeouts(settings))
     router = ModelRouter(catalog, clients, report=metrics)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)
     slots = UpstreamSlots(settings.upstream_pool_size, settings.upstream_slot_timeout_s)
     processes = ProcessRegistry(db, heartbeat_s=settings.heartbeat_s,
-                                dead_after_s=settings.process_dead_after_s, metrics=metrics)
+                                dead_after_s=settings.process_dead_after_s,
+                                fence_after_s=fence_after(settings), metrics=metrics)
     checkpoints = Checkpointer(db, settings.checkpoint_interval_s, metrics)
     deps = TurnDeps(db=db, upstream=upstream, prices=prices, settings=settings,
                     observers=observers, slots=slots, process_id=processes.process_id,
@@ -213,6 +236,7 @@ def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Ru
     gate = TurnGate(deps, metrics, rate_windows(settings, db),
                     refusals=RefusalTally(db, metrics=metrics))
     runs = turn_runs(settings, metrics)
+    processes.on_fenced, processes.on_unfenced = runs.fence, runs.unfence
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                    turn_deps=deps, bus=bus, gate=gate, processes=processes,
                    checkpoints=checkpoints,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from app.config.database_urls import one_process_at_a_time, redacted
+from app.config.database_urls import one_process_at_a_time, redacted, runs_postgres
 from app.config.settings import Settings
 from app.gateway.startup import ConfigError, checked_settings, one_sentence_on_error
 from app.observe.logging import configure_logging, get_logger
@@ -161,8 +161,33 @@ def prepare(host: str, port: int, demo_port: int | None = None, *,
         check_models_file(base)
         check_demo_port(base, demo_port)
         if migrate_database:
-            migrate(base.database_url)
+            migrate(base.database_listen_url or base.database_url)
+        check_connections_fit(base)
     return base
+
+
+def check_connections_fit(settings: Settings) -> None:
+    """On PostgreSQL, this host's workers' pools (each with its overflow and its LISTEN
+    connection; behind a transaction pooler, the LISTEN connections alone) against what the
+    server allows: a deployment that cannot fit is refused
+    with one sentence naming the numbers and the fix (app.config.database_budget), instead of
+    answering 503s once the load reaches the server's limit."""
+    if not runs_postgres(settings.database_url):
+        return
+    from app.config.database_budget import ConnectionPlan, fit_problem
+    from app.store.capacity import server_connections
+
+    server = asyncio.run(server_connections(settings.database_listen_url
+                                            or settings.database_url))
+    plan = ConnectionPlan(workers=settings.workers, pool_size=settings.database_pool_size,
+                          max_overflow=settings.database_max_overflow)
+    if settings.database_pooler != "none":  # the pools are the pooler's clients
+        plan = ConnectionPlan(workers=settings.workers, pool_size=0)
+    problem = fit_problem(plan, server)
+    if problem is not None:
+        raise ConfigError(problem)
+    log.info("database_connections_fit", workers=plan.workers, per_process=plan.per_process,
+             total=plan.total, available=server.available)
 
 
 def check_models_file(settings: Settings) -> None:

@@ -43,6 +43,7 @@ from sqlalchemy.ext.asyncio import (
 
 from app.config.database_urls import async_url
 from app.store.errors import DatabaseBusy, DatabaseUnavailable, StoreError
+from app.store.pooler import through_transaction_pooler
 from app.store.sqlite_driver import (
     ON_LOOP,
     READ_BEGIN,
@@ -116,7 +117,8 @@ def create_engine_for(
     url: str | URL, *, sqlite_foreign_keys: bool = True,
     sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS, sqlite_merge_on_commit: bool = True,
     postgres_pool_size: int = POSTGRES_POOL_SIZE,
-    timeouts: DatabaseTimeouts = DatabaseTimeouts(statement_s=None), **engine_kwargs: Any
+    timeouts: DatabaseTimeouts = DatabaseTimeouts(statement_s=None),
+    transaction_pooler: bool = False, **engine_kwargs: Any
 ) -> AsyncEngine:
     """An AsyncEngine with the per-backend settings the store relies on.
 
@@ -126,6 +128,8 @@ def create_engine_for(
     (SQLite's automatic checkpoint); Database.merge_sqlite_log must, as the gateway's
     background task does.
     `timeouts`: see DatabaseTimeouts; by default no statement bound (alembic's engine).
+    transaction_pooler: PostgreSQL reached through PgBouncer in transaction mode
+    (app.store.pooler: no statement kept on the server).
     """
     parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -159,6 +163,9 @@ def create_engine_for(
         engine_kwargs.setdefault("pool_timeout", timeouts.pool_s)
     engine_kwargs["connect_args"] = _postgres_connect_args(
         timeouts, engine_kwargs.get("connect_args", {}))
+    if transaction_pooler:
+        parsed, engine_kwargs["connect_args"] = through_transaction_pooler(
+            parsed, engine_kwargs["connect_args"])
     engine = create_async_engine(parsed, **engine_kwargs)
     if not engine_kwargs.get("pool_pre_ping"):
         _install_closed_check(engine)

@@ -241,6 +241,9 @@ class GatewayProcess(Base):
     pid: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
     heartbeat_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    #: By when the process has ended its own answers if it cannot renew its heartbeat
+    #: (app.config.fencing): nobody sweeps them before. NULL: the heartbeat's age alone decides.
+    lease_until: Mapped[dt.datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
 
 class OpenCall(Base):

@@ -33,6 +33,8 @@ MARGIN_S = 4.0
 #: A request unanswered this long under the partition hangs (before the bounds: forever).
 GIVE_UP_S = 20.0
 RETRY_AFTER = "7"
+#: The default fence: half of the default dead-after (10 s).
+FENCE_AFTER_S = 5.0
 ENV = {"CHATGATE_DATABASE_CONNECT_TIMEOUT_S": str(BOUND_S),
        "CHATGATE_DATABASE_STATEMENT_TIMEOUT_S": str(BOUND_S),
        "CHATGATE_DATABASE_POOL_TIMEOUT_S": str(2 * BOUND_S),
@@ -103,13 +105,14 @@ async def test_a_silent_partition_is_a_503_within_the_bound_then_recovers(
     assert ready_again.status_code == 200
 
 
-async def test_a_stream_caught_by_a_silent_partition_ends_with_storage_error(
+async def test_a_stream_caught_by_a_silent_partition_ends_itself_and_stores_what_was_seen(
     slow_demo_llm: DemoLlm, start_gateway: StartGateway
 ) -> None:
-    """The answer streams on (the model is not behind the partition); its finish cannot be
-    stored, so the stream ends with `storage_error` once the inline attempts ran out instead
-    of pinging forever, and once the network is back the background retry stores exactly
-    the text the client saw."""
+    """The answer streams on (the model is not behind the partition) until the process,
+    unable to renew its heartbeat, fences itself (app.config.fencing: before any other process may
+    take the thread over): the client is told `interrupted` (`database_unreachable`) within
+    the fence bound, and once the network is back the row stores exactly the text the
+    client saw."""
     with proxied_postgres() as (gateway_url, proxy):
         gateway = start_gateway("postgresql", upstream=slow_demo_llm, env=ENV,
                                 database_url=gateway_url)
@@ -118,22 +121,23 @@ async def test_a_stream_caught_by_a_silent_partition_ends_with_storage_error(
                                   over_http=True) as client:
             thread_id = await new_thread(client)
             seen: list[str] = []
-            last, code = "", None
-            started = time.monotonic()
+            end: dict[str, object] = {}
             async with asyncio.timeout(GIVE_UP_S * 3), client.stream(
                     "POST", f"/api/threads/{thread_id}/messages",
                     json={"content": "[long] please write a lot"}) as response:
                 async for event in iter_sse(response):
-                    last = event.event
                     if event.event == "delta":
                         if not seen:
                             proxy.silence()
+                            started = time.monotonic()
                         seen.append(event.data["text"])
-                    elif event.event == "error":
-                        code = event.data["code"]
+                    elif event.event == "message_end":
+                        end = event.data
             took = time.monotonic() - started
             proxy.speak()
-            stored = await wait_for_status(client, thread_id, "complete", timeout_s=30)
-    print(f"a stream under a silent partition ended with {code} after {took:.1f} s")
-    assert last == "error" and code == "storage_error"
+            stored = await wait_for_status(client, thread_id, "interrupted", timeout_s=30)
+    print(f"a stream under a silent partition ended itself after {took:.1f} s")
+    assert end["status"] == "interrupted" and end["reason"] == "database_unreachable"
+    assert took < FENCE_AFTER_S + MARGIN_S
+    assert stored["metadata"]["interrupted_reason"] == "database_unreachable"
     assert stored["content"] == "".join(seen) and len(seen) > 10

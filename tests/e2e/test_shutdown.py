@@ -2,8 +2,8 @@
 a last event before its connection closes (native: `message_end` `interrupted`, reason
 `shutting_down`; /v1: an `{"error": ...}` the openai SDK raises), the row is stored with
 the text the client saw and `interrupted_reason` `shutting_down`, and the process logs no
-traceback on its way out. A whole (non-streamed) /v1 reply the server's grace cuts says the
-same in its row."""
+traceback on its way out. A whole (non-streamed) /v1 reply ends at once too, with OpenAI's
+503 `shutting_down`, and a thread's events stream with an `error` `shutting_down`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ LONG = "[long] tell me everything"
 K = 20
 #: The process's shutdown: the stream's end is immediate, the store and exit take a moment.
 SHUTDOWN_S = 10.0
+#: "At once": well within the server's grace (5 s), which would otherwise cut the response.
+AT_ONCE_S = 3.0
 
 
 async def _stored(gateway: GatewayProcess, message_id: str) -> Message:
@@ -114,11 +116,12 @@ async def test_sigterm_ends_a_v1_stream_with_an_error_the_sdk_raises(
     assert row.content.startswith("".join(seen))
 
 
-async def test_sigterm_past_the_grace_stores_a_whole_v1_reply_as_shutting_down(
+async def test_sigterm_ends_a_whole_v1_reply_at_once_with_shutting_down(
     slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
 ) -> None:
-    """A whole reply is not cut at once (it may end within the server's grace), but what
-    the server cuts once its grace is over is the shutdown's doing, and its row says so."""
+    """A whole reply may take minutes: it is not left to the server's grace (which cut it
+    with a bare text/plain 500) but ends at once with OpenAI's error, 503 `shutting_down`,
+    which the SDKs raise (and retry, elsewhere); its row says the same."""
     gateway = start_gateway_process("sqlite", upstream=slow_demo_llm)
     key = await gateway.api_key("waiting")
     async with gateway.client(key) as native:
@@ -134,9 +137,28 @@ async def test_sigterm_past_the_grace_stores_a_whole_v1_reply_as_shutting_down(
                 break
             await asyncio.sleep(0.02)
         gateway.process.terminate()
-        with pytest.raises(openai.APIError):
-            await asyncio.wait_for(call, SHUTDOWN_S)
-    gateway.process.wait(timeout=SHUTDOWN_S)
+        with pytest.raises(openai.APIStatusError) as raised:
+            await asyncio.wait_for(call, AT_ONCE_S)
+    assert raised.value.status_code == 503
+    assert raised.value.code == "shutting_down"  # type: ignore[attr-defined]
+    assert "shutting down" in raised.value.message
+    _no_traceback(gateway)
     row = await _answer_in(gateway, thread_id)
     assert row.status == "interrupted"
     assert row.meta["interrupted_reason"] == "shutting_down"
+
+
+async def test_sigterm_ends_a_threads_events_stream_with_a_last_event(
+    demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+) -> None:
+    gateway = start_gateway_process("sqlite", upstream=demo_llm)
+    key = await gateway.api_key("watching")
+    async with gateway.client(key) as client:
+        thread_id = await new_thread(client, "t")
+        async with client.stream("GET", f"/api/threads/{thread_id}/events") as response:
+            events = iter_sse(response)
+            assert (await anext(events)).event == "ready"
+            gateway.process.terminate()
+            tail = await asyncio.wait_for(rest(events), AT_ONCE_S)
+    assert [(event.event, event.data["code"]) for event in tail] == [("error", "shutting_down")]
+    _no_traceback(gateway)

@@ -61,3 +61,43 @@ def test_a_price_file_that_is_not_a_price_table_says_why(
 def test_the_log_level_is_read_in_any_case() -> None:
     assert Settings(log_level="debug").log_level == "DEBUG"
     assert Settings(upstream_base_url="").upstream_base_url is None
+
+
+def test_a_pooler_without_a_direct_listen_url_is_one_sentence(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CHATGATE_DATABASE_LISTEN_URL", raising=False)
+    assert sentence(monkeypatch, CHATGATE_DATABASE_POOLER="pgbouncer") == (
+        "CHATGATE_DATABASE_POOLER must be none unless CHATGATE_DATABASE_LISTEN_URL names a "
+        "direct PostgreSQL URL for the events bus (LISTEN does not work through transaction "
+        "pooling), not 'pgbouncer'")
+    assert sentence(monkeypatch, CHATGATE_DATABASE_LISTEN_URL="sqlite:///x.db") == (
+        "CHATGATE_DATABASE_LISTEN_URL must be a PostgreSQL URL "
+        "(postgresql+asyncpg://user@host:5432/name), not 'sqlite:///x.db'")
+
+
+def test_a_fence_that_would_end_answers_after_the_takeover_is_one_sentence(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("CHATGATE_PROCESS_FENCE_AFTER_S", "CHATGATE_HEARTBEAT_S"):
+        monkeypatch.delenv(name, raising=False)
+    assert sentence(monkeypatch, CHATGATE_PROCESS_DEAD_AFTER_S="10",
+                    CHATGATE_PROCESS_FENCE_AFTER_S="9.5") == (
+        "CHATGATE_PROCESS_FENCE_AFTER_S must be above CHATGATE_HEARTBEAT_S (2) and at most "
+        "CHATGATE_PROCESS_DEAD_AFTER_S less 1 s (9): a process cut off from the database must "
+        "end its answers before another may take them over, not '9.5'")
+
+
+def test_the_fence_is_derived_from_dead_after_and_checked_against_the_heartbeat(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("CHATGATE_PROCESS_FENCE_AFTER_S", "CHATGATE_HEARTBEAT_S",
+                 "CHATGATE_PROCESS_DEAD_AFTER_S"):
+        monkeypatch.delenv(name, raising=False)
+    assert Settings(_env_file=None).process_fence_after_s == 5.0  # type: ignore[call-arg]
+    assert sentence(monkeypatch, CHATGATE_HEARTBEAT_S="2",
+                    CHATGATE_PROCESS_DEAD_AFTER_S="3") == (
+        "CHATGATE_PROCESS_FENCE_AFTER_S must be above CHATGATE_HEARTBEAT_S (2) and at most "
+        "CHATGATE_PROCESS_DEAD_AFTER_S less 0.5 s (2.5): a process cut off from the database "
+        "must end its answers before another may take them over, not '1.5 (half of "
+        "CHATGATE_PROCESS_DEAD_AFTER_S, when unset)'")

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.answer.records import FinishedMessage
 from app.core.clock import utcnow
 from app.process import repository as processes
 from app.store.db import Database
+from app.store.errors import MessageAlreadyFinished
 from app.store.models import GatewayProcess, Message
 from app.turn.rows import SweptAnswer, turn_rows
 from app.turn.rows import messages as messages_store
@@ -84,3 +86,57 @@ async def test_a_checkpoint_never_overwrites_a_finished_row(db: Database) -> Non
         first, second = await s.get(Message, running.id), await s.get(Message, finished.id)
     assert first is not None and (first.content, first.status) == ("partial", "streaming")
     assert second is not None and second.content == "the whole answer"
+
+
+async def test_a_process_within_its_lease_is_not_swept_whatever_the_sweepers_dead_after(
+        db: Database) -> None:
+    """The lease is the owner's word: until `lease_until` it may still be ending its
+    answers, so a sweeper with a shorter dead-after takes nothing over before then."""
+    now = utcnow()
+    async with db.transaction() as s:
+        await processes.register_process(s, "leased", hostname="h", pid=1,
+                                         now=now - dt.timedelta(seconds=30),
+                                         lease_until=now + dt.timedelta(seconds=1))
+    row = await _open(db, "leased")
+    async with db.transaction() as s:
+        assert await processes.sweep_dead_processes(s, now=now, dead_after=DEAD_AFTER) == []
+    async with db.transaction() as s:
+        later = now + dt.timedelta(seconds=2)
+        swept = await processes.sweep_dead_processes(s, now=later, dead_after=DEAD_AFTER)
+    assert [answer.message_id for answer in swept] == [row.id]
+
+
+async def test_a_late_beat_moves_neither_the_heartbeat_nor_the_lease_back(db: Database) -> None:
+    now = utcnow()
+    await _register(db, "p", now)
+    async with db.transaction() as s:
+        assert await processes.beat(s, "p", hostname="h", pid=1, now=now,
+                                    lease_until=now + dt.timedelta(seconds=6))
+        assert await processes.beat(s, "p", hostname="h", pid=1,
+                                    now=now - dt.timedelta(seconds=5),
+                                    lease_until=now + dt.timedelta(seconds=1))
+    async with db.transaction() as s:
+        process = await s.get(GatewayProcess, "p")
+    assert process is not None
+    assert process.heartbeat_at == now
+    assert process.lease_until == now + dt.timedelta(seconds=6)
+
+
+async def test_a_late_finish_does_not_overwrite_a_row_the_sweep_took_over(
+        db: Database) -> None:
+    """The fence in the finish: a process whose answer was swept (it looked dead) and that
+    finishes it later, once it reaches the database again, stores nothing; the sweep's
+    row, and the usage it billed, stand."""
+    await _register(db, "cut-off", utcnow() - dt.timedelta(seconds=11))
+    row = await _open(db, "cut-off")
+    async with db.transaction() as s:
+        await messages_store.checkpoint_contents(s, {row.id: "seen so far"}, now=utcnow())
+        await processes.sweep_dead_processes(s, now=utcnow(), dead_after=DEAD_AFTER)
+    with pytest.raises(MessageAlreadyFinished):
+        await turn_rows(db).finish(FinishedMessage(row.id, "seen so far and more", {},
+                                                   "complete"))
+    async with db.transaction() as s:
+        stored = await s.get(Message, row.id)
+    assert stored is not None and stored.status == "interrupted"
+    assert stored.content == "seen so far"
+    assert stored.meta["interrupted_reason"] == "process_died"

@@ -27,7 +27,7 @@ SLOW_FIRST: tuple[str, ...] = (
     "tests/scripts/test_bad_settings.py",
     "tests/web/test_page_edges.py",
     "tests/e2e/test_failures.py",
-    "tests/turn/test_gate.py",
+    "tests/turn/admission/test_gate.py",
     "tests/e2e/test_resume_across_gateways.py",
     "tests/e2e/test_database_partition.py",
     "tests/stream/test_reasoning_properties.py",

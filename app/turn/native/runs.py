@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 from app.answer.events import Delta, Ended, Reasoning, TurnEvent
-from app.answer.interruptions import CLIENT_GONE, SHUTTING_DOWN
+from app.answer.finish import not_stored
+from app.answer.interruptions import CLIENT_GONE, DATABASE_UNREACHABLE, SHUTTING_DOWN
 from app.answer.records import FinalStatus
 from app.kit.shield import run_shielded
 from app.observe.logging import get_logger
@@ -79,6 +80,8 @@ class TurnRun:
                 raise asyncio.CancelledError
             async with aclosing(turn.events()) as events:
                 async for event in events:
+                    if self.log.closed:  # fenced while it stored its end: told already
+                        continue
                     self.log.append(event)
                     if self.readers and isinstance(event, Delta | Reasoning):
                         self._deltas_ahead += 1
@@ -86,6 +89,9 @@ class TurnRun:
                             await self._read_up_to(self.log.end)
         except asyncio.CancelledError:  # stopped: stored as it stands, then its closing events
             await run_shielded(turn.finish())
+            if self.log.closed:  # fenced: its end was told then
+                return
+
             for event in turn.closing_events:
                 self.log.append(self._with_reason(event))
         finally:
@@ -99,6 +105,16 @@ class TurnRun:
         if self.stop_reason == SHUTTING_DOWN and isinstance(event, Ended):
             return dataclasses.replace(event, reason=SHUTTING_DOWN)
         return event
+
+    def not_stored_yet(self) -> None:
+        """Fenced while it stores its end (app.process), which waits for the database: its
+        readers are told now that it is not stored yet (`storage_error`), not once its
+        store gives up, before another process may take the row over."""
+        if self.done or self.log.closed:
+            return
+        self.log.append(not_stored("failed"))
+        self.log.close()
+        log.info("turn_fenced_while_storing", **self.log_ids)
 
     async def _read_up_to(self, end: int) -> None:
         """Until a reader has sent everything before `end`, or no reader is left."""
@@ -129,6 +145,11 @@ class TurnRun:
             return False
         self.stop_reason = reason
         self._turn.stopping(reason)
+        if reason == DATABASE_UNREACHABLE:
+            # Fenced (app.process): its readers hear the end now, before another process
+            # may take the row over, not once the finish has waited for the database.
+            self.log.append(Ended(self.message_id, "interrupted", DATABASE_UNREACHABLE))
+            self.log.close()
         if self._started:  # else the task has not run yet: it stops as it starts
             self.task.cancel()
         log.info("turn_stopped", reason=reason, **self.log_ids)
@@ -205,7 +226,9 @@ class RunReader:
         if stop is not None:
             self.run.stop(stop)
         self.run.detach()
-        if self.run.stop_reason is not None:
+        # A fenced turn's store waits for the database to answer again: its response ends
+        # without it (its end was told; the row is stored, or taken over, later).
+        if self.run.stop_reason not in (None, DATABASE_UNREACHABLE):
             await self.run.settled()
 
 
@@ -219,6 +242,8 @@ class TurnRuns:
         self.shared, self.metrics = shared, metrics
         self._runs: dict[uuid.UUID, TurnRun] = {}
         self.shutting_down = False
+        #: This process could not renew its heartbeat (app.process): no answer runs.
+        self.fenced = False
 
     def start(self, turn: Turn) -> RunReader:
         """Run `turn` in its own task; returns its first reader (the opening request's).
@@ -229,6 +254,8 @@ class TurnRuns:
             run.mirror = asyncio.create_task(self.shared.mirror(run.message_id, run.log))
         if self.shutting_down:
             self.stop(run.message_id, SHUTTING_DOWN)
+        elif self.fenced:
+            self.stop(run.message_id, DATABASE_UNREACHABLE)
         return RunReader(run, 0)
 
     def get(self, message_id: uuid.UUID) -> TurnRun | None:
@@ -287,6 +314,18 @@ class TurnRuns:
         """Stop requests made on other processes (only with `shared`)."""
         if self.shared is not None:
             await self.shared.listen_for_stops(self.stop)
+
+    def fence(self) -> None:
+        """This process's heartbeat lease ran out (app.process): every running turn ends at
+        once, its readers told `interrupted` (`database_unreachable`) before its row is
+        stored, and any started until `unfence` ends as it starts."""
+        self.fenced = True
+        for run in [run for run in self._runs.values() if not run.done]:
+            if not self.stop(run.message_id, DATABASE_UNREACHABLE):
+                run.not_stored_yet()
+
+    def unfence(self) -> None:
+        self.fenced = False
 
     def shut_down(self) -> list[TurnRun]:
         """The process is stopping: every running turn (and any started from now on) is

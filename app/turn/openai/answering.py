@@ -27,7 +27,7 @@ from app.api.event_stream import (
 from app.api.state import runtime
 from app.keys.service import Principal
 from app.kit.shield import run_shielded
-from app.turn.openai.errors import OpenAIError, failure_error, key_revoked
+from app.turn.openai.errors import OpenAIError, failure_error, key_revoked, shutting_down
 from app.turn.run.completion import CompletionCall
 
 
@@ -45,9 +45,7 @@ class Endings:
     @classmethod
     def of(cls, error_frame: Callable[[OpenAIError], bytes]) -> Endings:
         return cls(RevokedEnding(error_frame(key_revoked()), lambda: key_revoked().response()),
-                   error_frame(OpenAIError(
-                       503, "the gateway is shutting down; send the request again",
-                       "shutting_down")))
+                   error_frame(shutting_down()))
 
 
 async def answered(
@@ -76,26 +74,27 @@ async def answered(
 async def run_whole(call: CompletionCall, revocation: RevocationGuard,
                     shutdown: ShutdownWatch) -> list[ChoiceDelta]:
     """Every delta of a non-streamed call; a 401 `key_revoked` once its key is revoked while
-    it runs, as a stream ends then. Cut or not, the call is finished (and billed for what
-    the model produced) before this returns. Once the process begins shutting down, the
-    call may still end in the server's grace; what cuts it after that is the shutdown
-    (the server cancels the requests left), which its row then says."""
+    it runs, as a stream ends then, and a 503 `shutting_down` at once when the process
+    begins shutting down (a whole reply may take minutes: the server's grace would cut it
+    with a bare 500). Cut or not, the call is finished (stored `interrupted` with its
+    reason, and billed for what the model produced) before this returns."""
     running = asyncio.ensure_future(call.run_to_end())
-    revoked = False
+    stopped_by: OpenAIError | None = None
 
-    def revoke() -> None:
-        nonlocal revoked
-        revoked = True
-        call.stopping(KEY_REVOKED)
+    def stop(reason: str, error: OpenAIError) -> None:
+        nonlocal stopped_by
+        stopped_by = error
+        call.stopping(reason)
         running.cancel()
 
-    with revocation(revoke), shutdown(lambda: call.stopping(SHUTTING_DOWN)):
+    with (revocation(lambda: stop(KEY_REVOKED, key_revoked())),
+          shutdown(lambda: stop(SHUTTING_DOWN, shutting_down()))):
         try:
             return await running
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if revoked and (current is None or not current.cancelling()):
-                raise key_revoked() from None
+            if stopped_by is not None and (current is None or not current.cancelling()):
+                raise stopped_by from None
             raise
 
 

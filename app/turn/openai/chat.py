@@ -79,6 +79,12 @@ def _data(chunk: Any) -> bytes:
 ENDINGS = Endings.of(lambda error: _data(error.body()))
 
 
+def shutting_down() -> OpenAIError:
+    """What a call the shutdown cut answers: the SDKs raise it, and retry it elsewhere."""
+    return OpenAIError(503, "the gateway is shutting down; send the request again",
+                       "shutting_down")
+
+
 async def _frames(call: CompletionCall, writer: ChunkWriter) -> AsyncGenerator[bytes, None]:
     for chunk in writer.opening():
         yield _data(chunk)

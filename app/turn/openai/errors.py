@@ -58,6 +58,12 @@ class OpenAIError(Exception):
         return JSONResponse(self.body(), self.status, headers=headers or None)
 
 
+def shutting_down() -> OpenAIError:
+    """What a call the shutdown cut answers: the SDKs raise it, and retry it elsewhere."""
+    return OpenAIError(503, "the gateway is shutting down; send the request again",
+                       "shutting_down")
+
+
 def key_revoked() -> OpenAIError:
     """A call cut because its key was revoked while it ran: its 401, or the last event of
     its stream (which the SDKs raise as an APIError)."""

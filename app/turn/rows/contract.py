@@ -74,7 +74,8 @@ class TurnRows(Protocol):
         """The answer stored as finished, its calls and the day's rollup, with the
         `notifications` sent (PostgreSQL's NOTIFY; SQLite has none) and `hook`'s writes in
         the same transaction. Raises MessageNotFound (its thread was deleted) or
-        MessageAlreadyFinished (its usage must not be counted twice), storing nothing."""
+        MessageAlreadyFinished (its usage must not be counted twice; or a sweep took the
+        row over, and it stands), storing nothing: only a row still `streaming` is written."""
 
     async def open_call(self, opening: CallOpening) -> Refused | None:
         """The call's `open_calls` row, stored under the cap and the budget (None), or why

@@ -186,21 +186,24 @@ LOCK_OWNED_THREAD = (
 
 #: A finish's thread UPDATE, first, as an opening locks it: one lock order for both, so a
 #: concurrent opening (answered 409) cannot deadlock with a finish. It moves the thread to
-#: the top of the list and reads its autonomy settings under the lock. A message finished
-#: already touches nothing.
+#: the top of the list and reads its autonomy settings under the lock. A message no longer
+#: `streaming` (finished already, or taken over by a sweep) touches nothing.
 TOUCH_THREAD_OF_MESSAGE = (
     update(THREADS)
     .where(THREADS.c.id == select(MESSAGES.c.thread_id)
            .where(MESSAGES.c.id == bindparam("message_id", type_=MESSAGES.c.id.type),
-                  MESSAGES.c.completed_at.is_(None))
+                  MESSAGES.c.status == "streaming")
            .scalar_subquery())
     .values(updated_at=bindparam("now", type_=THREADS.c.updated_at.type))
     .returning(THREADS.c.autonomy)
 )
+#: The finish writes only while the row is still its process's own, `streaming`: the fence.
+#: A sweep that took the row over (its process looked dead: app.process) made it
+#: `interrupted`, and a late finish of that process (a partition healed) stores nothing.
 FINISH_MESSAGE = (
     update(MESSAGES)
     .where(MESSAGES.c.id == bindparam("message_id", type_=MESSAGES.c.id.type),
-           MESSAGES.c.completed_at.is_(None))
+           MESSAGES.c.status == "streaming")
     .values({column: bindparam(f"new_{column}", type_=MESSAGES.c[column].type)
              for column in ("content", "metadata", "status", "completed_at", "updated_at",
                             "reasoning", "reasoning_ms")})

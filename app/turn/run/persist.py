@@ -148,9 +148,9 @@ class TurnStore:
         await settled(await self.store_late(finished, outcome))
 
     async def store_late(self, finished: FinishedMessage, outcome: TurnOutcome) -> StoreResult:
-        """The background retries. The row stays `streaming` meanwhile; should a sweep mark
-        it `interrupted` first, this still completes it (a swept row keeps completed_at
-        NULL)."""
+        """The background retries. The row stays `streaming` meanwhile; should a sweep take it
+        over first (`interrupted`), this stores nothing (`already_finished`): the finish
+        writes only a row still `streaming` (the fence, app.process)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + LATE_STORE_WINDOW_S
         result: StoreResult = "failed"

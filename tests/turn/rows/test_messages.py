@@ -10,6 +10,7 @@ from sqlalchemy import select, update
 
 from app.core.clock import utcnow
 from app.store.db import Database
+from app.store.errors import MessageAlreadyFinished
 from app.store.models import Message
 from app.store.visibility import is_hidden
 from app.threads import repository as threads_store
@@ -172,9 +173,12 @@ async def test_interrupt_stale_streaming(db: Database) -> None:
     assert swept.meta["interrupted_reason"] == "stale_streaming" and swept.completed_at is None
     assert live is not None and live.status == "streaming"
     assert still is not None and still.status == "streaming"
-    # The thread is free again, and a slow process that was still alive may still finish.
-    late = await finish(db, stale.id, "late but real", calls=[], metadata={})
-    assert late.status == "complete" and late.content == "late but real"
+    # The thread is free again, and a late finish stores nothing: a swept row stands.
+    with pytest.raises(MessageAlreadyFinished):
+        await finish(db, stale.id, "late but real", calls=[], metadata={})
+    async with db.transaction(read_only=True) as s:
+        kept = await s.get(Message, stale.id)
+    assert kept is not None and kept.status == "interrupted" and kept.content == ""
 
 
 async def test_history_until_an_answer_is_the_models_history_up_to_it(db: Database) -> None:

@@ -1,0 +1,184 @@
+"""One answer per thread when a process is cut off from PostgreSQL: two real gateway
+processes on one database, one of them behind a TCP proxy of the test's own that goes
+silent (no FIN, no RST: a partition).
+
+- The owner partitioned: its client is told the answer ended (`interrupted`,
+  `database_unreachable`) before the other process may take the thread over, no delta
+  reaches it after that, and once the network is back the owner's late finish leaves the
+  swept row as the sweep wrote it.
+- The sweeper partitioned: its heartbeat and sweep stop and come back late; the answer the
+  other process streams meanwhile is never taken over, and the thread takes a new turn
+  only once that answer is complete.
+
+Short settings instead of long waits: a heartbeat every 0.25 s, dead after 3 s, so the
+fence is 1.5 s (app.config.fencing)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.engine import make_url
+
+from app.store.db import Database
+from app.store.models import Message
+from tests.e2e.helpers import new_thread
+from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
+from tests.support.gateway import DemoLlm, GatewayProcess, StartGatewayProcess, iter_sse
+from tests.support.tcp_proxy import TcpProxy, running_proxy
+
+pytestmark = pytest.mark.postgres
+
+LONG = "[long] tell me everything"
+DEAD_AFTER_S = 3.0
+ENV = {"CHATGATE_HEARTBEAT_S": "0.25", "CHATGATE_PROCESS_DEAD_AFTER_S": str(DEAD_AFTER_S),
+       "CHATGATE_DATABASE_CONNECT_TIMEOUT_S": "1", "CHATGATE_DATABASE_STATEMENT_TIMEOUT_S": "1",
+       "CHATGATE_DATABASE_POOL_TIMEOUT_S": "2", "CHATGATE_TITLE_CALLS": "false",
+       "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10", "CHATGATE_RESUME_GRACE_S": "0"}
+#: How long a test waits for what must happen within seconds.
+GIVE_UP_S = 30.0
+
+
+@contextlib.contextmanager
+def one_database_two_ways() -> Iterator[tuple[str, str, TcpProxy]]:
+    """A fresh database: its direct URL, and a URL through a proxy of the test's."""
+    require_postgres()
+    url = make_fresh_database_url("postgresql")
+    parsed = make_url(url)
+    try:
+        with running_proxy(parsed.host or "127.0.0.1", parsed.port or 5432) as proxy:
+            yield url, parsed.set(port=proxy.port).render_as_string(hide_password=False), proxy
+    finally:
+        with contextlib.suppress(Exception):
+            drop_database(url)
+
+
+async def _row(url: str, message_id: str) -> Message:
+    db = Database(url)
+    try:
+        async with db.transaction() as session:
+            row = (await session.execute(
+                select(Message).where(Message.id == uuid.UUID(message_id)))).scalar_one()
+            session.expunge(row)
+            return row
+    finally:
+        await db.dispose()
+
+
+async def _second_turn(client: httpx.AsyncClient, thread_id: str) -> tuple[float, str]:
+    """A second turn asked for every 0.2 s until the thread takes it (409 `thread_busy`
+    before); when it was accepted (monotonic) and how its answer ended."""
+    async with asyncio.timeout(GIVE_UP_S):
+        while True:
+            async with client.stream("POST", f"/api/threads/{thread_id}/messages",
+                                     json={"content": "my turn now?"}) as response:
+                if response.status_code == 409:
+                    await response.aread()
+                    await asyncio.sleep(0.2)
+                    continue
+                assert response.status_code == 200, await response.aread()
+                accepted = time.monotonic()
+                ends = [event.data["status"] async for event in iter_sse(response)
+                        if event.event == "message_end"]
+                return accepted, ends[-1]
+
+
+async def _logged(gateway: GatewayProcess, event: str) -> dict[str, Any]:
+    async with asyncio.timeout(GIVE_UP_S):
+        while True:
+            for line in gateway.logs():
+                if line.get("event") == event:
+                    return line
+            await asyncio.sleep(0.1)
+
+
+async def test_a_partitioned_owner_ends_its_answer_before_another_process_takes_over(
+    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+) -> None:
+    with one_database_two_ways() as (direct, proxied, proxy):
+        owner = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
+                                      database_url=proxied)
+        sweeper = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
+                                        database_url=direct)
+        key = await sweeper.api_key("fenced")
+        deltas: list[tuple[float, str]] = []
+        end: tuple[float, dict[str, Any]] | None = None
+        async with owner.client(key, timeout=60) as a, sweeper.client(key, timeout=60) as b:
+            thread_id = await new_thread(a)
+            second: asyncio.Task[tuple[float, str]] | None = None
+            async with asyncio.timeout(GIVE_UP_S), a.stream(
+                    "POST", f"/api/threads/{thread_id}/messages",
+                    json={"content": LONG}) as response:
+                async for event in iter_sse(response):
+                    if event.event == "message_start":
+                        message_id = event.data["assistant_message_id"]
+                    elif event.event == "delta":
+                        deltas.append((time.monotonic(), event.data["text"]))
+                        if second is None:
+                            proxy.silence()
+                            partitioned = time.monotonic()
+                            second = asyncio.create_task(_second_turn(b, thread_id))
+                    elif event.event == "message_end":
+                        end = (time.monotonic(), event.data)
+            assert second is not None
+            accepted, second_status = await second
+            proxy.speak()
+            await _logged(owner, "turn_store_skipped")  # its late finish met the fence
+        row = await _row(direct, message_id)
+    assert end is not None, "the owner's client was never told the answer ended"
+    ended_at, data = end
+    print(f"owner told at +{ended_at - partitioned:.2f} s, "
+          f"thread taken over at +{accepted - partitioned:.2f} s")
+    assert data == {"message_id": message_id, "status": "interrupted",
+                    "reason": "database_unreachable"}
+    assert ended_at < accepted
+    assert all(at <= ended_at for at, _ in deltas)
+    assert second_status == "complete"
+    # The sweep's row stands: the owner's late finish did not overwrite it.
+    assert row.status == "interrupted" and row.meta["interrupted_reason"] == "process_died"
+    assert "".join(text for _, text in deltas).startswith(row.content)
+
+
+async def test_a_partitioned_sweeper_never_takes_over_a_live_answer(
+    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+) -> None:
+    with one_database_two_ways() as (direct, proxied, proxy):
+        owner = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
+                                      database_url=direct)
+        sweeper = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
+                                        database_url=proxied)
+        key = await owner.api_key("steady")
+        text, ends, healed = "", [], False
+        async with owner.client(key, timeout=60) as a, sweeper.client(key, timeout=60) as b:
+            thread_id = await new_thread(a)
+            second: asyncio.Task[tuple[float, str]] | None = None
+            async with asyncio.timeout(GIVE_UP_S), a.stream(
+                    "POST", f"/api/threads/{thread_id}/messages",
+                    json={"content": LONG}) as response:
+                async for event in iter_sse(response):
+                    if event.event == "delta":
+                        if not text:
+                            proxy.silence()
+                            silenced = time.monotonic()
+                        elif not healed and time.monotonic() > silenced + 2 * DEAD_AFTER_S:
+                            proxy.speak()  # held beats and sweeps arrive, late
+                            healed = True
+                            second = asyncio.create_task(_second_turn(b, thread_id))
+                        text += event.data["text"]
+                    elif event.event == "message_end":
+                        ends.append(event.data["status"])
+                        finished = time.monotonic()
+            assert second is not None, "the answer ended before the sweeper came back"
+            accepted, _ = await second
+            stored = (await a.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
+    assert ends == ["complete"]
+    assert accepted > finished
+    answer = next(m for m in stored if m["role"] == "assistant")
+    assert answer["status"] == "complete" and answer["content"] == text

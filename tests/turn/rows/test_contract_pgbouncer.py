@@ -1,0 +1,74 @@
+"""The turn repository's contract through PgBouncer in transaction mode: every test of
+test_contract.py again, on PostgreSQL behind a PgBouncer of the tests' own, with the store
+set for it (`transaction_pooler`: no statement kept on the server). A finish's NOTIFY goes
+through the pooler and reaches a listener on a direct connection, as the gateway listens
+(CHATGATE_DATABASE_LISTEN_URL)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from app.answer.records import FinishedMessage
+from app.store.db import Database
+from app.store.notify import Notification, open_listener
+from app.turn.rows import turn_rows
+from tests.store.factories import call, new_thread, open_rows
+from tests.support.databases import drop_database, make_fresh_database_url
+from tests.support.pgbouncer import PgBouncer, running_pgbouncer
+from tests.turn.rows import test_contract
+from tests.turn.rows.test_contract import *  # noqa: F403 (the contract, run again here)
+
+pytestmark = pytest.mark.postgres
+
+#: LISTEN cannot go through the pooler: the direct listener's version is below.
+del test_a_finish_sends_its_notifications_only_when_it_finishes  # noqa: F821
+CONTRACT = [name for name in dir(test_contract) if name.startswith("test_")]
+
+
+@pytest.fixture(scope="module")
+def bouncer() -> Iterator[PgBouncer]:
+    with running_pgbouncer() as running:
+        yield running
+
+
+@pytest.fixture
+def backend() -> str:
+    return "postgresql"
+
+
+@pytest.fixture
+def direct_url() -> Iterator[str]:
+    url = make_fresh_database_url("postgresql")
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture
+async def db(bouncer: PgBouncer, direct_url: str) -> AsyncIterator[Database]:
+    database = Database(bouncer.url_of(direct_url), transaction_pooler=True)
+    yield database
+    await database.dispose()
+
+
+def test_the_whole_contract_runs_here() -> None:
+    here = {name for name in globals() if name.startswith("test_")}
+    assert set(CONTRACT) - here == {"test_a_finish_sends_its_notifications_only_when_it_finishes"}
+
+
+async def test_a_finish_through_the_pooler_notifies_a_direct_listener(
+        db: Database, direct_url: str) -> None:
+    opened = await open_rows(db, await new_thread(db), "one")
+    ping = Notification("chatgate_test_finish", f"finished {opened.assistant.id}")
+    direct = Database(direct_url)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listener = await open_listener(direct, ping.channel, heard.put_nowait)
+    try:
+        await turn_rows(db).finish(
+            FinishedMessage(opened.assistant.id, "reply", {}, "complete", [call()]), [ping])
+        assert await asyncio.wait_for(heard.get(), 10) == ping.payload
+    finally:
+        await listener.close()
+        await direct.dispose()
