@@ -27,12 +27,12 @@ async def _register(db: Database, process_id: str, at: dt.datetime) -> None:
         await processes.register_process(s, process_id, hostname="h", pid=1, now=at)
 
 
-async def _sweep(s: AsyncSession, now: dt.datetime) -> list[SweptAnswer]:
+async def _sweep(s: AsyncSession, now: dt.datetime,
+                 dead_after: dt.timedelta = DEAD_AFTER) -> list[SweptAnswer]:
     """The sweep as the process registry runs it: the dead processes' turns (the turn
     repository's), then their rows."""
-    cutoff = now - DEAD_AFTER
-    swept = await sweep_dead_answers(s, processes.live_processes(cutoff), now=now)
-    await processes.forget_dead_processes(s, cutoff)
+    swept = await sweep_dead_answers(s, processes.live_processes(now, dead_after), now=now)
+    await processes.forget_dead_processes(s, now, dead_after)
     return swept
 
 
@@ -99,10 +99,10 @@ async def test_a_process_within_its_lease_is_not_swept_whatever_the_sweepers_dea
                                          lease_until=now + dt.timedelta(seconds=1))
     row = await _open(db, "leased")
     async with db.transaction() as s:
-        assert await processes.sweep_dead_processes(s, now=now, dead_after=DEAD_AFTER) == []
+        assert await _sweep(s, now) == []
     async with db.transaction() as s:
         later = now + dt.timedelta(seconds=2)
-        swept = await processes.sweep_dead_processes(s, now=later, dead_after=DEAD_AFTER)
+        swept = await _sweep(s, later)
     assert [answer.message_id for answer in swept] == [row.id]
 
 
@@ -131,7 +131,7 @@ async def test_a_late_finish_does_not_overwrite_a_row_the_sweep_took_over(
     row = await _open(db, "cut-off")
     async with db.transaction() as s:
         await messages_store.checkpoint_contents(s, {row.id: "seen so far"}, now=utcnow())
-        await processes.sweep_dead_processes(s, now=utcnow(), dead_after=DEAD_AFTER)
+        await _sweep(s, utcnow())
     with pytest.raises(MessageAlreadyFinished):
         await turn_rows(db).finish(FinishedMessage(row.id, "seen so far and more", {},
                                                    "complete"))

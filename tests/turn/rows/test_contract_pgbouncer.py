@@ -36,12 +36,13 @@ def bouncer() -> Iterator[PgBouncer]:
 
 @pytest.fixture
 def backend() -> str:
+    """PostgreSQL alone (a contract test marked postgres_only asks for it by name)."""
     return "postgresql"
 
 
 @pytest.fixture
-def direct_url() -> Iterator[str]:
-    url = make_fresh_database_url("postgresql")
+def direct_url(backend: str) -> Iterator[str]:
+    url = make_fresh_database_url(backend)
     yield url
     drop_database(url)
 
