@@ -34,7 +34,7 @@ from app.demo_llm.scenarios import (
     prompt_tokens,
 )
 from app.demo_llm.seen import Recorder, StreamOutcome
-from app.demo_llm.tools import planned_tool_call, tool_call_deltas
+from app.demo_llm.tool_calls import planned_tool_call, tool_call_deltas
 from app.observe.logging import get_logger
 
 log = get_logger("demo_llm")
@@ -117,7 +117,7 @@ def error_response(status: int, message: str, code: str, kind: str) -> JSONRespo
 @dataclass(frozen=True)
 class Shape:
     """What the request asked of the answer's form: how many choices, and the tool call the
-    model makes instead of answering (app.demo_llm.tools)."""
+    model makes instead of answering (app.demo_llm.tool_calls)."""
 
     n: int = 1
     tool_call: dict[str, Any] | None = None
