@@ -3,4 +3,5 @@ user message the model sees and the user never does (docs/followups.md).
 
 Pure parts: triggers (types, prompts, reasons), autonomy (settings, cap), recall_query.
 Shell parts: scheduler (TurnObserver), worker (claims and runs due follow-ups), recall (memory
-retrieval TurnObserver), thread_settings (PATCH service), wiring (lifespan)."""
+retrieval TurnObserver), thread_settings (PATCH service); app.gateway.followups starts them
+in a process."""

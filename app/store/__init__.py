@@ -1,5 +1,5 @@
 """The database kit: the engine and its transactions, the schema, the drivers and the
-migrations that every domain's repository builds on (see docs/architecture.md)."""
+migrations that every domain's repository builds on (docs/schema.md, *Store conventions*)."""
 
 from app.store.db import Database
 from app.store.errors import (

@@ -10,7 +10,7 @@ answer streams. stream: the run's stages, then each upstream chunk through the c
 AnswerStream, driven by the loop every API shares (app/turn/run/loop.py). finish: the run's,
 however the stream ended: ONE transaction stores what was sent with an honest status,
 exactly once (app/turn/run/persist.py); the turn adds its closing events and its summary line.
-docs/architecture.md draws the cancellation flow."""
+docs/architecture.md tells what ends a turn early."""
 
 from __future__ import annotations
 
