@@ -128,6 +128,20 @@ class AnswerStream:
         self.status, self.failure, self.filter_closed = "interrupted", None, False
         self.usage, self.model, self.finish_reason, self.raw_bytes = None, None, None, 0
 
+    def carry_on(self, said: str, reasoning: str | None = None,
+                 reasoning_ms: int | None = None) -> None:
+        """Before the first chunk: this answer finishes one stored earlier (Continue on an
+        answer cut at its token limit or interrupted). Its text and thinking start this one,
+        the split continues that text as after a mid-answer failure, and only the new text
+        is sent as deltas."""
+        if said:
+            self._parts.append(said)
+            self._split = ReasoningSplit(self.reasoning_format, self.reasoning_tag,
+                                         continuing=True)
+        if reasoning:
+            self._thoughts.append(reasoning)
+            self._thinking_ms = reasoning_ms or 0
+
     @property
     def content(self) -> str:
         return "".join(self._parts)
