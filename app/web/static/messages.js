@@ -12,6 +12,8 @@ export const UNFINISHED_THINKING = "The model was still thinking when its answer
 
 /** The text each bubble stands for (what Copy copies and Retry re-sends). */
 const textOf = new WeakMap();
+/** The message each bubble was last drawn from (Continue goes on from its text). */
+const drawnFrom = new WeakMap();
 
 export function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -22,6 +24,10 @@ export function el(tag, className, text) {
 
 export function messageText(node) {
   return textOf.get(node) ?? "";
+}
+
+export function messageOf(node) {
+  return drawnFrom.get(node);
 }
 
 /** A new bubble for a message. */
@@ -42,6 +48,7 @@ export function updateMessage(node, message) {
   node.classList.toggle("streaming", message.status === "streaming");
   node.classList.toggle("synthetic", Boolean(message.metadata && message.metadata.synthetic));
   textOf.set(node, message.content || "");
+  drawnFrom.set(node, message);
   renderReasoning(node, message);
   renderContent(node.querySelector(".content"), message);
   renderFooter(node.querySelector(".footer"), message);
@@ -153,8 +160,11 @@ function actionButtons(message) {
     buttons.push(actionButton("regenerate", "Regenerate",
       "Ask the question of this exchange again for a new answer"));
   }
-  if (cutAtLimit(message)) {
-    buttons.push(actionButton("continue", "Continue", "Ask the model to go on from where it was cut"));
+  if (cutAtLimit(message) || (message.role === "assistant" && message.status === "interrupted"
+                              && message.id)) {
+    // Offered on the thread's last answer only (the CSS hides the others).
+    buttons.push(actionButton("continue", "Continue",
+      "Ask the model to finish this answer from where it stopped"));
   }
   return buttons;
 }
