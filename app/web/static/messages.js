@@ -113,6 +113,13 @@ function renderFooter(footer, message) {
     span.title = `prompt ${usage.prompt_tokens ?? "?"}, completion ${usage.completion_tokens ?? "?"}`;
     parts.push(span);
   }
+  const model = modelWords(message);
+  if (model) {
+    const span = el("span", "model", model.text);
+    span.dataset.testid = "message-model";
+    span.title = model.detail;
+    parts.push(span);
+  }
   if (cutAtLimit(message)) {
     const note = el("span", "cut-note", "cut at the token limit");
     note.dataset.testid = "message-cut";
@@ -122,6 +129,22 @@ function renderFooter(footer, message) {
   }
   if (message.status !== "streaming") parts.push(...actionButtons(message));
   footer.replaceChildren(...parts);
+}
+
+/** Which model answered: the name picked, and "answered by" another when the picked one
+ *  failed and a fallback of its list gave the answer; the upstream id in the tooltip. */
+function modelWords(message) {
+  const meta = message.role === "assistant" && message.metadata;
+  if (!meta) return null;
+  const by = meta.answered_by && meta.answered_by.model;
+  const picked = meta.model_name || by;
+  if (!picked) return null;
+  const upstream = meta.model ? ` (${meta.model})` : "";
+  if (by && by !== picked) {
+    return { text: `${picked} · answered by ${by}`,
+             detail: `You picked ${picked}; it did not answer, so ${by}${upstream} did.` };
+  }
+  return { text: picked, detail: `Answered by ${picked}${upstream}` };
 }
 
 /** An answer that is all thinking: the thinking never closed (the filter's warning
