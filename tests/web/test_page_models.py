@@ -110,10 +110,9 @@ async def test_each_answer_names_its_model_and_the_picker_looks_like_the_page(
         await page.goto(gateway.url + "/")
         picker = page.get_by_test_id("model-picker")
         await expect(picker).to_be_visible()
-        look = """(el) => { const s = getComputedStyle(el);
-            return %s.map((k) => s[k]); }""" % list(FIELD_LOOK)
-        assert await picker.evaluate(look) == await page.locator("#thread-search").evaluate(
-            look)
+        look = "(el, keys) => { const s = getComputedStyle(el); return keys.map((k) => s[k]); }"
+        assert await picker.evaluate(look, list(FIELD_LOOK)) == await page.locator(
+            "#thread-search").evaluate(look, list(FIELD_LOOK))
         box = await picker.bounding_box()
         assert box is not None and box["height"] >= 28 and box["x"] + box["width"] <= (
             viewport.width)
