@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.demo_llm.scenarios import long_answer_text
 from app.store.db import Database
-from app.store.models import LlmCall, UserTokenUsage
+from app.store.models import LlmCall, Message, UserTokenUsage
 from tests.e2e.helpers import keyed_client, messages, new_thread
 from tests.support.gateway import DemoLlm, LiveGateway, StartGateway, post_turn
 from tests.support.gateway.sse import TurnResult, parse_sse
@@ -116,3 +116,38 @@ async def test_only_the_last_cut_or_interrupted_answer_can_be_continued(
     assert malformed.status_code in (400, 404, 422)
     assert [r["id"] for r in after] == [question["id"], cut["id"], _["id"], done["id"]]
     assert after[1]["content"] == cut["content"]
+
+
+async def test_an_interrupted_answer_is_finished_from_where_it_stopped(
+    gateway: LiveGateway,
+) -> None:
+    """An answer stopped half-way (stored `interrupted` with half its text) goes on from
+    its last character to the whole answer, and is `complete`."""
+    async with await keyed_client(gateway, "resumer") as client:
+        thread_id = await new_thread(client)
+        assert (await post_turn(client, thread_id, "[long] Tell me")).status_code == 200
+        _, whole = await messages(client, thread_id)
+        half = whole["content"][: len(whole["content"]) // 2]
+        await stop_half_way(gateway.database_url, whole["id"], half)
+        [_, stopped] = await messages(client, thread_id)
+        assert stopped["status"] == "interrupted"
+        going_on = await continue_answer(client, thread_id, whole["id"])
+        [_, answer] = await messages(client, thread_id)
+    assert going_on.status_code == 200, going_on.raw
+    assert answer["status"] == "complete" and answer["content"] == whole["content"]
+    assert "interrupted_reason" not in answer["metadata"]
+    assert "".join(e.data["text"] for e in going_on.of("delta")) == whole["content"][len(half):]
+
+
+async def stop_half_way(database_url: str, message_id: str, half: str) -> None:
+    """The answer as a Stop half-way would have stored it."""
+    db = Database(database_url)
+    try:
+        async with db.transaction() as s:
+            row = await s.get(Message, uuid.UUID(message_id))
+            assert row is not None
+            row.content, row.status = half, "interrupted"
+            row.meta = {**row.meta, "interrupted_reason": "stop_request",
+                        "stream": {**row.meta["stream"], "finish_reason": None}}
+    finally:
+        await db.dispose()
