@@ -162,6 +162,19 @@ class AnswerStream:
                               tool_format=self.tool_format, tool_tag=self.tool_tag,
                               tools_offered=self.tools_offered)
 
+    def carry_on(self, said: str, reasoning: str | None = None,
+                 reasoning_ms: int | None = None) -> None:
+        """Before the first chunk: this answer finishes one stored earlier (Continue on an
+        answer cut at its token limit or interrupted). Its text and thinking start this one,
+        the split continues that text as after a mid-answer failure, and only the new text
+        is sent as deltas."""
+        if said:
+            self._parts.append(said)
+            self._split = self._new_split(continuing=True)
+        if reasoning:
+            self._thoughts.append(reasoning)
+            self._thinking_ms = reasoning_ms or 0
+
     @property
     def content(self) -> str:
         return "".join(self._parts)

@@ -37,3 +37,41 @@ def continuation_messages(messages: Sequence[Mapping[str, Any]], said: str
         out += [{"role": "assistant", "content": said},
                 {"role": "system", "content": CONTINUE_INSTRUCTION}]
     return out
+
+
+#: The figures of a message that add up over the calls of an answer continued in place.
+SUMMED = ("tokens", "prompt_tokens", "completion_tokens")
+
+
+def cut_short(status: str, metadata: Mapping[str, Any]) -> bool:
+    """Whether a stored answer may be finished in place by Continue: it was interrupted, or
+    it ended complete only because it reached its token limit (finish_reason `length`)."""
+    if status == "interrupted":
+        return True
+    stream = metadata.get("stream")
+    return (status == "complete" and isinstance(stream, Mapping)
+            and stream.get("finish_reason") == "length")
+
+
+def continued_metadata(earlier: Mapping[str, Any], now: Mapping[str, Any]
+                       ) -> dict[str, Any]:
+    """What an answer continued in place says of all its calls: `now` (the continuation's
+    totals and processingDetails) with the earlier answer's figures added, its calls listed
+    first, and how many times it was continued. The earlier calls' own rows were billed
+    with the earlier finish; only the message's figures are summed here."""
+    out: dict[str, Any] = {k: now[k] for k in (*SUMMED, "cost_usd") if k in now}
+    for key in SUMMED:
+        out[key] = int(earlier.get(key) or 0) + int(now.get(key) or 0)
+    before, after = earlier.get("cost_usd"), now.get("cost_usd")
+    out["cost_usd"] = (None if before is None or after is None
+                       else round(float(before) + float(after), 8))
+    details = dict(now.get("processingDetails") or {})
+    old = earlier.get("processingDetails")
+    old_calls = old.get("llm_calls") if isinstance(old, Mapping) else None
+    details["llm_calls"] = [*(old_calls or []), *details.get("llm_calls", [])]
+    out["processingDetails"] = details
+    out["continued"] = int(earlier.get("continued") or 0) + 1
+    old_meta = earlier.get("response_metadata")
+    if isinstance(old_meta, Mapping) and old_meta:
+        out["response_metadata"] = {**old_meta, **(now.get("response_metadata") or {})}
+    return out

@@ -33,6 +33,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 from app.cli import FLAG, RunConsole, resolve_database_url
+from app.config.catalog import ModelsFileError
+from app.config.models_file import load_catalog
+from app.config.settings import get_settings
 from app.core.clock import utcnow
 from app.store.migrations import migrated_database
 from app.usage import admin_reports
@@ -136,6 +139,16 @@ def refusals_table(refusals: dict[str, Any]) -> Table:
     return table
 
 
+def _model_names() -> tuple[tuple[str, str], ...]:
+    """The configured catalog's names of upstream ids (none when it cannot be read: the
+    report then shows the ids, as the rows store them)."""
+    try:
+        return admin_reports.model_names(
+            load_catalog(get_settings(), place_demo=False).catalog.models)
+    except (ModelsFileError, ValueError):
+        return ()
+
+
 @cli.command("report")
 def report_command(
     first: str | None = typer.Option(
@@ -159,7 +172,8 @@ def report_command(
         start, end = date_range(UsageQuery(_parse_day(first, "--from") if first else None,
                                            _parse_day(last, "--to") if last else None),
                                 utcnow().date())
-        query = AdminUsageQuery(start, end, admin_reports.group_keys(by), limit=None)
+        query = AdminUsageQuery(start, end, admin_reports.group_keys(by), limit=None,
+                                model_names=_model_names())
         usage, refusals = asyncio.run(report(database_url, query))
     except InvalidUsageQuery as exc:
         console.print(exc.message, style="red")

@@ -36,6 +36,8 @@ def api_routes() -> list[BaseRoute]:
               methods=["DELETE"]),
         Route("/api/threads/{thread_id}/messages/{message_id}/stream", resume.resume_stream,
               methods=["GET"]),
+        Route("/api/threads/{thread_id}/messages/{message_id}/continue", turns.continue_answer,
+              methods=["POST"]),
         Route("/api/threads/{thread_id}/messages/{message_id}/stop", resume.stop_turn,
               methods=["POST"]),
         Route("/api/threads/{thread_id}", threads.delete_thread, methods=["DELETE"]),

@@ -219,6 +219,12 @@ def paths() -> dict[str, Schema]:
                 responses={"200": event_stream(
                     "The turn's events after that id, then live; or one `catch_up` event "
                     "with the stored message.", [*TURN_EVENTS, "catch_up"])})},
+        "/api/threads/{thread_id}/messages/{message_id}/continue": {
+            "parameters": [THREAD_ID, MESSAGE_ID],
+            "post": operation(
+                "native", "continueAnswer", "Finish the thread's cut last answer in place; "
+                "the continuation streams", tag="turns", refusals=(404, 409, 429),
+                responses={"200": turn_stream})},
         "/api/threads/{thread_id}/messages/{message_id}/stop": {
             "parameters": [THREAD_ID, MESSAGE_ID],
             "post": operation(

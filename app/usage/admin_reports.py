@@ -13,9 +13,11 @@ import csv
 import datetime as dt
 import io
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
+from app.config.catalog import ModelSpec
 from app.core.user_ids import user_id_problem
 from app.store.db import Database
 from app.usage import admin_repository as admin_store
@@ -74,7 +76,8 @@ def chosen_users(values: list[str]) -> tuple[str, ...]:
 @dataclass(frozen=True, slots=True)
 class AdminUsageQuery:
     """A parsed report query; `limit` None means every row (the script, the CSV download);
-    `users` limits rows and totals to those users (empty: every user)."""
+    `users` limits rows and totals to those users (empty: every user); `model_names` are
+    the catalog's names of upstream ids (model_names), which the rows' `model` shows."""
 
     start: dt.date | None = None
     end: dt.date | None = None
@@ -82,6 +85,19 @@ class AdminUsageQuery:
     limit: int | None = DEFAULT_LIMIT
     offset: int = 0
     users: tuple[str, ...] = ()
+    model_names: tuple[tuple[str, str], ...] = ()
+
+
+def model_names(specs: Iterable[ModelSpec]) -> tuple[tuple[str, str], ...]:
+    """Each upstream id (what llm_calls and the rollup record) with the catalog's name of
+    it (what a user picks and the page shows), for the ids exactly one name stands for: an
+    id two names share, or one the catalog no longer has, is shown as it is. One id, one
+    name: renaming the rows groups them by name without merging any."""
+    names: dict[str, set[str]] = {}
+    for spec in specs:
+        names.setdefault(spec.model_id, set()).add(spec.name)
+    return tuple(sorted((model_id, next(iter(found))) for model_id, found in names.items()
+                        if len(found) == 1))
 
 
 def _today() -> dt.date:
@@ -93,8 +109,10 @@ def _figures_json(figures: UsageFigures, messages: int | None) -> dict[str, Any]
     return {**figures.as_dict(), "message_count": messages}
 
 
-def _row_json(keys: tuple[GroupKey, ...], row: GroupedUsage) -> dict[str, Any]:
-    named = {KEY_FIELDS[k]: value for k, value in zip(keys, row.key, strict=True)}
+def _row_json(keys: tuple[GroupKey, ...], row: GroupedUsage, names: Mapping[str, str]
+              ) -> dict[str, Any]:
+    named = {KEY_FIELDS[k]: names.get(value, value) if k == "model" else value
+             for k, value in zip(keys, row.key, strict=True)}
     return {**named, **_figures_json(row.figures, row.message_count)}
 
 
@@ -119,7 +137,7 @@ async def usage_report(
         "start": start.isoformat(), "end": end.isoformat(), "group_by": list(keys),
         "user_ids": list(users), "source": "llm_calls" if raw_calls else "rollup",
         "totals": _figures_json(totals, messages),
-        "rows": [_row_json(keys, row) for row in rows],
+        "rows": [_row_json(keys, row, dict(query.model_names)) for row in rows],
         "page": {"offset": query.offset, "limit": query.limit, "total_rows": total_rows,
                  "next_offset": following if following < total_rows else None},
     }

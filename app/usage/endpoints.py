@@ -127,7 +127,9 @@ async def admin_usage_report(request: Request) -> Response:
                                 admin_reports.group_keys(request.query_params.get("group_by")),
                                 None if as_csv else limit, 0 if as_csv else offset,
                                 admin_reports.chosen_users(
-                                    request.query_params.getlist("user_id")))
+                                    request.query_params.getlist("user_id")),
+                                admin_reports.model_names(
+                                    runtime(request).turn_deps.models.catalog.models))
         return await admin_reports.usage_report(runtime(request).db, query)
 
     return await _admin_report(

@@ -29,6 +29,7 @@ DOCUMENT = document(max_content_chars=32_000)
 #: The operations whose answer streams, and the media type it streams in.
 STREAMING = {("/api/threads/{thread_id}/messages", "post"),
              ("/api/threads/{thread_id}/messages/{message_id}/stream", "get"),
+             ("/api/threads/{thread_id}/messages/{message_id}/continue", "post"),
              ("/api/threads/{thread_id}/events", "get"),
              ("/v1/chat/completions", "post"), ("/v1/responses", "post"),
              ("/v1/messages", "post")}

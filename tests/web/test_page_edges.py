@@ -15,6 +15,7 @@ from app.keys import repository as api_keys
 from app.store.db import Database
 from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import (
+    AUTH_OFF,
     BROWSER_TESTS,
     VIEWPORTS,
     Viewport,
@@ -281,17 +282,19 @@ async def test_a_long_paste_is_refused_in_characters_not_bytes(
 
 # ---------- an answer cut at the token limit; regenerate ----------
 
-CONTINUE = "Continue from exactly where your last answer was cut off."
-
-
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
-async def test_an_answer_cut_at_the_limit_says_so_and_continues(
-    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+async def test_an_answer_cut_at_the_limit_says_so_and_continue_finishes_it_in_place(
+    browser: Browser, start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm,
+    viewport: Viewport, tmp_path: Path
 ) -> None:
+    """Continue adds no question: the rest of the answer streams onto the same bubble, which
+    ends as one whole answer (a 300-token limit cuts the long demo answer twice)."""
+    gateway = start_gateway_process("sqlite", upstream=demo_llm,
+                                    env={**AUTH_OFF, "CHATGATE_UPSTREAM_MAX_TOKENS": "300"})
     async with sized_page(browser, viewport) as page:
-        await page.goto(web_gateway.url + "/")
+        await page.goto(gateway.url + "/")
         await page.click("#new-thread")
-        await send(page, "[truncated] Tell me about tides")
+        await send(page, "[long] Tell me about tides")
         cut = page.locator(".message.assistant").first
         await expect(cut.locator("[data-testid=message-cut]")).to_have_text(
             "cut at the token limit")
@@ -300,21 +303,26 @@ async def test_an_answer_cut_at_the_limit_says_so_and_continues(
         thread_id = await active_thread_id(page)
         await page.reload()
         await expect(page.locator(".message.assistant [data-testid=message-cut]")).to_be_visible()
+        cut_text = await cut.locator(".content").inner_text()
 
-        await cut.locator("[data-testid=message-continue]").click()
-        await wait_turns_over(page, 2)
-        await expect(page.locator(".message.user .content").nth(1)).to_have_text(CONTINUE)
-        later = page.locator(".message.assistant").nth(1)
-        await expect(later.locator("[data-testid=message-cut]")).to_have_count(0)
-        # The note stays on the cut answer; Continue is offered on the last answer only.
-        await expect(cut.locator("[data-testid=message-cut]")).to_be_visible()
-        await expect(cut.locator("[data-testid=message-continue]")).to_be_hidden()
+        for _ in range(4):
+            if not await cut.locator("[data-testid=message-continue]").count():
+                break
+            await cut.locator("[data-testid=message-continue]").click()
+            await expect(page.locator("body[data-turn=idle]")).to_have_count(1, timeout=30_000)
+            await expect(page.locator(".message.streaming")).to_have_count(0)
+        await expect(page.locator(".message")).to_have_count(2)  # no question was added
+        await expect(cut.locator("[data-testid=message-cut]")).to_have_count(0)
+        await expect(cut.locator("[data-testid=message-continue]")).to_have_count(0)
+        await expect(cut.locator(".content")).to_contain_text("Line 40 of the long demo answer")
+        whole = await cut.locator(".content").inner_text()
+        assert whole.startswith(cut_text.rstrip()) and whole.count("Line 01 ") == 1
         await shot(page, tmp_path, f"continued-{viewport.name}")
-    async with web_gateway.client() as client:
+    async with gateway.client() as client:
         stored = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
-    assert [m["role"] for m in stored] == ["user", "assistant"] * 2
-    assert stored[1]["metadata"]["stream"]["finish_reason"] == "length"
-    assert stored[2]["content"] == CONTINUE
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[1]["metadata"]["stream"]["finish_reason"] == "stop"
+    assert stored[1]["metadata"]["continued"] >= 1
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)

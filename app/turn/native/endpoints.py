@@ -1,10 +1,12 @@
 """POST /api/threads/{id}/messages: validate, open the turn through the limits (404, 409, 413,
 429, 503 before any stream starts and before any upstream call), then run it and stream
-it as SSE. DELETE /api/threads/{id}/messages/{id}: the last exchange taken back."""
+it as SSE. POST .../messages/{id}/continue: the thread's cut last answer finished in place,
+streamed the same way. DELETE /api/threads/{id}/messages/{id}: the last exchange taken back."""
 
 from __future__ import annotations
 
 import functools
+import uuid
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -18,8 +20,9 @@ from app.store.errors import ContentTooLong, ThreadBusy
 from app.turn import take_back
 from app.turn.admission.opening import ThreadNotFound
 from app.turn.holds.slots import TurnRefused
+from app.turn.native.continuing import MessageNotFound, NotContinuable, admit_continuation
 from app.turn.native.log_stream import LogStreamResponse
-from app.turn.native.turn import admit_turn
+from app.turn.native.turn import Turn, admit_turn
 
 
 async def list_models(request: Request) -> Response:
@@ -60,12 +63,41 @@ async def post_message(request: Request) -> Response:
         raise ApiError(409, "thread_busy", "this thread is already streaming an answer") from exc
     except ContentTooLong as exc:
         raise ApiError(413, "content_too_long", str(exc)) from exc
-    # The turn runs in a task of its own (it outlives this connection for the resume
-    # grace); this response is its first reader.
+    return _streamed(request, principal.key_id, turn)
+
+
+async def continue_answer(request: Request) -> Response:
+    """POST /api/threads/{thread_id}/messages/{message_id}/continue: the thread's last answer,
+    interrupted or cut at its token limit, finished in place (no new question); the
+    continuation streams as a turn does. 409 for any other answer, 404 for a message that is
+    not in the user's thread."""
+    principal = await authenticate(request)
+    thread_id, message_id = bodies.thread_id(request), bodies.message_id(request)
+    rt = runtime(request)
+    try:
+        turn = await admit_continuation(rt.gate, principal, thread_id, message_id)
+    except TurnRefused as exc:
+        raise ApiError(exc.status, exc.code, exc.message,
+                       {"Retry-After": str(exc.retry_after_s)}) from exc
+    except ThreadNotFound as exc:
+        raise not_found() from exc
+    except MessageNotFound as exc:
+        raise not_found("message") from exc
+    except NotContinuable as exc:
+        raise ApiError(409, exc.code, exc.message) from exc
+    except ThreadBusy as exc:
+        raise ApiError(409, "thread_busy", "this thread is already streaming an answer") from exc
+    return _streamed(request, principal.key_id, turn)
+
+
+def _streamed(request: Request, key_id: uuid.UUID | None, turn: Turn) -> Response:
+    """The turn run in a task of its own (it outlives this connection for the resume
+    grace); this response is its first reader."""
+    rt = runtime(request)
     return LogStreamResponse(
         rt.runs.start(turn), ping_s=rt.settings.keepalive_s,
         send_timeout_s=rt.settings.sse_send_timeout_s, log_ids=turn.log_ids,
-        revocation=functools.partial(rt.revocations.stream, principal.key_id),
+        revocation=functools.partial(rt.revocations.stream, key_id),
         shutdown=rt.shutdown.watch)
 
 

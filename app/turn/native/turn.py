@@ -18,10 +18,12 @@ import datetime as dt
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any, cast
 
 from app.answer.answer import AnswerStream
 from app.answer.call_usage import CallContext, main_call_record
+from app.answer.continuation import continuation_messages, continued_metadata
 from app.answer.events import AnswerOut, Started, TurnEvent
 from app.answer.finish import (
     StoreResult,
@@ -96,19 +98,34 @@ async def admit_turn(gate: TurnGate, principal: Principal, thread_id: uuid.UUID,
     return await gate.admit(principal, opener)
 
 
+@dataclass(frozen=True)
+class CutAnswer:
+    """A stored answer a turn finishes in place (Continue): its text, thinking and
+    metadata as stored."""
+
+    content: str
+    reasoning: str | None
+    reasoning_ms: int | None
+    metadata: Mapping[str, Any]
+
+
 class Turn(RunAdapter):
     """One turn between open and finish: its answer's state is the core's AnswerStream, its
     events the native API's; the run (app.turn.run) does the rest."""
 
     def __init__(self, deps: TurnDeps, view: TurnView, lease: TurnLease | None = None, *,
-                 model: str | None = None) -> None:
+                 model: str | None = None, continues: CutAnswer | None = None) -> None:
         self.deps, self.view, self.message_id = deps, view, view.message_id
+        self.continues = continues
         reasoning_format, reasoning_tag = deps.reasoning(model)
         tool_format, tool_tag = deps.tool_calls(model)  # no tools offered: text alone
         self.answer = AnswerStream(keep_raw=deps.settings.trace_streams != "off",
                                    reasoning_format=reasoning_format,
                                    reasoning_tag=reasoning_tag, tool_format=tool_format,
                                    tool_tag=tool_tag)
+        if continues is not None:
+            self.answer.carry_on(continues.content, continues.reasoning,
+                                 continues.reasoning_ms)
         self.log_ids = {"user_id": view.user_id, "thread_id": str(view.thread_id),
                         "message_id": str(view.message_id)}
         self._closing: list[TurnEvent] = []
@@ -116,7 +133,8 @@ class Turn(RunAdapter):
         plan: AnswerPlan[UpstreamChunk, TurnEvent | AnswerOut] = AnswerPlan(
             answer=self.answer, stored=self.answer, parse=parse_chunk, record=self._record,
             messages=self._messages, handlers=lambda: observed(deps, view), kind="turn",
-            log=log, stage="llm_calls", finished=self._finished, settled=self._settled)
+            log=log, stage="llm_calls", finished=self._finished, settled=self._settled,
+            metadata=self._continued)
         self.run = AnswerRun(deps, plan, lease or TurnLease(None, None),
                              user_id=view.user_id, log_ids=self.log_ids, view=view,
                              model=model if model and catalog.get(model) else catalog.default)
@@ -156,8 +174,21 @@ class Turn(RunAdapter):
 
     def _messages(self, draft: ContextDraft) -> list[dict[str, Any]]:
         settings = self.deps.settings
-        return list(draft.prompt(self.view, settings.system_prompt,
-                                 budget_chars=settings.context_budget_chars))
+        prompt = list(draft.prompt(self.view, settings.system_prompt,
+                                   budget_chars=settings.context_budget_chars))
+        if self.continues is None:
+            return prompt
+        return continuation_messages(prompt, self.continues.content)
+
+    def _continued(self) -> dict[str, Any]:
+        """An answer continued in place stores the figures and calls of all its calls."""
+        if self.continues is None:
+            return {}
+        recorder = self.run.draft.recorder
+        now = {**recorder.totals(), "response_metadata": dict(self.answer.metadata or {}),
+               "processingDetails": {"pipeline_stages": dict(recorder.stages),
+                                     "llm_calls": [c.as_metadata() for c in recorder.calls]}}
+        return continued_metadata(self.continues.metadata, now)
 
     def _record(self, ctx: CallContext, *, prompt: Sequence[Mapping[str, Any]],
                 started_at: dt.datetime, first_token_at: dt.datetime | None,

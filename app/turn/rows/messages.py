@@ -221,3 +221,34 @@ async def has_messages(s: AsyncSession, thread_id: uuid.UUID) -> bool:
     """Whether any message, shown or not, is left in the thread."""
     result = await s.execute(select(Message.id).where(Message.thread_id == thread_id).limit(1))
     return result.first() is not None
+
+
+async def last_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:
+    """The thread's newest message, hidden or not (history order: created_at, then id)."""
+    result = await s.execute(
+        select(Message).where(Message.thread_id == thread_id)
+        .order_by(Message.created_at.desc(), Message.id.desc()).limit(1))
+    return result.scalar_one_or_none()
+
+
+async def question_of(s: AsyncSession, answer: Message) -> Message | None:
+    """The user message an answer replies to: the thread's newest one before it (a
+    follow-up's hidden prompt included)."""
+    result = await s.execute(
+        select(Message)
+        .where(Message.thread_id == answer.thread_id, Message.role == "user",
+               Message.created_at < answer.created_at)
+        .order_by(Message.created_at.desc(), Message.id.desc()).limit(1))
+    return result.scalar_one_or_none()
+
+
+async def reopen_answer(s: AsyncSession, answer: Message, *, process_id: str | None,
+                        now: dt.datetime) -> None:
+    """A finished answer made `streaming` again, to be finished by a continuation: its text
+    stays, its finish (which writes only an unfinished row) may run once more, and its
+    process claims it as an opening's row is claimed, for the dead-process sweep."""
+    answer.status = "streaming"
+    answer.completed_at = None
+    answer.stream_process = process_id
+    answer.updated_at = now
+    await s.flush()

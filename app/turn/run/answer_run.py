@@ -238,6 +238,7 @@ class AnswerRun(Generic[ChunkT, OutT]):
             finished = finished_message(message_id, self.plan.stored, self.draft.recorder,
                                         model=model, stopped_by=self.stopped_by)
             finished.metadata["answered_by"] = self.calls.answered_by()
+            finished.metadata["model_name"] = self.calls.chain[0].name  # the name picked
             finished.metadata.update(self.plan.metadata())
             outcome = outcome_of(self.plan.stored, self.draft.recorder, model=model)
             self.store_result = await self._store(finished, outcome)

@@ -3,7 +3,7 @@
 
 import { callApi, errorFrom, getApiKey, openStream, setApiKey } from "./api.js";
 import { copyText, flash } from "./markdown.js";
-import { el, messageNode, messageText, updateMessage } from "./messages.js";
+import { el, messageNode, messageOf, messageText, updateMessage } from "./messages.js";
 import { eventsUntilDropped, followTurnStream, streamPath } from "./resume.js";
 import { modelPicker } from "./models.js";
 import { explain } from "./words.js";
@@ -47,9 +47,6 @@ const RENDER_EVERY_MS = 80;
 const SETTLE_TRIES = 12;
 const SETTLE_PAUSE_MS = 250;
 const NEAR_BOTTOM_PX = 80;
-/** What Continue sends after an answer cut at the token limit: the model sees its cut answer
- *  in the history and goes on from there. */
-const CONTINUE_TEXT = "Continue from exactly where your last answer was cut off.";
 
 // ---------- small helpers ----------
 
@@ -380,7 +377,7 @@ function onMessageAction(event) {
   } else if (button.dataset.action === "edit" && !state.turn) {
     startEdit(node);
   } else if (button.dataset.action === "continue" && !state.turn) {
-    sendMessage(CONTINUE_TEXT, { fromComposer: false }).catch(fail);
+    continueAnswer(node).catch(fail);
   }
 }
 
@@ -392,6 +389,36 @@ function retry(answerNode) {
   while (node && !node.classList.contains("user")) node = node.previousElementSibling;
   if (!node || state.turn) return;
   sendMessage(messageText(node), { fromComposer: false }).catch(fail);
+}
+
+/** Continue: the gateway finishes the cut answer in place. No question is added; the new
+ *  text streams onto the end of the same bubble, which then shows the stored answer. */
+async function continueAnswer(answerNode) {
+  const messageId = answerNode.dataset.messageId;
+  const threadId = state.currentId;
+  if (!messageId || !threadId) return;
+  const stored = messageOf(answerNode) || {};
+  state.turnsStarted += 1;
+  const turn = { ...newTurnState(threadId), reply: answerNode, userNode: null,
+                 text: stored.content || "", reasoning: stored.reasoning || "",
+                 thinkMs: stored.reasoning_ms ?? null };
+  state.turn = turn;
+  setBusy(true);
+  try {
+    const response = await openStream(
+      threadPath(threadId, `/messages/${encodeURIComponent(messageId)}/continue`),
+      { body: {}, signal: turn.controller.signal });
+    if (!response.ok) return fail(await errorFrom(response)); // nothing changed
+    renderLive(turn);
+    await followTurn(turn, response);
+  } catch (error) {
+    if (!(error && error.name === "AbortError")) notify(explain(error));
+    if (turn.started) await settleTurn(turn);
+  } finally {
+    state.turn = null;
+    setBusy(false);
+    if (turn.heardNotice && state.currentId === threadId) scheduleHistoryRefresh(threadId);
+  }
 }
 
 // ---------- edit and resend ----------

@@ -12,6 +12,8 @@ export const UNFINISHED_THINKING = "The model was still thinking when its answer
 
 /** The text each bubble stands for (what Copy copies and Retry re-sends). */
 const textOf = new WeakMap();
+/** The message each bubble was last drawn from (Continue goes on from its text). */
+const drawnFrom = new WeakMap();
 
 export function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -22,6 +24,10 @@ export function el(tag, className, text) {
 
 export function messageText(node) {
   return textOf.get(node) ?? "";
+}
+
+export function messageOf(node) {
+  return drawnFrom.get(node);
 }
 
 /** A new bubble for a message. */
@@ -42,6 +48,7 @@ export function updateMessage(node, message) {
   node.classList.toggle("streaming", message.status === "streaming");
   node.classList.toggle("synthetic", Boolean(message.metadata && message.metadata.synthetic));
   textOf.set(node, message.content || "");
+  drawnFrom.set(node, message);
   renderReasoning(node, message);
   renderContent(node.querySelector(".content"), message);
   renderFooter(node.querySelector(".footer"), message);
@@ -106,6 +113,13 @@ function renderFooter(footer, message) {
     span.title = `prompt ${usage.prompt_tokens ?? "?"}, completion ${usage.completion_tokens ?? "?"}`;
     parts.push(span);
   }
+  const model = modelWords(message);
+  if (model) {
+    const span = el("span", "model", model.text);
+    span.dataset.testid = "message-model";
+    span.title = model.detail;
+    parts.push(span);
+  }
   if (cutAtLimit(message)) {
     const note = el("span", "cut-note", "cut at the token limit");
     note.dataset.testid = "message-cut";
@@ -115,6 +129,22 @@ function renderFooter(footer, message) {
   }
   if (message.status !== "streaming") parts.push(...actionButtons(message));
   footer.replaceChildren(...parts);
+}
+
+/** Which model answered: the name picked, and "answered by" another when the picked one
+ *  failed and a fallback of its list gave the answer; the upstream id in the tooltip. */
+function modelWords(message) {
+  const meta = message.role === "assistant" && message.metadata;
+  if (!meta) return null;
+  const by = meta.answered_by && meta.answered_by.model;
+  const picked = meta.model_name || by;
+  if (!picked) return null;
+  const upstream = meta.model ? ` (${meta.model})` : "";
+  if (by && by !== picked) {
+    return { text: `${picked} · answered by ${by}`,
+             detail: `You picked ${picked}; it did not answer, so ${by}${upstream} did.` };
+  }
+  return { text: picked, detail: `Answered by ${picked}${upstream}` };
 }
 
 /** An answer that is all thinking: the thinking never closed (the filter's warning
@@ -153,8 +183,11 @@ function actionButtons(message) {
     buttons.push(actionButton("regenerate", "Regenerate",
       "Ask the question of this exchange again for a new answer"));
   }
-  if (cutAtLimit(message)) {
-    buttons.push(actionButton("continue", "Continue", "Ask the model to go on from where it was cut"));
+  if (cutAtLimit(message) || (message.role === "assistant" && message.status === "interrupted"
+                              && message.id)) {
+    // Offered on the thread's last answer only (the CSS hides the others).
+    buttons.push(actionButton("continue", "Continue",
+      "Ask the model to finish this answer from where it stopped"));
   }
   return buttons;
 }
