@@ -96,7 +96,8 @@ class FrameResponse(Response):
     With `shutdown`, the process shutting down ends the stream at once with a last event
     rather than leaving it to the server's cancellation: `on_shutdown` may end the source
     and say so (True; its last frames, the answer's end, close the stream), else the
-    source is stopped and `shutdown_ending` is the last frame, after what it made.
+    source is stopped and `shutdown_ending` is the last frame, after what it made. `cut`
+    ends it so for another reason the gateway has (a fenced process ends its answers).
 
     `on_stop`, when the stream ends before its frames did, is told why
     (app.answer.interruptions: the client gone, the key revoked, the process shutting down)
@@ -132,9 +133,10 @@ class FrameResponse(Response):
         self._produced = self._gone = self._revoked = self._started = False
         #: Revoked, and the source ends soon: its last frames are still written.
         self._draining = False
-        #: The process shuts down and the source does not end by itself: it is stopped,
-        #: then `shutdown_ending` closes the stream.
-        self._cut = False
+        #: Why the gateway cut the stream (the process shutting down, or fenced: `cut`),
+        #: the source not ending by itself: it is stopped, then `_cut_ending` closes it.
+        self._cut: str | None = None
+        self._cut_ending = shutdown_ending
 
     @property
     def revoked(self) -> bool:
@@ -156,31 +158,35 @@ class FrameResponse(Response):
         tasks = [watcher] if producer is None else [watcher, producer]
         timed_out = False
         try:
-            await self._write(send)
-        except TimeoutError:
-            timed_out = True
-            log.info("sse_send_timeout", path=scope.get("path"), **self._log_ids)
+            try:
+                await self._write(send)
+            except TimeoutError:
+                timed_out = True
+                log.info("sse_send_timeout", path=scope.get("path"), **self._log_ids)
+            finally:
+                if (self._on_stop is not None and producer is not None and not producer.done()
+                        and (reason := self._stop_reason(timed_out)) is not None):
+                    self._on_stop(reason)
+                for task in tasks:
+                    task.cancel()
+            if self._cut is not None and self._started and not self._gone:
+                # At once: the stopped source makes no frame more, and its cleanup (a call's
+                # finish) may wait long for a database that does not answer.
+                await self._end_cut(scope, send)
         finally:
-            if (self._on_stop is not None and producer is not None and not producer.done()
-                    and (reason := self._stop_reason(timed_out)) is not None):
-                self._on_stop(reason)
-            for task in tasks:
-                task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         if producer and not producer.cancelled() and (error := producer.exception()):
             raise error
         if self._revoked:
             await self._end_revoked(scope, receive, send)
-        elif self._cut and self._started and not self._gone:
-            await self._end_shut_down(scope, send)
 
     def _stop_reason(self, timed_out: bool) -> str | None:
         """Why the stream ends before its frames did; None: cancelled from outside, for no
         reason it was told."""
         if self._revoked:
             return KEY_REVOKED
-        if self._cut:
-            return SHUTTING_DOWN
+        if self._cut is not None:
+            return self._cut
         if self._gone or timed_out:
             return CLIENT_GONE
         return None
@@ -264,13 +270,21 @@ class FrameResponse(Response):
             return
         if self._on_shutdown is not None and self._on_shutdown():
             return  # the source ends with its own last frames
-        self._cut = True
+        self.cut(SHUTTING_DOWN, self._shutdown_ending)
+
+    def cut(self, reason: str, ending: bytes) -> None:
+        """The gateway ends the stream now (app.answer.interruptions: the process shutting
+        down, or fenced): the source is stopped, told `reason` (`on_stop`), and `ending` is
+        the last frame after what it made. Once only; not once the source has ended."""
+        if self._revoked or self._cut or self._produced:
+            return
+        self._cut, self._cut_ending = reason, ending
         self._wake()
 
-    async def _end_shut_down(self, scope: Scope, send: Send) -> None:
-        """After the stopped source's last frames, the shutdown's; a client that does not
+    async def _end_cut(self, scope: Scope, send: Send) -> None:
+        """After the stopped source's last frames, the cut's ending; a client that does not
         take them in time is let go as a slow one is."""
-        body = b"".join([*self._pending, self._shutdown_ending])
+        body = b"".join([*self._pending, self._cut_ending])
         self._pending.clear()
         try:
             await self._send(send, {"type": "http.response.body", "body": body,

@@ -236,7 +236,7 @@ def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Ru
     gate = TurnGate(deps, metrics, rate_windows(settings, db),
                     refusals=RefusalTally(db, metrics=metrics))
     runs = turn_runs(settings, metrics)
-    processes.on_fenced, processes.on_unfenced = runs.fence, runs.unfence
+    processes.on_fenced, processes.on_unfenced = deps.running.fence, deps.running.unfence
     return Runtime(settings=settings, db=db, http=http, openai=client, upstream=upstream,
                    turn_deps=deps, bus=bus, gate=gate, processes=processes,
                    checkpoints=checkpoints,

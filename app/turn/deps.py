@@ -13,6 +13,7 @@ from app.stream import ReasoningFormat, ToolFormat
 from app.turn.holds.checkpoints import Checkpointer
 from app.turn.holds.opening_places import OpeningPlaces
 from app.turn.holds.precedence import Precedence
+from app.turn.holds.running import RunningAnswers
 from app.turn.holds.slots import UpstreamSlots
 from app.turn.observers.seam import TurnObserver
 from app.turn.rows import TurnRows, turn_rows
@@ -41,6 +42,8 @@ class TurnDeps:
     openings: OpeningPlaces | None = None
     #: The models and their servers (None: `upstream` is the one model).
     router: ModelRouter | None = None
+    #: The answers running now, whatever API runs them: the fence ends them all.
+    running: RunningAnswers = field(default_factory=RunningAnswers)
     #: Every write of a turn's rows, on `db`.
     rows: TurnRows = field(init=False)
 

@@ -6,6 +6,9 @@ silent (no FIN, no RST: a partition).
   `database_unreachable`) before the other process may take the thread over, no delta
   reaches it after that, and once the network is back the owner's late finish leaves the
   swept row as the sweep wrote it.
+- The same for an OpenAI-style call stored in a thread (`/v1/chat/completions` with
+  `X-Chatgate-Thread-Id`): the fence ends every answer of the process, whatever API runs
+  it, and the SDK raises the API's own error (`database_unreachable`).
 - The sweeper partitioned: its heartbeat and sweep stop and come back late; the answer the
   other process streams meanwhile is never taken over, and the thread takes a new turn
   only once that answer is complete.
@@ -23,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
@@ -144,6 +148,55 @@ async def test_a_partitioned_owner_ends_its_answer_before_another_process_takes_
     # The sweep's row stands: the owner's late finish did not overwrite it.
     assert row.status == "interrupted" and row.meta["interrupted_reason"] == "process_died"
     assert "".join(text for _, text in deltas).startswith(row.content)
+
+
+async def test_a_partitioned_owner_ends_a_v1_call_in_a_thread_before_another_takes_over(
+    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+) -> None:
+    with one_database_two_ways() as (direct, proxied, proxy):
+        owner = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
+                                      database_url=proxied)
+        sweeper = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
+                                        database_url=direct)
+        key = await sweeper.api_key("fenced-v1")
+        deltas: list[tuple[float, str]] = []
+        told: tuple[float, openai.APIError] | None = None
+        async with owner.client(key, timeout=60) as a, sweeper.client(key, timeout=60) as b, \
+                openai.AsyncOpenAI(base_url=owner.url + "/v1", api_key=key, max_retries=0,
+                                   timeout=60) as sdk:
+            thread_id = await new_thread(a)
+            second: asyncio.Task[tuple[float, str]] | None = None
+            stream: Any = await sdk.chat.completions.create(
+                model="demo-1", stream=True, messages=[{"role": "user", "content": LONG}],
+                extra_headers={"X-Chatgate-Thread-Id": thread_id})
+            try:
+                async with asyncio.timeout(GIVE_UP_S):
+                    async for chunk in stream:
+                        if chunk.choices and chunk.choices[0].delta.content:
+                            deltas.append((time.monotonic(), chunk.choices[0].delta.content))
+                            if second is None:
+                                proxy.silence()
+                                partitioned = time.monotonic()
+                                second = asyncio.create_task(_second_turn(b, thread_id))
+            except openai.APIError as exc:
+                told = (time.monotonic(), exc)
+            assert second is not None
+            accepted, second_status = await second
+            proxy.speak()
+            await _logged(owner, "turn_store_skipped")  # its late finish met the fence
+            stored = (await b.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
+    assert told is not None, "the owner's client was never told the call ended"
+    told_at, error = told
+    print(f"owner's /v1 client told at +{told_at - partitioned:.2f} s, "
+          f"thread taken over at +{accepted - partitioned:.2f} s")
+    assert error.code == "database_unreachable"  # type: ignore[attr-defined]
+    assert told_at < accepted
+    assert all(at <= told_at for at, _ in deltas)
+    assert second_status == "complete"
+    first, *_ = [m for m in stored if m["role"] == "assistant"]
+    assert first["status"] == "interrupted"
+    assert first["metadata"]["interrupted_reason"] == "process_died"
+    assert "".join(text for _, text in deltas).startswith(first["content"])
 
 
 async def test_a_partitioned_sweeper_never_takes_over_a_live_answer(

@@ -24,6 +24,7 @@ from app.api.state import runtime
 from app.turn.anthropic.errors import (
     AnthropicError,
     anthropic_errors,
+    database_unreachable,
     failed,
     key_revoked,
     shutting_down,
@@ -72,7 +73,7 @@ def _error_frame(error: AnthropicError) -> bytes:
 
 
 ENDINGS = Endings(RevokedEnding(_error_frame(key_revoked()), lambda: key_revoked().response()),
-                  _error_frame(shutting_down()))
+                  _error_frame(shutting_down()), _error_frame(database_unreachable()))
 
 
 async def _events(call: CompletionCall, writer: EventWriter) -> AsyncGenerator[bytes, None]:

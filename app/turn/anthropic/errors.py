@@ -16,7 +16,13 @@ from app.answer.events import TurnFailure
 from app.observe.logging import get_logger
 from app.observe.redaction import SECRETS
 from app.store.errors import DatabaseUnavailable
-from app.turn.openai.errors import OpenAIError, database_unavailable, failure_error, refusal
+from app.turn.openai.errors import (
+    OpenAIError,
+    database_unavailable,
+    failure_error,
+    refusal,
+)
+from app.turn.openai.errors import database_unreachable as openai_database_unreachable
 
 log = get_logger("api.anthropic")
 
@@ -74,6 +80,12 @@ def key_revoked() -> AnthropicError:
 
 def shutting_down() -> AnthropicError:
     return AnthropicError(503, "the gateway is shutting down; send the request again")
+
+
+def database_unreachable() -> AnthropicError:
+    """This process lost its database mid-answer, and so ended it (as chat completions'
+    `database_unreachable`)."""
+    return from_openai(openai_database_unreachable())
 
 
 Handler = Callable[[Request], Awaitable[Response]]

@@ -68,6 +68,7 @@ class TurnRun:
         self._started = False
         self._caught_up: asyncio.Future[None] | None = None
         self.task = asyncio.create_task(self._pump(turn), name=f"turn-{turn.message_id}")
+        turn.ends_with(self._ended_by_process)
 
     @property
     def done(self) -> bool:
@@ -105,6 +106,12 @@ class TurnRun:
         if self.stop_reason == SHUTTING_DOWN and isinstance(event, Ended):
             return dataclasses.replace(event, reason=SHUTTING_DOWN)
         return event
+
+    def _ended_by_process(self, reason: str) -> None:
+        """The process ends its answers (the fence: app.turn.holds.running): stopped as a
+        Stop stops it, or, when it is already storing its end, its readers told so."""
+        if not self._runs.stop(self.message_id, reason):
+            self.not_stored_yet()
 
     def not_stored_yet(self) -> None:
         """Fenced while it stores its end (app.process), which waits for the database: its
@@ -242,8 +249,6 @@ class TurnRuns:
         self.shared, self.metrics = shared, metrics
         self._runs: dict[uuid.UUID, TurnRun] = {}
         self.shutting_down = False
-        #: This process could not renew its heartbeat (app.process): no answer runs.
-        self.fenced = False
 
     def start(self, turn: Turn) -> RunReader:
         """Run `turn` in its own task; returns its first reader (the opening request's).
@@ -254,8 +259,6 @@ class TurnRuns:
             run.mirror = asyncio.create_task(self.shared.mirror(run.message_id, run.log))
         if self.shutting_down:
             self.stop(run.message_id, SHUTTING_DOWN)
-        elif self.fenced:
-            self.stop(run.message_id, DATABASE_UNREACHABLE)
         return RunReader(run, 0)
 
     def get(self, message_id: uuid.UUID) -> TurnRun | None:
@@ -314,18 +317,6 @@ class TurnRuns:
         """Stop requests made on other processes (only with `shared`)."""
         if self.shared is not None:
             await self.shared.listen_for_stops(self.stop)
-
-    def fence(self) -> None:
-        """This process's heartbeat lease ran out (app.process): every running turn ends at
-        once, its readers told `interrupted` (`database_unreachable`) before its row is
-        stored, and any started until `unfence` ends as it starts."""
-        self.fenced = True
-        for run in [run for run in self._runs.values() if not run.done]:
-            if not self.stop(run.message_id, DATABASE_UNREACHABLE):
-                run.not_stored_yet()
-
-    def unfence(self) -> None:
-        self.fenced = False
 
     def shut_down(self) -> list[TurnRun]:
         """The process is stopping: every running turn (and any started from now on) is

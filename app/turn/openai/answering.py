@@ -26,8 +26,14 @@ from app.api.event_stream import (
 )
 from app.api.state import runtime
 from app.keys.service import Principal
-from app.kit.shield import run_shielded
-from app.turn.openai.errors import OpenAIError, failure_error, key_revoked, shutting_down
+from app.kit.shield import run_detached, run_shielded
+from app.turn.openai.errors import (
+    OpenAIError,
+    database_unreachable,
+    failure_error,
+    key_revoked,
+    shutting_down,
+)
 from app.turn.run.completion import CompletionCall
 
 
@@ -35,17 +41,18 @@ from app.turn.run.completion import CompletionCall
 class Endings:
     """How a stream cut by the gateway ends in one API's frames: a revoked key as a failed
     call ends, with OpenAI's `{"error": ...}` (the SDKs raise it; a native `key_revoked`
-    event they would take for the answer's end), and a shutdown so too, so that the SDKs
-    raise rather than take the cut answer for a whole one (the call is stored
-    `interrupted` with what was sent)."""
+    event they would take for the answer's end), and a shutdown or a fenced process so
+    too, so that the SDKs raise rather than take the cut answer for a whole one (the call
+    is stored `interrupted` with what was sent)."""
 
     revoked: RevokedEnding
     shutting_down: bytes
+    database_unreachable: bytes
 
     @classmethod
     def of(cls, error_frame: Callable[[OpenAIError], bytes]) -> Endings:
         return cls(RevokedEnding(error_frame(key_revoked()), lambda: key_revoked().response()),
-                   error_frame(shutting_down()))
+                   error_frame(shutting_down()), error_frame(database_unreachable()))
 
 
 async def answered(
@@ -64,7 +71,7 @@ async def answered(
             call, frames, ping_s=rt.settings.keepalive_s,
             send_timeout_s=rt.settings.sse_send_timeout_s, revoked_ending=endings.revoked,
             shutdown_ending=endings.shutting_down, revocation=revocation,
-            shutdown=rt.shutdown.watch)
+            shutdown=rt.shutdown.watch, fenced_ending=endings.database_unreachable)
     deltas = await run_whole(call, revocation, rt.shutdown.watch)
     if call.closing.failure is not None:
         raise failure(call.closing.failure)
@@ -76,8 +83,10 @@ async def run_whole(call: CompletionCall, revocation: RevocationGuard,
     """Every delta of a non-streamed call; a 401 `key_revoked` once its key is revoked while
     it runs, as a stream ends then, and a 503 `shutting_down` at once when the process
     begins shutting down (a whole reply may take minutes: the server's grace would cut it
-    with a bare 500). Cut or not, the call is finished (stored `interrupted` with its
-    reason, and billed for what the model produced) before this returns."""
+    with a bare 500), and a 503 `database_unreachable` at once when the process ends its
+    answers (fenced: app.turn.holds.running). Cut or not, the call is finished (stored
+    `interrupted` with its reason, and billed for what the model produced); a fenced one's
+    finish waits for the database, not this."""
     running = asyncio.ensure_future(call.run_to_end())
     stopped_by: OpenAIError | None = None
 
@@ -87,6 +96,7 @@ async def run_whole(call: CompletionCall, revocation: RevocationGuard,
         call.stopping(reason)
         running.cancel()
 
+    call.ends_with(lambda reason: stop(reason, database_unreachable()))
     with (revocation(lambda: stop(KEY_REVOKED, key_revoked())),
           shutdown(lambda: stop(SHUTTING_DOWN, shutting_down()))):
         try:
@@ -96,6 +106,10 @@ async def run_whole(call: CompletionCall, revocation: RevocationGuard,
             if stopped_by is not None and (current is None or not current.cancelling()):
                 raise stopped_by from None
             raise
+        finally:
+            call.ends_with(None)
+            if running.cancelled():  # maybe before it ran: its finish, without waiting
+                run_detached(call.finish())
 
 
 class CallStreamResponse(FrameResponse):
@@ -107,15 +121,18 @@ class CallStreamResponse(FrameResponse):
     def __init__(self, call: CompletionCall, frames: AsyncGenerator[bytes, None], *,
                  ping_s: float, send_timeout_s: float, revoked_ending: RevokedEnding,
                  shutdown_ending: bytes, revocation: RevocationGuard | None = None,
-                 shutdown: ShutdownWatch | None = None) -> None:
+                 shutdown: ShutdownWatch | None = None, fenced_ending: bytes) -> None:
         super().__init__(frames, ping_s=ping_s, send_timeout_s=send_timeout_s,
                          log_ids=call.log_ids, revocation=revocation,
                          revoked_ending=revoked_ending, shutdown=shutdown,
                          shutdown_ending=shutdown_ending, on_stop=call.stopping)
-        self._call = call
+        self._call, self._fenced_ending = call, fenced_ending
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The process ending its answers (fenced) cuts the stream as the shutdown does.
+        self._call.ends_with(lambda reason: self.cut(reason, self._fenced_ending))
         try:
             await super().__call__(scope, receive, send)
         finally:
+            self._call.ends_with(None)
             await run_shielded(self._call.finish())

@@ -64,6 +64,13 @@ def shutting_down() -> OpenAIError:
                        "shutting_down")
 
 
+def database_unreachable() -> OpenAIError:
+    """What a call ends with when this process lost its database mid-answer (it ends its
+    answers before another process may take their threads over): send it again."""
+    return OpenAIError(503, "the gateway lost its database; send the request again",
+                       "database_unreachable")
+
+
 def key_revoked() -> OpenAIError:
     """A call cut because its key was revoked while it ran: its 401, or the last event of
     its stream (which the SDKs raise as an APIError)."""

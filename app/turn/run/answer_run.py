@@ -112,6 +112,10 @@ class AnswerRun(Generic[ChunkT, OutT]):
         #: Why the answer is being stopped before its end, if it is (`stopping`).
         self.stopped_by: str | None = None
         self.store_result: StoreResult | None = None
+        #: How whoever drives the answer ends it in its API's terms (`ends_with`), and why
+        #: the process ended it, if it did (`end`).
+        self._driver: Callable[[str], None] | None = None
+        self._ended: str | None = None
         self._lease = lease
         self._prompt: list[dict[str, Any]] = []
         self._stream: UpstreamStream | None = None
@@ -127,11 +131,36 @@ class AnswerRun(Generic[ChunkT, OutT]):
         if self.stopped_by is None:
             self.stopped_by = reason
 
+    def end(self, reason: str) -> None:
+        """The process ends the answer now, whatever API runs it (the fence:
+        app.turn.holds.running): `reason` is what its row says, unless its finish had begun,
+        and its driver ends it in its API's terms; a driver that comes later ends it as it
+        comes."""
+        if self._ended is None:
+            self._ended = reason
+        if not self.finishing:
+            self.stopping(reason)
+        if self._driver is not None:
+            self._driver(reason)
+
+    def ends_with(self, driver: Callable[[str], None] | None) -> None:
+        """`driver` ends the answer when the process ends it (None: no longer); at once when
+        the process already has."""
+        self._driver = driver
+        if driver is not None and self._ended is not None:
+            driver(self._ended)
+
+    def _running(self) -> None:
+        """Among the process's running answers until the finish is over (ended at once
+        when the process is fenced)."""
+        self.deps.running.add(self, self.end)
+
     async def start(self) -> None:
         """The observers' stages, then the main call sent now, so that a refused or
         unreachable model server is the caller's status, not a broken stream. Raises
         UpstreamError (or a gateway bug) having failed the answer and finished the run."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
+        self._running()
         self._checkpoint()
         try:
             await self._prepare()
@@ -152,6 +181,7 @@ class AnswerRun(Generic[ChunkT, OutT]):
         `first`, a run not started prepares and sends within the plan's stage. Closing it
         interrupts the answer; the finish runs either way."""
         structlog.contextvars.bind_contextvars(**self.log_ids)
+        self._running()
         opened = self._opened
         if opened is not None:
             async def started() -> AsyncGenerator[ChunkT, None]:
@@ -229,6 +259,12 @@ class AnswerRun(Generic[ChunkT, OutT]):
         if self.finishing:
             return
         self.finishing = True
+        try:
+            await self._finish()
+        finally:
+            self.deps.running.discard(self)
+
+    async def _finish(self) -> None:
         with structlog.contextvars.bound_contextvars(**self.log_ids):
             await self._lease.close_and_give_back(self._stream)
             if self._prompt:
@@ -299,6 +335,11 @@ class RunAdapter:
         (app.answer.interruptions): stored, an `interrupted` row says so. The first reason
         stays."""
         self.run.stopping(reason)
+
+    def ends_with(self, driver: Callable[[str], None] | None) -> None:
+        """`driver` ends the answer when the process ends it (the fence), in its API's
+        terms; None: no longer."""
+        self.run.ends_with(driver)
 
     async def finish(self) -> None:
         """The run's finish (idempotent): stored (or billed) with its status and usage,
