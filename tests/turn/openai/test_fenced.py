@@ -4,7 +4,7 @@ app.turn.holds.running), through the openai SDK: a stream ends with OpenAI's
 `{"error": ...}` `database_unreachable`, which the SDK raises; a whole reply is a 503 at
 once; a call in a thread is stored `interrupted` (`database_unreachable`) and one without is
 billed. The fence is called here as the heartbeat's watchdog calls it (the database stays
-up: tests/e2e/test_fencing.py cuts it)."""
+up: tests/e2e/test_fencing.py cuts it), on SQLite too, which has no watchdog."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ CUT_WITHIN_S = 5.0
 
 
 async def fence(gateway: InProcessGateway) -> None:
+    """What the heartbeat's watchdog calls once the lease runs out (app.process.service)."""
     async def fenced() -> None:
-        gateway.runtime.turn_deps.running.fence()
+        gateway.runtime.processes.on_fenced()
 
     await gateway.server.loop.arun(fenced())
 
