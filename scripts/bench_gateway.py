@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100] [--pace-ms 10]
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
-        [--long-tokens 1000] [--history 100] [--workers 2] [--rates 60,120]
+        [--long-tokens 1000] [--history 100] [--workers 2] [--users 1] [--sample-waits]
+        [--rates 60,120]
         [--baseline-root DIR] [--litellm]
         [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
         [--rss-settle-s 11] [--gateway-cores 0]
@@ -40,7 +41,17 @@ It then measures, interleaving the direct upstream and the gateway in the same r
   one process's rate the cores could carry at the CPU per turn every process on the machine
   spent with one (1 / how busy one process kept them). Paced, `--workers-concurrency`
   streams of tokens x pace each bound the rate too: raise it, or measure this step with
-  `--pace-ms 0`.
+  `--pace-ms 0`. Both gateways of this step are its own, with API keys on: `--users N`
+  makes N users a key each and spreads the turns (and threads) over them round robin (1:
+  one busy key, one rollup row and one stream-cap lock). For each gateway it prints every
+  process's share of the turns (the answer row names the process that streamed it,
+  `stream_process`, registered with its pid) and its CPU per turn. `--sample-waits` (on
+  PostgreSQL) samples pg_stat_activity and the ungranted pg_locks of the bench's database
+  while each gateway's turns run, and prints what its sessions waited on (e.g.
+  `Lock:advisory`: the stream-cap lock; `Lock:transactionid` on the finish: a row another
+  finish holds, the user's rollup; `Lock:object`: the database-wide lock a transaction that
+  sends NOTIFY takes at commit). The bench migrates and writes the --database-url it is
+  given: give it a scratch database.
 
 Side by side, in the same run: the CPU-per-turn and first-delta steps measure, interleaved in
 halves with the direct upstream and the gateway, every other side asked for, print each one's
