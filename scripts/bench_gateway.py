@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100] [--pace-ms 10]
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
-        [--long-tokens 1000] [--history 100] [--workers 2] [--rates 60,120]
+        [--long-tokens 1000] [--history 100] [--workers 2] [--users 1] [--sample-waits]
+        [--rates 60,120]
         [--baseline-root DIR] [--litellm]
         [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
         [--rss-settle-s 11] [--gateway-cores 0]
@@ -40,7 +41,17 @@ It then measures, interleaving the direct upstream and the gateway in the same r
   one process's rate the cores could carry at the CPU per turn every process on the machine
   spent with one (1 / how busy one process kept them). Paced, `--workers-concurrency`
   streams of tokens x pace each bound the rate too: raise it, or measure this step with
-  `--pace-ms 0`.
+  `--pace-ms 0`. Both gateways of this step are its own, with API keys on: `--users N`
+  makes N users a key each and spreads the turns (and threads) over them round robin (1:
+  one busy key, one rollup row and one stream-cap lock). For each gateway it prints every
+  process's share of the turns (the answer row names the process that streamed it,
+  `stream_process`, registered with its pid) and its CPU per turn. `--sample-waits` (on
+  PostgreSQL) samples pg_stat_activity and the ungranted pg_locks of the bench's database
+  while each gateway's turns run, and prints what its sessions waited on (e.g.
+  `Lock:advisory`: the stream-cap lock; `Lock:transactionid` on the finish: a row another
+  finish holds, the user's rollup; `Lock:object`: the database-wide lock a transaction that
+  sends NOTIFY takes at commit). The bench migrates and writes the --database-url it is
+  given: give it a scratch database.
 
 Side by side, in the same run: the CPU-per-turn and first-delta steps measure, interleaved in
 halves with the direct upstream and the gateway, every other side asked for, print each one's
@@ -90,7 +101,7 @@ import typer
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
@@ -100,6 +111,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.answer.records import FinishedMessage  # noqa: E402
 from app.api.auth import LOCAL_USER  # noqa: E402
+from app.keys.repository import create_key  # noqa: E402
 from app.process.heap import (  # noqa: E402
     TRIM_INTERVAL_S,
     freeze_startup_heap,
@@ -107,6 +119,7 @@ from app.process.heap import (  # noqa: E402
 )
 from app.store.db import Database  # noqa: E402
 from app.store.migrations import upgrade_to_head  # noqa: E402
+from app.store.models import GatewayProcess, Message  # noqa: E402
 from app.turn.rows import Opened, OpeningRequest, turn_rows  # noqa: E402
 from app.upstream.transport import AiohttpTransport  # noqa: E402
 from scripts import bench_litellm  # noqa: E402
@@ -310,13 +323,14 @@ async def direct_turn(client: httpx.AsyncClient, base: str, text: str = "hello")
     return first
 
 
-async def gateway_turn(client: httpx.AsyncClient, thread_url: str, text: str = "hello"
-                       ) -> float:
+async def gateway_turn(client: httpx.AsyncClient, thread_url: str, text: str = "hello",
+                       headers: dict[str, str] | None = None) -> float:
     """Seconds to the first `delta` event of a native turn; drains the rest."""
     began = time.perf_counter()
     first: float | None = None
     delta, end = Seen(b"event: delta\n"), Seen(b"event: message_end\n")
-    async with client.stream("POST", thread_url, json={"content": text}) as response:
+    async with client.stream("POST", thread_url, json={"content": text},
+                             headers=headers) as response:
         await check_status(response)
         async for block in response.aiter_raw():
             if first is None and delta.feed(block):
@@ -404,13 +418,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def new_threads(client: httpx.AsyncClient, gateway: str, n: int) -> list[str]:
-    """n fresh threads' message URLs on a gateway (one turn each, so no history grows)."""
+async def new_threads(client: httpx.AsyncClient, gateway: str, n: int,
+                      headers: Sequence[dict[str, str]] = ({},)) -> list[str]:
+    """n fresh threads' message URLs on a gateway (one turn each, so no history grows), the
+    i-th created with the i-th of `headers` taken round robin (a user's key)."""
     urls = []
-    for _ in range(n):
+    for index in range(n):
         for attempt in range(3):  # a keep-alive connection the server just closed
             try:
-                created = await client.post(f"{gateway}/api/threads", json={})
+                created = await client.post(f"{gateway}/api/threads", json={},
+                                            headers=headers[index % len(headers)])
                 break
             except httpx.TransportError:
                 if attempt == 2:
@@ -698,16 +715,35 @@ class Column:
     #: The load generator's own CPU (this process): it shares the cores it measures.
     generator_seconds: float = 0.0
     failed: Counter[str] = field(default_factory=Counter)
+    #: CPU seconds of each process of the tree (uvicorn's supervisor and each worker).
+    process_seconds: dict[int, float] = field(default_factory=dict)
+    #: The threads its turns ran on (a gateway column's), to find which process served each.
+    thread_ids: list[uuid.UUID] = field(default_factory=list)
+    #: What the database's sessions waited on meanwhile (--sample-waits), and the samples.
+    waits: Counter[str] = field(default_factory=Counter)
+    samples: int = 0
 
-    async def measure(self, pid: int, run: Awaitable[int]) -> None:
+    async def measure(self, pid: int, run: Awaitable[int],
+                      sampler: WaitSampler | None = None) -> None:
         """`run`'s turns, timed, with the machine's ticks and the CPU of `pid`'s tree."""
         busy, total = machine_ticks()
         cpu, began = tree_cpu_seconds(pid), time.perf_counter()
+        each = process_cpu_seconds(pid)
         own = time.process_time()
-        self.finished += await run
+        sampling = asyncio.create_task(sampler.sample(self)) if sampler else None
+        try:
+            self.finished += await run
+        finally:
+            if sampling is not None:
+                sampling.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sampling
         self.seconds += time.perf_counter() - began
         self.generator_seconds += time.process_time() - own
         self.cpu_seconds += tree_cpu_seconds(pid) - cpu
+        for child, seconds in process_cpu_seconds(pid).items():
+            self.process_seconds[child] = (self.process_seconds.get(child, 0.0) + seconds
+                                           - each.get(child, 0.0))
         after = machine_ticks()
         self.busy_ticks += after[0] - busy
         self.all_ticks += after[1] - total
@@ -739,20 +775,74 @@ class Column:
         return 1 / busy if busy else float("nan")
 
 
-async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: int
+def process_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds so far of a process and of each of its children, by pid."""
+    return {each: cpu_seconds(each) for each in (pid, *children_of(pid))}
+
+
+@dataclass(frozen=True)
+class Users:
+    """The workers step's callers: one API key each, their turns and threads round robin
+    (`--users`). One user is one busy key: one rollup row, one stream-cap lock."""
+
+    keys: list[str]
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        return [{"Authorization": f"Bearer {key}"} for key in self.keys]
+
+    async def targets(self, gateway: Bench, n: int) -> tuple[list[str], Turn]:
+        """n fresh threads spread over the users, and the turn that sends each thread's
+        owner's key."""
+        headers = self.headers
+        urls = await new_threads(gateway.client, gateway.gateway, n, headers)
+        owner = {url: headers[index % len(headers)] for index, url in enumerate(urls)}
+
+        async def turn(client: httpx.AsyncClient, url: str) -> float:
+            return await gateway_turn(client, url, headers=owner[url])
+
+        return urls, turn
+
+
+async def new_users(database_url: str, count: int) -> Users:
+    """`count` users with a key each, made through the store (keys are shown only once)."""
+    db = Database(database_url)
+    keys = []
+    try:
+        async with db.transaction() as session:
+            for n in range(count):
+                _, plaintext = await create_key(session, f"bench-user-{uuid.uuid4().hex[:8]}-{n}",
+                                                "bench")
+                keys.append(plaintext)
+    finally:
+        await db.dispose()
+    return Users(keys)
+
+
+def thread_of(url: str) -> uuid.UUID:
+    return uuid.UUID(url.rsplit("/", 2)[-2])
+
+
+async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: int,
+                         users: Users, sampler: WaitSampler | None = None
                          ) -> tuple[Column, Column, Column]:
-    """The three columns, interleaved in halves."""
+    """The three columns, interleaved in halves, after a few turns on each gateway that are
+    not counted (a fresh process pays for imports, compiled statements and connections)."""
     direct, one, several = Column(), Column(), Column()
     async with bench.client, other.client:
+        for gateway in (bench, other):
+            targets, turn = await users.targets(gateway, min(turns, 2 * concurrency))
+            await run_batch(turn, gateway.client, targets, concurrency, gateway.deadline)
         for _ in range(2):
             await direct.measure(bench.upstream_pid, turns_finished(
                 bench.client, direct_turn, [bench.upstream] * (turns // 2), concurrency,
                 bench.deadline, direct.failed))
             for column, gateway in ((one, bench), (several, other)):
-                targets = await gateway.threads(turns // 2)
+                targets, turn = await users.targets(gateway, turns // 2)
+                column.thread_ids += [thread_of(url) for url in targets]
                 await column.measure(gateway.gateway_pid, turns_finished(
-                    gateway.client, gateway_turn, targets, concurrency, gateway.deadline,
-                    column.failed))
+                    gateway.client, turn, targets, concurrency, gateway.deadline,
+                    column.failed), sampler)
     for name, column in zip(("direct", "1 process", "workers"), (direct, one, several),
                             strict=True):
         if column.failed:
@@ -761,12 +851,36 @@ async def worker_scaling(bench: Bench, other: Bench, turns: int, concurrency: in
     return direct, one, several
 
 
-def report_scaling(columns: tuple[Column, Column, Column], workers: int, concurrency: int
-                   ) -> None:
+async def served_by(database_url: str, thread_ids: list[uuid.UUID]) -> Counter[int]:
+    """How many of these threads' answers each gateway process served, by its pid: the
+    answer's row names its process (`stream_process`), which registered its pid. Read while
+    the processes still run (a process leaves the registry when it stops); 0: not found."""
+    db = Database(database_url)
+    served: Counter[int] = Counter()
+    try:
+        async with db.transaction(read_only=True) as session:
+            rows = await session.execute(
+                select(GatewayProcess.pid, func.count())
+                .select_from(Message)
+                .outerjoin(GatewayProcess, GatewayProcess.id == Message.stream_process)
+                .where(Message.role == "assistant", Message.thread_id.in_(thread_ids))
+                .group_by(GatewayProcess.pid))
+            for pid, count in rows:
+                served[pid or 0] += count
+            for pid in await session.scalars(select(GatewayProcess.pid)):
+                served.setdefault(pid, 0)  # a registered process that served no turn
+    finally:
+        await db.dispose()
+    return served
+
+
+def report_scaling(columns: tuple[Column, Column, Column], workers: int, concurrency: int,
+                   users: int) -> None:
     direct, one, several = columns
     ratio = f"{several.rate() / one.rate():.2f}x" if one.rate() else "n/a: no turn finished"
     console.print(
-        f"turns per second at {concurrency} concurrent: direct upstream {direct.rate():.1f}, "
+        f"turns per second at {concurrency} concurrent, {plural(users, 'user')}: direct "
+        f"upstream {direct.rate():.1f}, "
         f"gateway 1 process {one.rate():.1f}, {workers} workers {several.rate():.1f} "
         f"({ratio}); the machine's {os.cpu_count()} cores busy meanwhile: "
         + ", ".join(f"{c.busy():.0%}" for c in columns)
@@ -774,6 +888,86 @@ def report_scaling(columns: tuple[Column, Column, Column], workers: int, concurr
         + "; the load generator's: " + ", ".join(f"{c.generator_ms():.1f}" for c in columns)
         + f"; the cores' headroom at one process's cost per turn: {one.headroom():.2f}x",
         highlight=False)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def report_shares(name: str, column: Column, served: Counter[int]) -> None:
+    """Each process's share of a gateway column's turns and its CPU ms per turn it served
+    (uvicorn's supervisor serves none: its CPU is counted apart)."""
+    total = sum(served.values())
+    parts, rest = [], 0.0
+    for pid, seconds in sorted(column.process_seconds.items()):
+        if pid not in served:
+            rest += seconds
+            continue
+        count = served[pid]
+        parts.append(f"pid {pid} {count} turns ({count / max(1, total):.0%}), "
+                     + (f"{seconds * 1000 / count:.1f} ms CPU per turn" if count
+                        else f"{seconds * 1000:.0f} ms CPU"))
+    if len(column.process_seconds) > len(parts):
+        parts.append(f"uvicorn's supervisor and helpers {rest * 1000:.0f} ms CPU")
+    unknown = served.get(0, 0)
+    if unknown:
+        parts.append(f"{unknown} turns by no process found")
+    console.print(f"{name}: each process's share of {total} turns: " + "; ".join(parts)
+                  + f"; CPU per turn all together {column.cpu_ms():.1f} ms", highlight=False)
+
+
+def report_waits(name: str, column: Column) -> None:
+    """What the database's sessions were seen waiting on during a column's turns: each wait
+    as the share of samples that saw at least one session waiting on it, and the mean number
+    of such sessions per sample."""
+    if not column.samples:
+        return
+    top = ", ".join(f"{wait} {count / column.samples:.2f}" for wait, count
+                    in column.waits.most_common(8)) or "nothing"
+    console.print(f"{name}: database sessions waiting, mean per sample over "
+                  f"{column.samples} samples: {top}", highlight=False, soft_wrap=True)
+
+
+class WaitSampler:
+    """pg_stat_activity and ungranted pg_locks of the bench's database, sampled while a
+    column's turns run (`--sample-waits`): what the gateway's sessions wait on, e.g. a
+    `Lock:advisory` (the stream-cap lock), `Lock:transactionid` or `Lock:tuple` (a row
+    another transaction updates: the day's rollup row, the rate-limit window),
+    `LWLock:WALWrite` / `IO:WALSync` (commits). Its own sampling connection is left out."""
+
+    def __init__(self, database_url: str, interval_s: float = 0.02) -> None:
+        self.url, self.interval_s = database_url, interval_s
+
+    async def sample(self, column: Column) -> None:
+        engine = create_async_engine(self.url, poolclass=NullPool)
+        try:
+            async with engine.connect() as connection:
+                while True:
+                    rows = await connection.execute(WAITING)
+                    column.samples += 1
+                    for wait, what, count in rows:
+                        column.waits[f"{wait} ({what})" if what else wait] += count
+                    await connection.rollback()
+                    await asyncio.sleep(self.interval_s)
+        finally:
+            await engine.dispose()
+
+
+#: The sessions of this database (but the sampler's) waiting, by wait event; for a lock
+#: wait, on what (an advisory lock, a row's transaction, a tuple of which table).
+WAITING = text(r"""
+SELECT a.wait_event_type || ':' || a.wait_event
+       || CASE WHEN a.state <> 'active' THEN ' ' || a.state ELSE '' END AS wait,
+       coalesce(l.locktype || coalesce(' ' || l.relation::regclass::text, '') || ', ',
+                CASE WHEN a.state <> 'active' THEN 'after ' END)
+       || left(regexp_replace(a.query, '\s+', ' ', 'g'), 60) AS what,
+       count(*)
+FROM pg_stat_activity a
+LEFT JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted
+WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+  AND a.wait_event IS NOT NULL AND a.state <> 'idle'
+GROUP BY 1, 2
+""")
 
 
 def ratio_text(numerator: float, denominator: float) -> str:
@@ -1049,18 +1243,33 @@ def start_litellm(stack: contextlib.ExitStack, upstream: str, scratch: Path) -> 
 
 
 def measure_workers(run: Started, workers: int, concurrency: int, turns: int,
-                    deadline: float, pinning: Pinning | None) -> None:
-    several_port = free_port()
-    several = f"http://127.0.0.1:{several_port}"
+                    deadline: float, pinning: Pinning | None, users: int,
+                    sample_waits: bool) -> None:
+    """One gateway process against `workers` workers, both their own (API keys on, one for
+    each of `users` users), on the run's database."""
+    people = asyncio.run(new_users(run.database_url, users))
+    env = {**gateway_env(run.upstream, run.database_url), "CHATGATE_AUTH_MODE": "keys"}
+    one_port, several_port = free_port(), free_port()
+    one_url, several = f"http://127.0.0.1:{one_port}", f"http://127.0.0.1:{several_port}"
     argv = [*gateway_argv(several_port), "--workers", str(workers)]
-    with started(argv, gateway_env(run.upstream, run.database_url), f"{several}/healthz") as pid:
+    sampler = None
+    if sample_waits and run.database_url.startswith("postgresql"):
+        sampler = WaitSampler(run.database_url)
+    with (started(gateway_argv(one_port), env, f"{one_url}/healthz") as one_pid,
+          started(argv, env, f"{several}/healthz") as pid):
         if pinning is not None:
+            pinning.apply_to(one_pid)
             pinning.apply_to(pid)
         other = Bench(run.upstream, several, run.upstream_pid, pid, deadline, new_client())
-        bench = Bench(run.upstream, run.gateway, run.upstream_pid, run.gateway_pid, deadline,
-                      new_client())
-        columns = asyncio.run(worker_scaling(bench, other, turns, concurrency))
-    report_scaling(columns, workers, concurrency)
+        bench = Bench(run.upstream, one_url, run.upstream_pid, one_pid, deadline, new_client())
+        columns = asyncio.run(worker_scaling(bench, other, turns, concurrency, people, sampler))
+        shares = [asyncio.run(served_by(run.database_url, column.thread_ids))
+                  for column in columns[1:]]
+    report_scaling(columns, workers, concurrency, users)
+    for name, column, served in zip(("1 process", f"{workers} workers"), columns[1:], shares,
+                                    strict=True):
+        report_shares(name, column, served)
+        report_waits(name, column)
 
 
 @app.command()
@@ -1088,6 +1297,14 @@ def main(
     history: int = typer.Option(100, min=0, max=1000),
     workers: int = typer.Option(2, min=0, max=16, help="0: no workers measurement"),
     workers_concurrency: int = typer.Option(20, min=1, max=500),
+    users: int = typer.Option(
+        1, min=1, max=10000,
+        help="the workers step's turns spread over this many users, a key each, round robin "
+             "(1: one busy key)"),
+    sample_waits: bool = typer.Option(
+        False, "--sample-waits",
+        help="PostgreSQL: sample what the database's sessions wait on during the workers "
+             "step (pg_stat_activity, pg_locks) and print it for each gateway column"),
     rss_settle_s: float = typer.Option(
         TRIM_INTERVAL_S + 1.0, min=0.0, max=60.0,
         help="the open-streams step's wait before each RSS reading (a slow stream sends "
@@ -1136,7 +1353,8 @@ def main(
                             Extra(tokens, long_tokens, history, run.database_url,
                                   paced_rates)))
         if workers > 1:
-            measure_workers(run, workers, workers_concurrency, turns, deadline, pinning)
+            measure_workers(run, workers, workers_concurrency, turns, deadline, pinning, users,
+                            sample_waits)
 
 
 #: Where a tree's app factory lives: this tree's, then an older tree's (before app/ had rooms).

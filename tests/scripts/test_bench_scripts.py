@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 import typer
+from sqlalchemy import func, select
 
+from app.store.db import Database
+from app.store.models import Thread
 from scripts.bench_gateway import Pinning
 from scripts.bench_upstream import serve_upstream
+from tests.support.databases import postgres_only
 from tests.support.gateway import ROOT, clean_env, free_port
 
 
@@ -83,7 +87,7 @@ def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
     out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5",
                      "--concurrency", "1,2", "--open-streams", "3", "--long-tokens", "50",
                      "--history", "10", "--workers-concurrency", "4", "--rates", "20",
-                     "--max-seconds", "120", "--rss-settle-s", "0", *pinned)
+                     "--max-seconds", "120", "--rss-settle-s", "0", "--users", "3", *pinned)
     if pinned:
         assert f"the gateway on cores [{cores[0]}], the load generator and the upstream on " \
                f"{cores[1:]}" in out, out
@@ -99,12 +103,58 @@ def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
     assert re.search(r"CPU per turn, 5 vs \d+ tokens: [\d.]+ ms vs [\d.]+ ms, ratio "
                      r"([\d.]+x|n/a)", out), out
     assert re.search(r"fresh thread vs \d+ prior messages: [\d.]+ ms vs [\d.]+ ms, added", out), out
-    assert re.search(r"turns per second at \d+ concurrent: direct upstream [\d.]+, gateway 1 "
-                     r"process [\d.]+, 2 workers [\d.]+ \([\d.]+x\);\s+the\s+machine's\s+\d+\s+"
+    assert re.search(r"turns per second at \d+ concurrent, 3 users: direct upstream [\d.]+, "
+                     r"gateway 1 process [\d.]+, 2 workers [\d.]+ \([\d.]+x\);\s+the\s+machine's"
+                     r"\s+\d+\s+"
                      r"cores\s+busy\s+meanwhile:\s+\d+%,\s+\d+%,\s+\d+%;\s+CPU\s+ms\s+per\s+"
                      r"turn:\s+[\d.]+,\s+[\d.]+,\s+[\d.]+;\s+the\s+load\s+generator's:\s+[\d.]+,"
                      r"\s+[\d.]+,\s+[\d.]+;\s+the\s+cores'\s+headroom\s+at\s+one\s+"
                      r"process's\s+cost\s+per\s+turn:\s+[\d.]+x", out), out
+    assert_each_worker_share(out, workers=2, turns=4)
+
+
+def assert_each_worker_share(out: str, workers: int, turns: int) -> None:
+    """The workers step's line for each gateway column: every process that serves turns,
+    its share of the column's turns (together all of them) and its CPU per turn."""
+    flat = " ".join(out.split())
+    for name, processes in (("1 process", 1), (f"{workers} workers", workers)):
+        line = re.search(rf"{name}: each process's share of {turns} turns: (.*?); CPU per turn "
+                         r"all together [\d.]+ ms", flat)
+        assert line is not None, out
+        shares = re.findall(r"pid (\d+) (\d+) turns \(\d+%\), [\d.]+ ms CPU", line.group(1))
+        assert len({pid for pid, _ in shares}) == processes, line.group(0)
+        assert sum(int(count) for _, count in shares) == turns, line.group(0)
+
+
+@postgres_only("pg_stat_activity and pg_locks are PostgreSQL's")
+def test_bench_gateway_workers_step_spreads_turns_over_users_and_samples_waits(
+        database_url: str) -> None:
+    """--users N: the workers step's threads belong to N users (a key each) in equal parts;
+    --sample-waits prints what the database's sessions waited on in each gateway column."""
+    out = run_script("bench_gateway.py", "--turns", "8", "--tokens", "5", "--concurrency", "1",
+                     "--open-streams", "0", "--long-tokens", "0", "--history", "0",
+                     "--workers-concurrency", "4", "--users", "2", "--sample-waits",
+                     "--max-seconds", "120", "--database-url", database_url)
+    assert_each_worker_share(out, workers=2, turns=8)
+    flat = " ".join(out.split())
+    for name in ("1 process", "2 workers"):
+        assert re.search(rf"{name}: database sessions waiting, mean per sample over \d+ samples: ",
+                         flat), out
+    owners = asyncio.run(thread_owners(database_url))
+    users = {user: count for user, count in owners.items() if user.startswith("bench-user-")}
+    # each gateway's warm-up (8 turns) and its 8 measured turns, alternately the two users'
+    assert sorted(users.values()) == [16, 16], owners
+
+
+async def thread_owners(url: str) -> dict[str, int]:
+    db = Database(url)
+    try:
+        async with db.transaction(read_only=True) as session:
+            rows = await session.execute(
+                select(Thread.user_id, func.count()).group_by(Thread.user_id))
+            return {user: count for user, count in rows}
+    finally:
+        await db.dispose()
 
 
 def test_bench_gateway_compares_another_proxy_of_the_same_upstream() -> None:
