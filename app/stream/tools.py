@@ -24,6 +24,7 @@ scan continues there.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Final, Literal, NamedTuple
@@ -95,6 +96,8 @@ class ToolCallSplit:
         "chunk_index",
         "idle",
         "pending",
+        "prefixes",
+        "rare",
         "records",
         "start",
         "stream_pos",
@@ -108,13 +111,12 @@ class ToolCallSplit:
         goes on from visible text another split emitted (its leading WS is the answer's)."""
         if not valid_tag(tag):
             raise ValueError(f"bad tool call tag {tag!r}")
-        self._opener = f"<{tag}>"
-        self._closer = f"</{tag}>"
+        self._opener, self._closer, self.rare, self._closer_at, self._closer_so_far = (
+            _tag_patterns(tag))
         #: What text must hold for an opener to start in it (besides a `<` at its end).
         self.start = self._opener[:2]
-        self._closer_at = re.compile(f"[ \\t\\r\\n]{{0,{GAP}}}{re.escape(self._closer)}")
-        self._closer_so_far = re.compile(
-            f"[ \\t\\r\\n]{{0,{GAP}}}(?:{_nested_prefix(self._closer[:-1])})?\\Z")
+        #: Every proper prefix of the opener: a piece ending in one may end in a cut opener.
+        self.prefixes = tuple(self._opener[:n] for n in range(1, len(self._opener)))
         self._offered = offered
         self._state = _PLAIN
         self._buf = ""
@@ -156,9 +158,11 @@ class ToolCallSplit:
         in WS, as the marker filter emits it): it holds no opener, and no opener prefix at
         its end, or V goes on with WS there (`ws_follows`: the filter holds a WS run), so
         the prefix cannot grow into one. Cheaper than the feed for the long pieces of a slow
-        path: the whole opener is the needle (a search for its first two characters alone
-        costs several times as much on prose, where `t` is common)."""
-        if not self.idle or self._opener in text:
+        path: the tag's rarest character is looked for first (one memchr; prose seldom holds
+        the `_` of `tool_call`), and only where it occurs the whole opener (a search for its
+        first two characters alone costs several times as much on prose, where `t` is
+        common)."""
+        if not self.idle or (self.rare in text and self._opener in text):
             return False
         if ws_follows:
             return True
@@ -215,7 +219,7 @@ class ToolCallSplit:
     def _scan_plain(self, buf: str, i: int, out: list[str]) -> int:
         """Visible text up to the next opener; holds back a possible opener prefix."""
         opener = self._opener
-        k = buf.find(opener, i)
+        k = buf.find(opener, i) if self.rare in buf else -1
         if k >= 0:
             self._emit(buf[i:k], out)
             self._open_block()
@@ -353,6 +357,24 @@ class ToolCallSplit:
                 out.append(kept)
         if self._started and len(kept) != len(text):
             self._ws.append(text[len(kept):])
+
+
+#: Lower-case letters, the most frequent in English prose first.
+_LETTERS_BY_FREQUENCY: Final = "etaoinsrhldcumfpgwybvkxjqz"
+
+
+@functools.lru_cache(maxsize=32)
+def _tag_patterns(tag: str) -> tuple[str, str, str, re.Pattern[str], re.Pattern[str]]:
+    """Opener, closer, the tag's rarest character in prose, and the closer's patterns: built
+    once per tag, as a split is made for every answer and its set-up would otherwise cost a
+    plain answer in small chunks a measurable share of its time."""
+    closer = f"</{tag}>"
+    ranks = _LETTERS_BY_FREQUENCY
+    rare = max(tag, key=lambda c: ranks.index(c) if c in ranks else len(ranks))
+    closer_at = re.compile(f"[ \\t\\r\\n]{{0,{GAP}}}{re.escape(closer)}")
+    closer_so_far = re.compile(
+        f"[ \\t\\r\\n]{{0,{GAP}}}(?:{_nested_prefix(closer[:-1])})?\\Z")
+    return f"<{tag}>", closer, rare, closer_at, closer_so_far
 
 
 def _nested_prefix(text: str) -> str:
