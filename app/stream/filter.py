@@ -200,6 +200,10 @@ class MarkerFilter:
         self._closing = True
         self._fast = False
         visible = self._feed_slow("")
+        then = self._then
+        if then is not None:
+            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
+            visible += then.close()
         self._ws.clear()  # trailing WS of the whole message is dropped
         self._closed = True
         return visible
@@ -262,26 +266,26 @@ class MarkerFilter:
         if then is None:
             return "".join(out)
         visible = "".join(out)
-        if not then.idle:
-            if visible:
-                visible = self._through(then, visible)
-            self._fast = self._fast and then.idle
-        elif visible and "<" in visible and (
-                then.rare in visible or visible.endswith(then.prefixes)
-        ) and not then.passes(visible, ws_follows=bool(self._ws)):
-            # An idle stage returns a piece unchanged unless it holds all of its tag (the
-            # tag's rarest character tells, in one memchr) or ends in a cut one: only then
-            # is a call worth its cost.
-            visible = self._through(then, visible)
-            self._fast = self._fast and then.idle
-        if self._closing:
-            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
-            visible += then.close()
+        if then.idle:
+            if visible and "<" in visible and (
+                    then.rare in visible or visible.endswith(then.prefixes)
+            ) and not then.passes(visible, ws_follows=bool(self._ws)):
+                # An idle stage returns a piece unchanged unless it holds all of its tag
+                # (the tag's rarest character tells, in one memchr) or ends in a cut one:
+                # only then is a call worth its cost.
+                return self._through(then, visible)
+            return visible
+        if visible:
+            return self._through(then, visible)
+        self._fast = False
         return visible
 
     def _through(self, then: TextStage, visible: str) -> str:
+        """Feed the stage; the hot path is open again only while it is idle."""
         then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
-        return then.feed(visible)
+        visible = then.feed(visible)
+        self._fast = self._fast and then.idle
+        return visible
 
     def _scan_plain(self, buf: str, i: int, base: int, out: list[str]) -> int:
         """Visible text up to the next header; holds back a possible header start."""

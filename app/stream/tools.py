@@ -109,14 +109,17 @@ class ToolCallSplit:
         """`offered`: the request offered tools; when not, a call is still taken out of the
         text but the warning `tool_call_unrequested` says so (once). `continuing`: the text
         goes on from visible text another split emitted (its leading WS is the answer's)."""
-        if not valid_tag(tag):
-            raise ValueError(f"bad tool call tag {tag!r}")
-        self._opener, self._closer, self.rare, self._closer_at, self._closer_so_far = (
-            _tag_patterns(tag))
+        tag_text = _tag_text(tag)
+        self._opener = tag_text.opener
+        self._closer = tag_text.closer
+        self._closer_at = tag_text.closer_at
+        self._closer_so_far = tag_text.closer_so_far
         #: What text must hold for an opener to start in it (besides a `<` at its end).
-        self.start = self._opener[:2]
+        self.start = tag_text.opener[:2]
+        #: The tag's rarest character in prose: text without it holds no opener.
+        self.rare = tag_text.rare
         #: Every proper prefix of the opener: a piece ending in one may end in a cut opener.
-        self.prefixes = tuple(self._opener[:n] for n in range(1, len(self._opener)))
+        self.prefixes = tag_text.prefixes
         self._offered = offered
         self._state = _PLAIN
         self._buf = ""
@@ -363,18 +366,32 @@ class ToolCallSplit:
 _LETTERS_BY_FREQUENCY: Final = "etaoinsrhldcumfpgwybvkxjqz"
 
 
+class _TagText(NamedTuple):
+    """What a split looks for, given its tag."""
+
+    opener: str
+    closer: str
+    rare: str
+    prefixes: tuple[str, ...]
+    closer_at: re.Pattern[str]
+    closer_so_far: re.Pattern[str]
+
+
 @functools.lru_cache(maxsize=32)
-def _tag_patterns(tag: str) -> tuple[str, str, str, re.Pattern[str], re.Pattern[str]]:
-    """Opener, closer, the tag's rarest character in prose, and the closer's patterns: built
-    once per tag, as a split is made for every answer and its set-up would otherwise cost a
-    plain answer in small chunks a measurable share of its time."""
+def _tag_text(tag: str) -> _TagText:
+    """Built once per tag: a split is made for every answer, and building this each time
+    would cost a plain answer in 4 KB chunks a measurable share of its time."""
+    if not valid_tag(tag):
+        raise ValueError(f"bad tool call tag {tag!r}")
+    opener = f"<{tag}>"
     closer = f"</{tag}>"
     ranks = _LETTERS_BY_FREQUENCY
     rare = max(tag, key=lambda c: ranks.index(c) if c in ranks else len(ranks))
     closer_at = re.compile(f"[ \\t\\r\\n]{{0,{GAP}}}{re.escape(closer)}")
     closer_so_far = re.compile(
         f"[ \\t\\r\\n]{{0,{GAP}}}(?:{_nested_prefix(closer[:-1])})?\\Z")
-    return f"<{tag}>", closer, rare, closer_at, closer_so_far
+    prefixes = tuple(opener[:n] for n in range(1, len(opener)))
+    return _TagText(opener, closer, rare, prefixes, closer_at, closer_so_far)
 
 
 def _nested_prefix(text: str) -> str:
