@@ -177,7 +177,9 @@ class ToolCallSplit:
         if self._closing:
             return ""
         self._closing = True
-        self.idle = False
+        if self.idle:  # plain text, nothing held, no WS run: nothing is left to resolve
+            self.idle = False
+            return ""
         out: list[str] = []
         if self._state != _DONE:
             self._run("", out)
