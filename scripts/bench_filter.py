@@ -16,6 +16,14 @@ With `--tools` (the default) each input also runs through the split with the inl
 call format `hermes` set (app.stream.tools); the inputs hold no `<tool_call>`, so this is
 what a plain answer pays for the format, against the split without it (format `none`),
 fastest run against fastest run (target: at most 5 %).
+
+    .venv/bin/python scripts/bench_filter.py --tool-formats [--runs 41]
+
+times that comparison alone, steadier on a shared machine: the plain markdown answer in 1 B,
+4 B and 4 KB chunks through the split with the format `none` and `hermes`, in CPU time (what
+other processes take of the wall clock is not counted), the two taking turns in every round
+and each measurement long enough to dwarf the clock; it prints the median of each, their
+ratio and the median of the rounds' own ratios.
 """
 
 from __future__ import annotations
@@ -184,6 +192,47 @@ def cases() -> list[Case]:
     ]
 
 
+def cpu_seconds(factory: Callable[[], ReasoningSplit], chunks: list[str], passes: int) -> float:
+    """CPU time of `passes` whole answers, fed as the answer feeds them."""
+    start = time.process_time()
+    for _ in range(passes):
+        split_ = factory()
+        feed = split_.feeder.feed
+        for chunk in chunks:
+            feed(chunk)
+        split_.close()
+    return time.process_time() - start
+
+
+def compare_tool_formats(console: Console, runs: int) -> None:
+    """None vs hermes on a plain answer: medians over interleaved rounds, in CPU time."""
+    answer = markdown_answer(200_000)
+    one_char = markdown_answer(1_000_000, seed=8)[:250_000]
+    inputs = [("markdown 250 KB", one_char, 1, 1), ("markdown 200 KB", answer, 4, 1),
+              ("markdown 200 KB", answer, 4096, 40)]
+    formats: dict[str, Callable[[], ReasoningSplit]] = {
+        "none": ReasoningSplit, "hermes": functools.partial(ReasoningSplit, tool_format="hermes")}
+    table = Table(title=f"plain answer, tool format none vs hermes (CPU time, {runs} rounds)")
+    for column in ("input", "chunk", "passes", "none ms", "hermes ms", "hermes vs none",
+                   "median of round ratios"):
+        table.add_column(column, justify="left" if column == "input" else "right",
+                         no_wrap=column == "input")
+    for name, text, size, passes in inputs:
+        chunks = split(text, size)
+        seconds: dict[str, list[float]] = {key: [] for key in formats}
+        for round_ in range(runs):
+            order = list(formats) if round_ % 2 == 0 else list(reversed(formats))
+            for key in order:
+                seconds[key].append(cpu_seconds(formats[key], chunks, passes))
+        none, hermes = (statistics.median(seconds[key]) for key in formats)
+        ratios = [h / n for h, n in zip(seconds["hermes"], seconds["none"], strict=True)]
+        table.add_row(name, f"{size} B" if size < 4096 else "4 KB", str(passes),
+                      f"{none * 1e3:.2f}", f"{hermes * 1e3:.2f}",
+                      f"{(hermes / none - 1) * 100:+.1f} %",
+                      f"{(statistics.median(ratios) - 1) * 100:+.1f} %")
+    console.print(table)
+
+
 @app.command()
 def main(
     runs: int = typer.Option(5, help="runs per measurement; the median is shown"),
@@ -192,9 +241,15 @@ def main(
     with_tools: bool = typer.Option(
         True, "--tools/--no-tools",
         help="also time the split with the tool format `hermes` (needs --split)"),
+    tool_formats: bool = typer.Option(
+        False, "--tool-formats",
+        help="only compare a plain answer with the tool format none and hermes, CPU time"),
 ) -> None:
-    with_tools = with_tools and with_split
     console = Console(width=230)
+    if tool_formats:
+        compare_tool_formats(console, runs)
+        return
+    with_tools = with_tools and with_split
     table = Table(title=f"MarkerFilter vs pass-through (median of {runs} runs)")
     for column in (
         "input",

@@ -16,7 +16,6 @@ else is rescanned.
 
 from __future__ import annotations
 
-import re
 from typing import Final, NamedTuple, Protocol
 
 from app.stream import spec
@@ -24,6 +23,11 @@ from app.stream.decode import JsonObject, decode_object
 from app.stream.json_prefix import COMPLETE, INVALID, JsonObjectPrefix
 
 WS: Final = spec.WS
+
+#: Below this length a chunk is checked for a stage's tag start (`<t`) with `in`; from it
+#: on for the tag's rarest character and a cut tag at its end (a two-character needle
+#: costs CPython's search about 1.7 ns a character, a one-character one memchr's speed).
+_SHORT: Final = 32
 
 # Where the scan is. The retained text `_buf` starts at the candidate (PLAIN), the
 # header (HEADER) or the end of the body (CLOSER); BODY and GARBLE keep no `_buf`.
@@ -75,6 +79,10 @@ class TextStage(Protocol):
     stream_pos: int
     #: The first two characters of anything the stage takes out (`<t` for `<tool_call>`).
     start: str
+    #: A character anything the stage takes out holds, the rarest in prose (`_`).
+    rare: str
+    #: The proper prefixes of what the stage takes out: a piece may end in a cut one.
+    prefixes: tuple[str, ...]
 
     def feed(self, text: str) -> str: ...
 
@@ -106,7 +114,6 @@ class MarkerFilter:
         "_started",
         "_state",
         "_then",
-        "_then_starts",
         "_win_len",
         "_win_parts",
         "_win_start",
@@ -127,9 +134,6 @@ class MarkerFilter:
         the answer's own, and a block at its start is not at the answer's start. `then`:
         a stage the visible text goes through before it is returned (app.stream.tools)."""
         self._then = then
-        #: With a stage: finds `<!` or the start of the stage's tag in a chunk.
-        self._then_starts = (re.compile(f"<[!{re.escape(then.start[1])}]").search
-                             if then is not None else None)
         self.metadata: JsonObject | None = None
         """Merged objects of the complete METADATA blocks (later keys win), or None."""
         self.warnings: list[str] = []
@@ -160,13 +164,17 @@ class MarkerFilter:
         self.chunks_fed += 1
         self.chars_fed += len(chunk)
         if self._fast and ("<" not in chunk or (chunk[-1] != "<" and (
-                "<!" not in chunk if self._then_starts is None
-                else self._then_starts(chunk) is None))):
+                "<!" not in chunk if (then := self._then) is None
+                else "<!" not in chunk and (
+                    then.start not in chunk if len(chunk) < _SHORT
+                    else (then.rare not in chunk and not chunk.endswith(then.prefixes))
+                    or then.passes(chunk, ws_follows=False))))):
             # The common case: ordinary text, nothing pending but maybe a WS run. A header
             # needs `<!--`; without `<!` and without `<` at the end, none starts here. An
             # idle stage after the filter (app.stream.tools) lets through what holds no
             # start of its tag, as it would (a `<` at the end may start one: not here);
-            # one pass looks for both starts.
+            # a long chunk without the tag's rarest character and not ending in a cut tag
+            # holds none either.
             text = chunk.rstrip(WS)
             if not text:
                 if chunk:
@@ -192,6 +200,10 @@ class MarkerFilter:
         self._closing = True
         self._fast = False
         visible = self._feed_slow("")
+        then = self._then
+        if then is not None:
+            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
+            visible += then.close()
         self._ws.clear()  # trailing WS of the whole message is dropped
         self._closed = True
         return visible
@@ -254,13 +266,24 @@ class MarkerFilter:
         if then is None:
             return "".join(out)
         visible = "".join(out)
-        if visible and not (then.idle and "<" not in visible) and not then.passes(
-                visible, ws_follows=bool(self._ws)):
-            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
-            visible = then.feed(visible)
-        if self._closing:
-            then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
-            visible += then.close()
+        if then.idle:
+            if visible and "<" in visible and (
+                    then.rare in visible or visible.endswith(then.prefixes)
+            ) and not then.passes(visible, ws_follows=bool(self._ws)):
+                # An idle stage returns a piece unchanged unless it holds all of its tag
+                # (the tag's rarest character tells, in one memchr) or ends in a cut one:
+                # only then is a call worth its cost.
+                return self._through(then, visible)
+            return visible
+        if visible:
+            return self._through(then, visible)
+        self._fast = False
+        return visible
+
+    def _through(self, then: TextStage, visible: str) -> str:
+        """Feed the stage; the hot path is open again only while it is idle."""
+        then.chunk_index, then.stream_pos = self.chunks_fed - 1, self.chars_fed
+        visible = then.feed(visible)
         self._fast = self._fast and then.idle
         return visible
 

@@ -24,6 +24,7 @@ scan continues there.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Final, Literal, NamedTuple
@@ -95,6 +96,8 @@ class ToolCallSplit:
         "chunk_index",
         "idle",
         "pending",
+        "prefixes",
+        "rare",
         "records",
         "start",
         "stream_pos",
@@ -106,15 +109,17 @@ class ToolCallSplit:
         """`offered`: the request offered tools; when not, a call is still taken out of the
         text but the warning `tool_call_unrequested` says so (once). `continuing`: the text
         goes on from visible text another split emitted (its leading WS is the answer's)."""
-        if not valid_tag(tag):
-            raise ValueError(f"bad tool call tag {tag!r}")
-        self._opener = f"<{tag}>"
-        self._closer = f"</{tag}>"
+        tag_text = _tag_text(tag)
+        self._opener = tag_text.opener
+        self._closer = tag_text.closer
+        self._closer_at = tag_text.closer_at
+        self._closer_so_far = tag_text.closer_so_far
         #: What text must hold for an opener to start in it (besides a `<` at its end).
-        self.start = self._opener[:2]
-        self._closer_at = re.compile(f"[ \\t\\r\\n]{{0,{GAP}}}{re.escape(self._closer)}")
-        self._closer_so_far = re.compile(
-            f"[ \\t\\r\\n]{{0,{GAP}}}(?:{_nested_prefix(self._closer[:-1])})?\\Z")
+        self.start = tag_text.opener[:2]
+        #: The tag's rarest character in prose: text without it holds no opener.
+        self.rare = tag_text.rare
+        #: Every proper prefix of the opener: a piece ending in one may end in a cut opener.
+        self.prefixes = tag_text.prefixes
         self._offered = offered
         self._state = _PLAIN
         self._buf = ""
@@ -156,9 +161,11 @@ class ToolCallSplit:
         in WS, as the marker filter emits it): it holds no opener, and no opener prefix at
         its end, or V goes on with WS there (`ws_follows`: the filter holds a WS run), so
         the prefix cannot grow into one. Cheaper than the feed for the long pieces of a slow
-        path: the whole opener is the needle (a search for its first two characters alone
-        costs several times as much on prose, where `t` is common)."""
-        if not self.idle or self._opener in text:
+        path: the tag's rarest character is looked for first (one memchr; prose seldom holds
+        the `_` of `tool_call`), and only where it occurs the whole opener (a search for its
+        first two characters alone costs several times as much on prose, where `t` is
+        common)."""
+        if not self.idle or (self.rare in text and self._opener in text):
             return False
         if ws_follows:
             return True
@@ -170,7 +177,9 @@ class ToolCallSplit:
         if self._closing:
             return ""
         self._closing = True
-        self.idle = False
+        if self.idle:  # plain text, nothing held, no WS run: nothing is left to resolve
+            self.idle = False
+            return ""
         out: list[str] = []
         if self._state != _DONE:
             self._run("", out)
@@ -215,7 +224,7 @@ class ToolCallSplit:
     def _scan_plain(self, buf: str, i: int, out: list[str]) -> int:
         """Visible text up to the next opener; holds back a possible opener prefix."""
         opener = self._opener
-        k = buf.find(opener, i)
+        k = buf.find(opener, i) if self.rare in buf else -1
         if k >= 0:
             self._emit(buf[i:k], out)
             self._open_block()
@@ -353,6 +362,38 @@ class ToolCallSplit:
                 out.append(kept)
         if self._started and len(kept) != len(text):
             self._ws.append(text[len(kept):])
+
+
+#: Lower-case letters, the most frequent in English prose first.
+_LETTERS_BY_FREQUENCY: Final = "etaoinsrhldcumfpgwybvkxjqz"
+
+
+class _TagText(NamedTuple):
+    """What a split looks for, given its tag."""
+
+    opener: str
+    closer: str
+    rare: str
+    prefixes: tuple[str, ...]
+    closer_at: re.Pattern[str]
+    closer_so_far: re.Pattern[str]
+
+
+@functools.lru_cache(maxsize=32)
+def _tag_text(tag: str) -> _TagText:
+    """Built once per tag: a split is made for every answer, and building this each time
+    would cost a plain answer in 4 KB chunks a measurable share of its time."""
+    if not valid_tag(tag):
+        raise ValueError(f"bad tool call tag {tag!r}")
+    opener = f"<{tag}>"
+    closer = f"</{tag}>"
+    ranks = _LETTERS_BY_FREQUENCY
+    rare = max(tag, key=lambda c: ranks.index(c) if c in ranks else len(ranks))
+    closer_at = re.compile(f"[ \\t\\r\\n]{{0,{GAP}}}{re.escape(closer)}")
+    closer_so_far = re.compile(
+        f"[ \\t\\r\\n]{{0,{GAP}}}(?:{_nested_prefix(closer[:-1])})?\\Z")
+    prefixes = tuple(opener[:n] for n in range(1, len(opener)))
+    return _TagText(opener, closer, rare, prefixes, closer_at, closer_so_far)
 
 
 def _nested_prefix(text: str) -> str:

@@ -43,6 +43,12 @@ def test_bench_filter_prints_every_input_and_the_linearity_ratio() -> None:
     assert re.search(r"1 MB \d+ ns, 250 KB \d+ ns, ratio \d+\.\d+", out), out
 
 
+def test_bench_filter_compares_the_tool_formats_on_a_plain_answer() -> None:
+    out = run_script("bench_filter.py", "--tool-formats", "--runs", "1")
+    for chunk in ("1 B", "4 B", "4 KB"):
+        assert re.search(rf"markdown \d+ KB +│ +{chunk} .*[+-]\d+\.\d % .*[+-]\d+\.\d %", out), out
+
+
 def test_bench_repair_repairs_and_restores_every_corrupt_row(database_url: str) -> None:
     out = run_script("bench_repair.py", "--messages", "600", "--runs", "2",
                      "--database-url", database_url)
