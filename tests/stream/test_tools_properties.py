@@ -115,3 +115,17 @@ def test_a_body_over_max_body_is_text_and_not_held_longer() -> None:
     assert "".join(text).startswith("<tool_call>{")
     assert split.warnings == ["tool_call_invalid"] and not split.calls
     assert peak <= len("<tool_call>") + 16 + MAX_BODY
+
+
+def test_unrequested_goes_where_the_first_call_ends_even_before_an_earlier_warning_kind() -> None:
+    """A call, then a block that is no call: `tool_call_unrequested` (at the first call's end)
+    comes before the later block's `tool_call_invalid`, at any chunking (a hypothesis find:
+    the oracle once put every invalid block first)."""
+    content = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Prague"}}</tool_call>'
+               '<tool_call>{"q": "<!-- MSG_CONTEXT: {} -->"}')
+    want = reference_answer(content, reasoning_format="think", offered=False)
+    assert want.warnings == ["context_echo", "tool_call_unrequested", "tool_call_invalid"]
+    for size in (1, 3, 7, len(content)):
+        chunks = [content[at:at + size] for at in range(0, len(content), size)]
+        got = stream_answer(chunks, reasoning_format="think", offered=False, expected=want)
+        assert got.warnings == want.warnings, size

@@ -60,13 +60,15 @@ def reference_call(body: str) -> tuple[str, str] | None:
     return None
 
 
-def reference_tools(v: str, tag: str = "tool_call") -> tuple[str, list[tuple[str, str]],
-                                                            list[str]]:
-    """The spec's scan of the visible text V: (text, calls, tool call warnings)."""
+def reference_tools(v: str, tag: str = "tool_call"
+                    ) -> tuple[str, list[tuple[str, str]], list[str], int]:
+    """The spec's scan of the visible text V: (text, calls, tool call warnings, how many of
+    those warnings came before the first call's block ended)."""
     opener, closer = f"<{tag}>", f"</{tag}>"
     pieces: list[str] = []
     calls: list[tuple[str, str]] = []
     warnings: list[str] = []
+    first_call_at = 0
     i = 0
     while True:
         k = v.find(opener, i)
@@ -103,6 +105,8 @@ def reference_tools(v: str, tag: str = "tool_call") -> tuple[str, list[tuple[str
             i = after
             continue
         pieces.append(v[i:k])
+        if not calls:
+            first_call_at = len(warnings)
         calls.append(call)
         e = q
         while e < len(v) and e - q < GAP and v[e] in WS:
@@ -112,26 +116,24 @@ def reference_tools(v: str, tag: str = "tool_call") -> tuple[str, list[tuple[str
         else:
             warnings.append("tool_call_unclosed")
             i = q
-    return "".join(pieces).strip(WS), calls, warnings
+    return "".join(pieces).strip(WS), calls, warnings, first_call_at
 
 
 def reference_answer(content: str, field: str = "", reasoning_format: ReasoningFormat = "think",
                      tag: str = "tool_call", *, offered: bool = True) -> ToolsResult:
     """The whole answer per the spec: reasoning split, markers, then the calls in V."""
     split = reference_split(content, field, reasoning_format)
-    text, calls, warnings = reference_tools(split.text, tag)
+    text, calls, warnings, first_call_at = reference_tools(split.text, tag)
     if calls and not offered:
-        warnings = _with_unrequested(warnings)
+        warnings = _with_unrequested(warnings, first_call_at)
     return ToolsResult(text, split.reasoning, split.metadata, split.warnings + warnings, calls)
 
 
-def _with_unrequested(warnings: list[str]) -> list[str]:
-    """`tool_call_unrequested` goes in once, where the first call's block ends (before that
-    block's own `tool_call_unclosed`): the blocks before it can only have been invalid."""
-    before = 0
-    while before < len(warnings) and warnings[before] == "tool_call_invalid":
-        before += 1
-    return [*warnings[:before], "tool_call_unrequested", *warnings[before:]]
+def _with_unrequested(warnings: list[str], at: int) -> list[str]:
+    """`tool_call_unrequested` goes in once, where the first call's block ends (after the
+    warnings of the blocks before it, before that block's own `tool_call_unclosed` and every
+    later block's warnings)."""
+    return [*warnings[:at], "tool_call_unrequested", *warnings[at:]]
 
 
 def stream_answer(

@@ -86,6 +86,7 @@ const INTERRUPTIONS = {
   client_gone: "the connection was lost",
   cancelled: "the gateway cancelled the answer",
   process_died: "the gateway restarted",
+  database_unreachable: "the gateway lost its database; ask again",
   stale_streaming: "the gateway restarted",
   followup_worker_died: "the gateway restarted",
 };
