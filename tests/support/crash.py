@@ -16,7 +16,9 @@ from tests.support.gateway import iter_sse
 #: measure the figures docs/production.md gives.
 FAST_RECOVERY_ENV = {
     "CHATGATE_HEARTBEAT_S": "0.25",
-    "CHATGATE_PROCESS_DEAD_AFTER_S": "1.5",
+    # dead after 3 s: a live process fences its own answers once its lease (half of it) runs
+    # out unrenewed, and a loaded machine must not stall a 0.25 s heartbeat that long
+    "CHATGATE_PROCESS_DEAD_AFTER_S": "3.0",
     "CHATGATE_CHECKPOINT_INTERVAL_S": "1.0",
     "CHATGATE_TITLE_CALLS": "false",
     "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",  # a loaded machine must not fail the turn first
