@@ -347,30 +347,21 @@ def _model(entry: Any, index: int, servers: Mapping[str, ModelServer],
             changes[key] = _number(entry, key, where, integer=False)
     if "prices" in entry:
         changes["prices"] = _prices(entry["prices"], where)
-    if "reasoning_format" in entry:
-        fmt = _text(entry, "reasoning_format", where, "")
-        if fmt not in REASONING_FORMATS:
-            raise ModelsFileError(
-                f"{where}: field 'reasoning_format' must be one of {', '.join(REASONING_FORMATS)}")
-        changes["reasoning_format"] = fmt
-    if "reasoning_tag" in entry:
-        tag = _text(entry, "reasoning_tag", where, "")
-        if not _TAG_NAME.match(tag):
-            raise ModelsFileError(
-                f"{where}: field 'reasoning_tag' must be letters, digits, '-' and '_'")
-        changes["reasoning_tag"] = tag
-    if "tool_format" in entry:
-        fmt = _text(entry, "tool_format", where, "")
-        if fmt not in TOOL_FORMATS:
-            raise ModelsFileError(
-                f"{where}: field 'tool_format' must be one of {', '.join(TOOL_FORMATS)}")
-        changes["tool_format"] = fmt
-    if "tool_tag" in entry:
-        tag = _text(entry, "tool_tag", where, "")
-        if not _TAG_NAME.match(tag):
-            raise ModelsFileError(
-                f"{where}: field 'tool_tag' must be letters, digits, '-' and '_'")
-        changes["tool_tag"] = tag
+    for name, formats in (("reasoning_format", REASONING_FORMATS),
+                           ("tool_format", TOOL_FORMATS)):
+        if name in entry:
+            fmt = _text(entry, name, where, "")
+            if fmt not in formats:
+                raise ModelsFileError(
+                    f"{where}: field '{name}' must be one of {', '.join(formats)}")
+            changes[name] = fmt
+    for name in ("reasoning_tag", "tool_tag"):
+        if name in entry:
+            tag = _text(entry, name, where, "")
+            if not _TAG_NAME.match(tag):
+                raise ModelsFileError(
+                    f"{where}: field '{name}' must be letters, digits, '-' and '_'")
+            changes[name] = tag
     if "continuation" in entry:
         if not isinstance(entry["continuation"], bool):
             raise ModelsFileError(f"{where}: field 'continuation' must be true or false")

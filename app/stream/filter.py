@@ -21,6 +21,7 @@ from typing import Final, NamedTuple, Protocol
 from app.stream import spec
 from app.stream.decode import JsonObject, decode_object
 from app.stream.json_prefix import COMPLETE, INVALID, JsonObjectPrefix
+from app.stream.trimmed import TrimmedOutput
 
 WS: Final = spec.WS
 
@@ -95,7 +96,7 @@ class TextStage(Protocol):
         ...
 
 
-class MarkerFilter:
+class MarkerFilter(TrimmedOutput):
     """Feed the model's output chunk by chunk; get back the text safe to show so far."""
 
     __slots__ = (
@@ -111,14 +112,12 @@ class MarkerFilter:
         "_fast",
         "_json",
         "_oversized",
-        "_started",
         "_state",
         "_then",
         "_win_len",
         "_win_parts",
         "_win_start",
         "_win_tail",
-        "_ws",
         "chars_fed",
         "chunks_fed",
         "metadata",
@@ -440,25 +439,6 @@ class MarkerFilter:
         if self.metadata is None:
             self.metadata = {}
         self.metadata.update(obj)
-
-    # ----------------------------------------------------------------- output
-
-    def _emit(self, text: str, out: list[str]) -> None:
-        """Append visible text, applying the whole-message WS strip as it streams."""
-        if not text:
-            return
-        kept = text.rstrip(WS)
-        if kept:
-            if not self._started:
-                self._started = True
-                out.append(kept.lstrip(WS))
-            else:
-                if self._ws:
-                    out.append("".join(self._ws))
-                    self._ws.clear()
-                out.append(kept)
-        if self._started and len(kept) != len(text):
-            self._ws.append(text[len(kept) :])
 
     def _note_peaks(self) -> None:
         held = self.held_back

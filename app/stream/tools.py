@@ -32,6 +32,7 @@ from typing import Final, Literal, NamedTuple
 from app.stream import spec
 from app.stream.filter import FilterWarning
 from app.stream.json_prefix import COMPLETE, INVALID, JsonObjectPrefix
+from app.stream.trimmed import TrimmedOutput
 
 ToolFormat = Literal["none", "hermes"]
 TOOL_FORMATS: Final[tuple[ToolFormat, ...]] = ("none", "hermes")
@@ -72,7 +73,7 @@ def valid_tag(tag: str) -> bool:
     return bool(tag) and all(c.isascii() and (c.isalnum() or c in "-_") for c in tag)
 
 
-class ToolCallSplit:
+class ToolCallSplit(TrimmedOutput):
     """Feed the content's visible text piece by piece; get back the text with no calls."""
 
     __slots__ = (
@@ -89,9 +90,7 @@ class ToolCallSplit:
         "_opened_at",
         "_opener",
         "_parts",
-        "_started",
         "_state",
-        "_ws",
         "calls",
         "chunk_index",
         "idle",
@@ -343,25 +342,6 @@ class ToolCallSplit:
         chunk, offset = self._opened_at
         self.warnings.append(kind)
         self.records.append(FilterWarning(kind, TOOL_MARKER, chunk, offset, self.stream_pos))
-
-    # ----------------------------------------------------------------- output
-
-    def _emit(self, text: str, out: list[str]) -> None:
-        """Append visible text, applying the whole-message WS strip as it streams."""
-        if not text:
-            return
-        kept = text.rstrip(WS)
-        if kept:
-            if not self._started:
-                self._started = True
-                out.append(kept.lstrip(WS))
-            else:
-                if self._ws:
-                    out.append("".join(self._ws))
-                    self._ws.clear()
-                out.append(kept)
-        if self._started and len(kept) != len(text):
-            self._ws.append(text[len(kept):])
 
 
 #: Lower-case letters, the most frequent in English prose first.
