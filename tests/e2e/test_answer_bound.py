@@ -25,7 +25,8 @@ STALE_S, SWEEP_S, MAX_ANSWER_S = 0.5, 0.1, 2.5
 SWEEP_ENV = {
     "CHATGATE_STALE_STREAMING_AFTER_S": str(STALE_S),
     "CHATGATE_HEARTBEAT_S": "0.25",
-    "CHATGATE_PROCESS_DEAD_AFTER_S": "1.5",
+    # its own fence after 1.5 s: a loaded machine must not fence a live answer
+    "CHATGATE_PROCESS_DEAD_AFTER_S": "3.0",
     "CHATGATE_MAX_ANSWER_S": str(MAX_ANSWER_S),
     "CHATGATE_TITLE_CALLS": "false",
     "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
