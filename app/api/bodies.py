@@ -163,6 +163,17 @@ def flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "").lower() in {"true", "1", "yes"}
 
 
+def message_ref(body: dict[str, Any], name: str) -> uuid.UUID:
+    """A message's id in the body's field `name` (422 when it is not one)."""
+    value = body.get(name)
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise ApiError(422, f"invalid_{name}", f"'{name}' must be the id of a message")
+
+
 def message_id(request: Request) -> uuid.UUID:
     """The path's message id; a malformed id is just another unknown message (404)."""
     try:

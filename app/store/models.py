@@ -29,6 +29,7 @@ from sqlalchemy import (
     Uuid,
     false,
     text,
+    true,
 )
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.compiler import compiles
@@ -228,6 +229,16 @@ class Message(Base):
     reasoning: Mapped[str | None] = mapped_column(Text)
     #: How long the model thought before its answer began (ms), NULL without reasoning.
     reasoning_ms: Mapped[int | None] = mapped_column(Integer)
+    #: The message this one follows in the conversation (NULL: a first message). A thread
+    #: is a tree: a regenerated answer is a child of the same question as the answer it
+    #: replaces, an edited question a child of the same message as the question it
+    #: replaces; nothing is deleted, so every version stays.
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    #: On the thread's current branch: the path from its first message that the page shows
+    #: and the model is shown. Kept on the row (not derived from parent_id) so that every
+    #: read of a thread's history stays one indexed scan in time order: a branch is ordered
+    #: by created_at, since a message is always created after its parent.
+    on_branch: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
 
 class GatewayProcess(Base):

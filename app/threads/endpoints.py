@@ -49,6 +49,7 @@ async def thread_messages(request: Request) -> JSONResponse:
     rows = await threads.thread_messages(
         runtime(request).db, principal.user_id, thread_id,
         include_synthetic=bodies.flag(request, "include_synthetic"),
+        whole_tree=bodies.flag(request, "tree"),
     )
     if rows is None:
         raise not_found()

@@ -15,6 +15,7 @@ from app.store.ownership import owned_id
 from app.store.summaries import ThreadSummary
 from app.store.visibility import visible_sql
 from app.stream.plain import plain_text
+from app.threads.branch_repository import path_ids
 
 PREVIEW_CHARS = 120
 #: How much of the message the preview is made from: markup takes room that the plain words
@@ -72,13 +73,14 @@ async def list_threads(s: AsyncSession, user_id: str, origin: str | None = None
     and legacy follow-up messages."""
     count = (
         select(func.count(Message.id))
-        .where(Message.thread_id == Thread.id, visible_sql())
+        .where(Message.thread_id == Thread.id, Message.on_branch, visible_sql())
         .correlate(Thread)
         .scalar_subquery()
     )
     preview = (
         select(func.substr(Message.content, 1, PREVIEW_SOURCE_CHARS + 1))
-        .where(Message.thread_id == Thread.id, visible_sql(), Message.content != "")
+        .where(Message.thread_id == Thread.id, Message.on_branch, visible_sql(),
+               Message.content != "")
         .order_by(Message.created_at.desc(), Message.id.desc())
         .limit(1)
         .correlate(Thread)
@@ -120,7 +122,8 @@ async def last_user_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | 
     """The thread's latest visible message written by its user."""
     result = await s.execute(
         select(Message)
-        .where(Message.thread_id == thread_id, Message.role == "user", visible_sql())
+        .where(Message.thread_id == thread_id, Message.role == "user", Message.on_branch,
+               visible_sql())
         .order_by(Message.created_at.desc(), Message.id.desc())
         .limit(1))
     return result.scalar_one_or_none()
@@ -179,12 +182,19 @@ async def get_message(s: AsyncSession, user_id: str, message_id: uuid.UUID) -> M
 
 
 async def visible_history(
-    s: AsyncSession, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool = False
+    s: AsyncSession, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool = False,
+    whole_tree: bool = False, ending_at: uuid.UUID | None = None,
 ) -> list[Message]:
-    """The thread's messages in order, as the user sees them: synthetic and legacy follow-up
-    prompts excluded unless include_synthetic (debugging). Another user's thread gives []."""
+    """The messages of the thread's current branch in order, as the user sees them:
+    synthetic and legacy follow-up prompts excluded unless include_synthetic (debugging).
+    `whole_tree`: every version, on the branch or not; `ending_at`: the branch that ends at
+    that message instead (app.threads.branch_repository). Another user's thread gives []."""
     query = select(Message).where(
         Message.thread_id == owned_id(_THREADS, thread_id, user_id, "owned"))
+    if ending_at is not None:
+        query = query.where(Message.id.in_(path_ids(ending_at)))
+    elif not whole_tree:
+        query = query.where(Message.on_branch)
     if not include_synthetic:
         query = query.where(visible_sql())
     result = await s.execute(query.order_by(Message.created_at, Message.id))

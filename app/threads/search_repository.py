@@ -49,9 +49,10 @@ async def matching_thread_ids(s: AsyncSession, user_id: str, text: str) -> set[u
 
 
 def _threads_with_text(s: AsyncSession, user_id: str, words: list[str]) -> Any:
-    """The ids of the user's threads with a visible message that holds every word."""
+    """The ids of the user's threads with a visible message on their branch (the one the
+    page opens on) that holds every word."""
     m = table_of(Message).c
-    mine = (m.user_id == user_id, m.content != "", visible_sql())
+    mine = (m.user_id == user_id, m.content != "", m.on_branch, visible_sql())
     return _WITH_TEXT.of(s)(words, mine)
 
 

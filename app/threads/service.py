@@ -13,18 +13,23 @@ from app.observe.logging import get_logger
 from app.store.db import Database
 from app.store.models import THREAD_ORIGINS, Message
 from app.store.visibility import is_hidden
+from app.threads import branch_repository as branch_store
 from app.threads import repository as thread_store
 from app.threads import search_repository as thread_search
+from app.threads.versions import Versions, versions_of
 
 log = get_logger("services.threads")
 
 
-def message_json(message: Message) -> dict[str, Any]:
+def message_json(message: Message, versions: Versions | None = None) -> dict[str, Any]:
     """A message as the API shows it. An answer also carries its reasoning and thinking time
     (null when it had none), apart from its text and metadata: a client shows them apart,
-    and only `content` is the answer."""
+    and only `content` is the answer. `parent_id`: the message it follows; with `versions`
+    (a thread's history), which version it is (`version` of `versions`, counted from 1) and
+    the ids of all of them, oldest first, to show another."""
     shown: dict[str, Any] = {
         "id": str(message.id),
+        "parent_id": str(message.parent_id) if message.parent_id else None,
         "role": message.role,
         "content": message.content,
         "status": message.status,
@@ -34,6 +39,11 @@ def message_json(message: Message) -> dict[str, Any]:
     if message.role == "assistant":
         shown["reasoning"] = message.reasoning
         shown["reasoning_ms"] = message.reasoning_ms
+    if versions is not None:
+        shown["on_branch"] = message.on_branch
+        shown["version"] = versions.number_of(message.id)
+        shown["versions"] = len(versions.ids)
+        shown["version_ids"] = [str(version) for version in versions.ids]
     return shown
 
 
@@ -66,16 +76,20 @@ async def list_threads(db: Database, user_id: str, query: str = "",
 
 
 async def thread_messages(
-    db: Database, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool
+    db: Database, user_id: str, thread_id: uuid.UUID, *, include_synthetic: bool,
+    whole_tree: bool = False,
 ) -> list[dict[str, Any]] | None:
-    """The thread's messages as the user sees them, or None if it is not the user's."""
+    """The messages of the thread's current branch as the user sees them, each with its
+    versions (`whole_tree`: every version, in time order), or None if it is not the
+    user's."""
     async with db.transaction(read_only=True) as session:
         if await thread_store.get_thread(session, user_id, thread_id) is None:
             return None
         rows = await thread_store.visible_history(
-            session, user_id, thread_id, include_synthetic=True
-        )
-    return [message_json(m) for m in _visible_rows(rows, include_synthetic=include_synthetic)]
+            session, user_id, thread_id, include_synthetic=True, whole_tree=whole_tree)
+        versions = versions_of(await branch_store.tree_rows(session, thread_id))
+    return [message_json(m, versions.get(m.id))
+            for m in _visible_rows(rows, include_synthetic=include_synthetic)]
 
 
 def _visible_rows(rows: list[Message], *, include_synthetic: bool) -> list[Message]:

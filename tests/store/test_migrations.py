@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import (
+    Boolean,
+    Column,
+    MetaData,
+    String,
+    Table,
+    Text,
+    Uuid,
+    insert,
+    inspect,
+    select,
+)
 from sqlalchemy.engine import Connection
 
 from app.store.db import Database
 from app.store.migrations import (
+    _run_command,
     downgrade_to_base,
     include_object_for,
     is_at_head,
     upgrade_to_head,
 )
-from app.store.models import Base
+from app.store.models import Base, Message
 from app.store.search_schema import is_search_schema_object
+from app.store.types import JsonDocument, UtcDateTime
 from tests.support.databases import drop_database, make_fresh_database_url
 
 TABLES = {"threads", "messages", "llm_calls", "user_token_usage", "api_keys", "followups",
@@ -88,3 +103,46 @@ async def test_compare_detects_a_schema_drift(db: Database) -> None:
     async with db.engine.connect() as connection:
         diff = await connection.run_sync(_diff)
     assert [d[0] for d in diff if isinstance(d, tuple)] == ["add_index"]
+
+
+async def test_the_tree_migration_makes_every_thread_one_branch(empty_url: str) -> None:
+    """Messages stored before threads were trees: each follows the message before it in its
+    thread (a tie in time broken by id), and all are on the branch."""
+    await upgrade_to_head(empty_url)
+    await _run_command(empty_url, "downgrade", "0015_thread_origin")
+    old = MetaData()
+    threads = Table("threads", old, Column("id", Uuid), Column("user_id", String),
+                    Column("autonomy", JsonDocument), Column("created_at", UtcDateTime),
+                    Column("updated_at", UtcDateTime))
+    messages = Table("messages", old, *(Column(name, Uuid) for name in ("id", "thread_id")),
+                     Column("user_id", String), Column("role", String),
+                     Column("content", Text), Column("metadata", JsonDocument),
+                     Column("status", String), Column("synthetic", Boolean),
+                     Column("created_at", UtcDateTime), Column("updated_at", UtcDateTime))
+    at = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    one, two = uuid.uuid4(), uuid.uuid4()
+    tied = sorted([uuid.uuid4(), uuid.uuid4()])
+    rows = [(one, uuid.uuid4(), at), (one, tied[0], at + dt.timedelta(seconds=1)),
+            (one, tied[1], at + dt.timedelta(seconds=1)), (two, uuid.uuid4(), at)]
+    db = Database(empty_url)
+    try:
+        async with db.engine.begin() as connection:
+            await connection.execute(insert(threads), [
+                {"id": t, "user_id": "u", "autonomy": {}, "created_at": at, "updated_at": at}
+                for t in (one, two)])
+            await connection.execute(insert(messages), [
+                {"id": m, "thread_id": t, "user_id": "u", "role": "user", "content": "x",
+                 "metadata": {}, "status": "complete", "synthetic": False,
+                 "created_at": when, "updated_at": when} for t, m, when in rows])
+    finally:
+        await db.dispose()
+    await upgrade_to_head(empty_url)
+    db = Database(empty_url)
+    try:
+        async with db.transaction(read_only=True) as session:
+            found = {m.id: (m.parent_id, m.on_branch) for m in
+                     (await session.execute(select(Message))).scalars()}
+    finally:
+        await db.dispose()
+    assert found == {rows[0][1]: (None, True), tied[0]: (rows[0][1], True),
+                     tied[1]: (tied[0], True), rows[3][1]: (None, True)}

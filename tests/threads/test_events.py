@@ -32,9 +32,11 @@ async def test_visible_messages_leave_out_what_the_user_must_not_see(db: Databas
     seen = await visible_messages(db, "alice", notice)
     assert [m["id"] for m in seen] == [str(answer.id), str(question.id)]  # notice order
     assert seen[0]["content"] == "a" and seen[0]["status"] == "complete"
-    assert set(seen[0]) == {"id", "role", "content", "status", "metadata", "created_at",
-                            "reasoning", "reasoning_ms"}
-    assert set(seen[1]) == {"id", "role", "content", "status", "metadata", "created_at"}
+    assert set(seen[0]) == {"id", "parent_id", "role", "content", "status", "metadata",
+                            "created_at", "reasoning", "reasoning_ms"}
+    assert set(seen[1]) == {"id", "parent_id", "role", "content", "status", "metadata",
+                            "created_at"}
+    assert seen[0]["parent_id"] == str(question.id)
     assert await visible_messages(db, "bob", notice) == []
 
 

@@ -12,7 +12,15 @@ from typing import NoReturn, Protocol, TypeVar
 from app.observe.logging import get_logger
 from app.turn.deps import TurnDeps
 from app.turn.holds.lease import TurnLease
-from app.turn.rows import CallOpening, DayBudget, Opened, OpeningRequest, Refused, ThreadGuard
+from app.turn.rows import (
+    CallOpening,
+    DayBudget,
+    Fork,
+    Opened,
+    OpeningRequest,
+    Refused,
+    ThreadGuard,
+)
 
 log = get_logger("services.turn_opening")
 
@@ -44,7 +52,7 @@ def opening_request(
     deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str | None, *,
     history_limit: int = CONTEXT_HISTORY_LIMIT, synthetic: bool = False,
     trigger_type: str | None = None, trigger_reason: str | None = None,
-    admit: TurnAdmission | None = None, model: str | None = None,
+    admit: TurnAdmission | None = None, model: str | None = None, fork: Fork | None = None,
 ) -> OpeningRequest:
     """The opening of a turn of this process's, with the user's limits."""
     return OpeningRequest(
@@ -52,7 +60,7 @@ def opening_request(
         trigger_type=trigger_type, trigger_reason=trigger_reason,
         max_chars=deps.settings.max_content_chars, process_id=deps.process_id,
         stream_cap=admit.stream_cap() if admit is not None else None,
-        budget=admit.budget() if admit is not None else None, model=model)
+        budget=admit.budget() if admit is not None else None, model=model, fork=fork)
 
 
 async def open_rows(deps: TurnDeps, request: OpeningRequest, *,

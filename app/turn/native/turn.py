@@ -37,6 +37,7 @@ from app.answer.records import CallRecord, FinalStatus, FinishedMessage
 from app.config.catalog import ModelNotAllowed, choose
 from app.keys.service import Principal
 from app.observe.logging import get_logger
+from app.store.models import Message
 from app.turn.admission.gate import TurnGate
 from app.turn.admission.opening import (
     CONTEXT_HISTORY_LIMIT,
@@ -48,31 +49,40 @@ from app.turn.admission.opening import (
 from app.turn.deps import TurnDeps
 from app.turn.holds.lease import TurnLease
 from app.turn.observers.seam import ContextDraft, TurnView
-from app.turn.rows import ThreadGuard
+from app.turn.rows import Fork, ThreadGuard
 from app.turn.run.answer_run import AnswerPlan, AnswerRun, RunAdapter, observed
 from app.upstream.wire import parse_chunk
 
 log = get_logger("services.turn")
 
 async def open_turn(
-    deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str, *,
+    deps: TurnDeps, user_id: str, thread_id: uuid.UUID, content: str | None, *,
     synthetic: bool = False, trigger_type: str | None = None,
     trigger_reason: str | None = None, guard: ThreadGuard | None = None,
     admit: TurnAdmission | None = None, model: str | None = None,
-    allowed_models: Sequence[str] | None = None,
+    allowed_models: Sequence[str] | None = None, fork: Fork | None = None,
+    question: Message | None = None,
 ) -> Turn:
     """Raises ThreadNotFound, ThreadBusy, or GatewayBusy (no upstream slot in time; nothing
     stored), or what `guard` or `admit` raise to store nothing (app.turn.admission.opening).
     The slot is taken before the opening, so no transaction (on SQLite: the write lock) is
     held while waiting for one. `model`: the turn's choice (checked by the caller), kept as
     the thread's; None: the thread's last choice, else the catalog's default (among the
-    key's `allowed_models` when it is limited)."""
+    key's `allowed_models` when it is limited). `fork`: the rows start a new version there
+    (app.turn.rows.Fork); with `content` None, a new answer to `question`, a stored user
+    message that `fork` makes the branch end at (Regenerate)."""
     lease, opened = await leased(deps, lambda: open_rows(deps, opening_request(
         deps, user_id, thread_id, content, synthetic=synthetic, trigger_type=trigger_type,
-        trigger_reason=trigger_reason, admit=admit, model=model), guard=guard, admit=admit))
-    assert opened.user is not None, "a turn with content stores its user message"
-    history = opened.history
-    view = TurnView.of(opened.thread, opened.user, opened.assistant, history,
+        trigger_reason=trigger_reason, admit=admit, model=model, fork=fork), guard=guard,
+        admit=admit))
+    user, history = opened.user, opened.history
+    if user is None:
+        assert question is not None, "a turn without content answers a stored question"
+        user = question
+        # the stored question ends the history read: the turn shows it as its question
+        if history and history[-1][0] == "user" and history[-1][2] == question.created_at:
+            history = history[:-1]
+    view = TurnView.of(opened.thread, user, opened.assistant, history,
                        history_complete=len(history) < CONTEXT_HISTORY_LIMIT)
     try:
         chosen = choose(deps.models.catalog, model, opened.thread.model, allowed_models)
@@ -81,19 +91,22 @@ async def open_turn(
     return Turn(deps, view, lease, model=chosen)
 
 
-async def admit_turn(gate: TurnGate, principal: Principal, thread_id: uuid.UUID, content: str,
-                     model: str | None = None) -> Turn:
+async def admit_turn(gate: TurnGate, principal: Principal, thread_id: uuid.UUID,
+                     content: str | None, model: str | None = None, *,
+                     fork: Fork | None = None, question: Message | None = None) -> Turn:
     """A user's turn, opened through the gate's limits (the one service the turn handler
     calls); raises ModelNotOffered or ModelNotAllowed for a `model` this key cannot use
     (before anything is counted or stored), TurnRefused (counted and logged by the gate), or
-    open_turn's ThreadNotFound, ThreadBusy, ContentTooLong."""
+    open_turn's ThreadNotFound, ThreadBusy, ContentTooLong. `fork` and `question`: a new
+    version (open_turn)."""
     if model is not None:
         choose(gate.deps.models.catalog, model, None, principal.allowed_models)
     guard = gate.user_guard(principal)
 
     async def opener() -> Turn:
         return await open_turn(gate.deps, principal.user_id, thread_id, content, admit=guard,
-                               model=model, allowed_models=principal.allowed_models)
+                               model=model, allowed_models=principal.allowed_models,
+                               fork=fork, question=question)
 
     return await gate.admit(principal, opener)
 

@@ -12,6 +12,7 @@ from app.turn.rows.shapes import (
     MAX_CONTENT_CHARS,
     CallOpening,
     DayBudget,
+    Fork,
     Opened,
     OpeningRequest,
     Refused,
@@ -27,7 +28,7 @@ def turn_rows(db: Database) -> TurnRows:
     return PostgresTurnRows(db)
 
 
-__all__ = ["MAX_CONTENT_CHARS", "CallOpening", "DayBudget", "FinishHook", "FinishedRow",
+__all__ = ["MAX_CONTENT_CHARS", "CallOpening", "DayBudget", "FinishHook", "FinishedRow", "Fork",
            "HistoryRow", "Opened",
            "OpeningRequest", "Refused", "SweptAnswer", "ThreadGuard", "TurnRows", "turn_rows",
            "turn_times"]

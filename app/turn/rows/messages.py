@@ -31,6 +31,7 @@ from app.core.cleaning import clean_text
 from app.core.clock import utcnow
 from app.store.models import Message, Thread, table_of
 from app.store.ownership import owned_id
+from app.threads.branch_repository import path_to, subtree_ids
 from app.threads.repository import touch_thread
 
 #: The tables, for the Core statements of the histories.
@@ -46,13 +47,13 @@ def _shown(*, with_text: ColumnElement[bool]) -> tuple[ColumnElement[bool], ...]
 
 
 def context_select(limit: int, *columns: Any) -> Select[Any]:
-    """The newest `limit` messages the model may see, newest first: rows still streaming,
-    failed assistant rows and empty rows left out. For the thread of the `context_of`
-    parameter."""
+    """The newest `limit` messages of the thread's branch the model may see, newest first:
+    rows still streaming, failed assistant rows and empty rows left out. For the thread of
+    the `context_of` parameter."""
     m = _MESSAGES.c  # table columns: with plain columns selected, a Core statement
     return (
         select(*columns)
-        .where(m.thread_id == bindparam("context_of", type_=m.thread_id.type),
+        .where(m.thread_id == bindparam("context_of", type_=m.thread_id.type), m.on_branch,
                *_shown(with_text=m.content != ""))
         .order_by(m.created_at.desc(), m.id.desc())
         .limit(limit)
@@ -72,23 +73,22 @@ class HistoryRow:
 
 async def history_until(s: AsyncSession, user_id: str, answer_id: uuid.UUID, *, limit: int
                         ) -> tuple[uuid.UUID, list[HistoryRow]] | None:
-    """The thread of the user's answer `answer_id` and its newest `limit` messages up to
-    that answer, oldest first, as context_history leaves them out (an answer that was only
-    a tool call is kept); None when it is no answer of the user's."""
+    """The thread of the user's answer `answer_id` and the newest `limit` messages of the
+    branch that ends at that answer (on the page's branch or not), oldest first, as
+    context_history leaves them out (an answer that was only a tool call is kept); None
+    when it is no answer of the user's."""
     m = _MESSAGES.c
-    anchor = (await s.execute(
-        select(m.thread_id, m.created_at, m.id)
-        .where(m.id == owned_id(_MESSAGES, answer_id, user_id, "owned"),
-               m.role == "assistant"))).first()
-    if anchor is None:
+    thread_id = (await s.execute(
+        select(m.thread_id).where(m.id == owned_id(_MESSAGES, answer_id, user_id, "owned"),
+                                  m.role == "assistant"))).scalar_one_or_none()
+    if thread_id is None:
         return None
-    thread_id, at, anchor_id = anchor
     calls = m.metadata["tool_calls"].as_string()
     only_calls = and_(m.role == "assistant", calls.is_not(None), calls != "[]")
+    path = path_to(bindparam("path_end", answer_id, type_=m.id.type))
     rows = await s.execute(
         select(m.role, m.content, m.created_at, m.metadata["tool_calls"])
-        .where(m.thread_id == thread_id,
-               or_(m.created_at < at, and_(m.created_at == at, m.id <= anchor_id)),
+        .where(m.id.in_(select(path.c.id)),
                *_shown(with_text=or_(m.content != "", only_calls)))
         .order_by(m.created_at.desc(), m.id.desc())
         .limit(limit))
@@ -197,21 +197,25 @@ async def mark_interrupted(
 
 
 async def delete_from(s: AsyncSession, message: Message) -> int:
-    """Delete `message` and every message after it in its thread (history order: created_at,
-    then id), and mark the thread active; returns how many went. Their llm_calls rows stay
-    (billing data) with the message id set to NULL."""
-    later = or_(Message.created_at > message.created_at,
-                and_(Message.created_at == message.created_at, Message.id >= message.id))
+    """Delete `message` and every message that follows it, in every version (its subtree,
+    app.turn.rows.branches), and mark the thread active; returns how many went. Their
+    llm_calls rows stay (billing data) with the message id set to NULL."""
     result = await s.execute(
-        delete(Message).where(Message.thread_id == message.thread_id, later))
+        delete(Message).where(Message.thread_id == message.thread_id,
+                              Message.id.in_(subtree_ids(message.id))))
     await touch_thread(s, message.thread_id)
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
-async def delete_messages(s: AsyncSession, thread_id: uuid.UUID, ids: list[uuid.UUID]) -> int:
-    """Delete these messages of the thread (one exchange taken out of the middle: the later
-    ones stay); returns how many went. Their llm_calls rows stay (billing data) with the
+async def delete_messages(s: AsyncSession, thread_id: uuid.UUID, ids: list[uuid.UUID],
+                          parent: uuid.UUID | None) -> int:
+    """Delete these messages of the thread, a run of one branch whose first follows
+    `parent` (one exchange taken out of the middle: the later ones stay, and now follow
+    `parent`); returns how many went. Their llm_calls rows stay (billing data) with the
     message id set to NULL."""
+    await s.execute(update(Message).where(Message.thread_id == thread_id,
+                                          Message.parent_id.in_(ids), Message.id.not_in(ids))
+                    .values(parent_id=parent))
     result = await s.execute(
         delete(Message).where(Message.thread_id == thread_id, Message.id.in_(ids)))
     return int(result.rowcount)  # type: ignore[attr-defined]
@@ -224,21 +228,21 @@ async def has_messages(s: AsyncSession, thread_id: uuid.UUID) -> bool:
 
 
 async def last_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:
-    """The thread's newest message, hidden or not (history order: created_at, then id)."""
+    """The newest message of the thread's branch, hidden or not (history order:
+    created_at, then id)."""
     result = await s.execute(
-        select(Message).where(Message.thread_id == thread_id)
+        select(Message).where(Message.thread_id == thread_id, Message.on_branch)
         .order_by(Message.created_at.desc(), Message.id.desc()).limit(1))
     return result.scalar_one_or_none()
 
 
 async def question_of(s: AsyncSession, answer: Message) -> Message | None:
-    """The user message an answer replies to: the thread's newest one before it (a
-    follow-up's hidden prompt included)."""
+    """The user message an answer replies to: the one it follows (a follow-up's hidden
+    prompt included)."""
+    if answer.parent_id is None:
+        return None
     result = await s.execute(
-        select(Message)
-        .where(Message.thread_id == answer.thread_id, Message.role == "user",
-               Message.created_at < answer.created_at)
-        .order_by(Message.created_at.desc(), Message.id.desc()).limit(1))
+        select(Message).where(Message.id == answer.parent_id, Message.role == "user"))
     return result.scalar_one_or_none()
 
 

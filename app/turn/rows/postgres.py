@@ -56,6 +56,7 @@ from app.store.driver_statements import DriverStatement
 from app.store.models import Message, Thread, UserTokenUsage, detached, table_of, unattached
 from app.store.notify import Notification
 from app.store.ownership import by_key
+from app.turn.rows.branches import move_branch
 from app.turn.rows.contract import (
     FinishedRow,
     FinishHook,
@@ -115,7 +116,7 @@ class PostgresTurnRows(AnswerThreads):
 
     async def open(self, request: OpeningRequest, guard: ThreadGuard | None = None
                    ) -> Opened | Refused | None:
-        if guard is None:
+        if guard is None and request.fork is None:
             async with self.db.one_statement() as connection:
                 outcome = await _open(connection, request)
             if outcome != "changed":
@@ -138,15 +139,18 @@ class PostgresTurnRows(AnswerThreads):
 
     async def _open_locked(self, session: AsyncSession, request: OpeningRequest,
                            guard: ThreadGuard | None) -> Opened | Refused | None:
-        """The thread locked first, then the guard, then the statement, whose snapshot then
-        holds every answer of the thread. A refusal raises RolledBack: the thread's UPDATE
-        and what the guard wrote are rolled back with it."""
+        """The thread locked first, then the guard, then a fork's move of the branch, then
+        the statement, whose snapshot then holds every answer of the thread. A refusal
+        raises RolledBack: the thread's UPDATE and what the guard and the fork wrote are
+        rolled back with it."""
         locked = await _LOCK_OWNED_THREAD.rows(
             session, {"thread_id": request.thread_id, "owner": request.user_id})
         if not locked:
             return None
         if guard is not None:
             await guard(session, request.thread_id)
+        if request.fork is not None:
+            await move_branch(session, request.thread_id, request.fork.parent)
         outcome = await _open(session, request)
         if outcome == "changed":
             raise RuntimeError("a locked thread changed under its opening")
@@ -266,8 +270,10 @@ def _statement(limit: int, capped: bool, budgeted: bool, with_user: bool, cancel
     spent = SPENT_ON_DAY.cte("spent") if budgeted else None
     times = _times(opened, with_user)
     admitted = _admitted(counted, spent)
-    new_user = _insert("user", times.c.user_at, times, admitted) if with_user else None
-    new_assistant = _insert("assistant", times.c.assistant_at, times, admitted)
+    new_user = (_insert("user", times.c.user_at, times, admitted, with_user=True)
+                if with_user else None)
+    new_assistant = _insert("assistant", times.c.assistant_at, times, admitted,
+                            with_user=with_user)
     joined = seen.outerjoin(opened, true())
     for part in (counted, spent, new_user, new_assistant):
         if part is not None:
@@ -328,14 +334,19 @@ def _times(opened: Any, with_user: bool) -> Any:
                              opened.c.newest_message_at + _TICK)
     columns = ([first_at.label("user_at"), (first_at + _TICK).label("assistant_at")]
                if with_user else [first_at.label("assistant_at")])
+    columns.append(opened.c.branch_tip)
     return select(*columns).select_from(opened).cte("times")
 
 
-def _insert(who: str, at: Any, times: Any, admitted: list[tuple[Any, Any]]) -> Any:
+def _insert(who: str, at: Any, times: Any, admitted: list[tuple[Any, Any]], *,
+            with_user: bool) -> Any:
     """One row's INSERT from `times`, so only in an opened thread, and only where every
     check admits it."""
     values: dict[str, Any] = inserted_params(f"new_{who}_")
     values |= dict.fromkeys(_TIMED, at)
+    # the user message follows the branch's newest message, the answer the user message
+    values["parent_id"] = (bindparam("new_user_id", type_=MESSAGES.c.id.type)
+                           if who == "assistant" and with_user else times.c.branch_tip)
     if who == "assistant":
         values["completed_at"] = null()
     source = select(*values.values()).select_from(times)

@@ -33,6 +33,16 @@ class DayBudget:
 
 
 @dataclass(frozen=True, slots=True)
+class Fork:
+    """A turn that starts a new version: its rows follow `parent` (None: a new first
+    message), and the thread's branch is made to end there first, in the opening's
+    transaction (app.turn.rows.branches). Without one, a turn's rows follow the newest
+    message of the branch."""
+
+    parent: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True)
 class OpeningRequest:
     """One turn's opening. `content` None: a turn without a question of its own (an OpenAI
     tool round continues an exchange whose question is stored), the answer's row alone.
@@ -54,6 +64,8 @@ class OpeningRequest:
     budget: DayBudget | None = None
     #: The model the turn chose, kept as the thread's; None: the thread's stays.
     model: str | None = None
+    #: Where the rows start a new version; None: after the branch's newest message.
+    fork: Fork | None = None
 
     @property
     def cancels_followups(self) -> bool:

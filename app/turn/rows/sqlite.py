@@ -30,6 +30,7 @@ from app.store.driver_statements import DriverStatement
 from app.store.models import Message, Thread, UserTokenUsage, detached, table_of, unattached
 from app.store.notify import Notification
 from app.store.sqlite_writes import SqliteWrites
+from app.turn.rows.branches import BRANCH_TO
 from app.turn.rows.contract import (
     FinishedRow,
     FinishHook,
@@ -78,6 +79,7 @@ from app.usage.repository import (
 )
 
 _OPEN_THREAD = DriverStatement(OPEN_THREAD)
+_BRANCH_TO = DriverStatement(BRANCH_TO)
 _LOCK_OWNED_THREAD = DriverStatement(LOCK_OWNED_THREAD)
 _INSERT_MESSAGE = DriverStatement(insert(MESSAGES).values(inserted_params("")))
 _CANCEL_FOLLOWUPS = DriverStatement(cancel_pending_statement(True))
@@ -181,12 +183,16 @@ def _open(writes: SqliteWrites, request: OpeningRequest) -> Opened | None:
     if not found:
         return None
     [row] = found
+    if request.fork is not None:
+        writes.run(_BRANCH_TO, {"branch_thread": request.thread_id,
+                                "branch_end": request.fork.parent})
+        row = {**row, "branch_tip": request.fork.parent}
     history = ([(r["role"], r["content"], r["created_at"]) for r in reversed(writes.rows(
         _history(request.history_limit), {"context_of": request.thread_id}))]
         if request.history_limit else [])
     user_at, assistant_at = turn_times(utcnow(), row["newest_message_at"],
                                        with_user=request.content is not None)
-    user, assistant = new_rows(request, user_at, assistant_at)
+    user, assistant = new_rows(request, user_at, assistant_at, row["branch_tip"])
     with busy_on_conflict(request.thread_id):
         writes.run_many(_INSERT_MESSAGE, [inserted_values(values)
                                           for values in (user, assistant) if values])

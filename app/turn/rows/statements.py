@@ -33,6 +33,7 @@ from app.store.errors import ContentTooLong, MessageAlreadyFinished, MessageNotF
 from app.store.models import Followup, LlmCall, Message, OpenCall, Thread, table_of
 from app.store.ownership import owned_id
 from app.store.storable import clean_message
+from app.threads.branch_repository import branch_tip
 from app.turn.rows.shapes import CallOpening, DayBudget, OpeningRequest
 
 STREAMING_INDEX = "uq_messages_one_streaming_per_thread"
@@ -71,7 +72,8 @@ INSERTED_COLUMNS = {
     "content": "content", "metadata": "meta", "status": "status", "synthetic": "synthetic",
     "trigger_type": "trigger_type", "created_at": "created_at", "updated_at": "updated_at",
     "completed_at": "completed_at", "stream_process": "stream_process",
-    "reasoning": "reasoning", "reasoning_ms": "reasoning_ms"}
+    "reasoning": "reasoning", "reasoning_ms": "reasoning_ms", "parent_id": "parent_id",
+    "on_branch": "on_branch"}
 
 
 def check_length(content: str, max_chars: int) -> None:
@@ -80,14 +82,15 @@ def check_length(content: str, max_chars: int) -> None:
         raise ContentTooLong(len(content), max_chars)
 
 
-def new_rows(request: OpeningRequest, user_at: dt.datetime | None, assistant_at: dt.datetime
-             ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def new_rows(request: OpeningRequest, user_at: dt.datetime | None, assistant_at: dt.datetime,
+             parent: uuid.UUID | None = None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """A turn's new rows as their attributes' values: the user message (None for a turn
-    without a question, or without `user_at`) and the answer, at the times given. Raises
-    ContentTooLong for an over-long question."""
+    without a question, or without `user_at`) and the answer, at the times given, on the
+    branch after `parent` (the user message follows it, the answer the user message).
+    Raises ContentTooLong for an over-long question."""
     user = None
     if request.content is not None and user_at is not None:
-        user = _user_values(request, request.content, user_at)
+        user = _user_values(request, request.content, user_at) | {"parent_id": parent}
     return user, {
         "id": uuid.uuid4(), "thread_id": request.thread_id, "user_id": request.user_id,
         "role": "assistant", "content": "", "meta": {}, "status": "streaming",
@@ -95,6 +98,7 @@ def new_rows(request: OpeningRequest, user_at: dt.datetime | None, assistant_at:
         "updated_at": assistant_at, "completed_at": None,
         # the process streaming it: the row is swept soon after that process dies
         "stream_process": request.process_id, "reasoning": None, "reasoning_ms": None,
+        "parent_id": user["id"] if user is not None else parent, "on_branch": True,
     }
 
 
@@ -118,7 +122,7 @@ def _user_values(request: OpeningRequest, content: str, now: dt.datetime) -> dic
         "synthetic": is_synthetic,
         "trigger_type": clean_meta.get("trigger_type") if is_synthetic else None,
         "created_at": now, "updated_at": now, "completed_at": now, "stream_process": None,
-        "reasoning": None, "reasoning_ms": None,
+        "reasoning": None, "reasoning_ms": None, "parent_id": None, "on_branch": True,
     }
 
 
@@ -153,8 +157,9 @@ def open_thread_update(thread_id: BindParameter[uuid.UUID], *, owned: bool = Tru
     every transaction that writes a thread's messages takes this lock before anything else
     (LOCK_OWNED_THREAD, the thread's UPDATE first in a finish), so they all lock in one
     order and cannot deadlock. It moves the thread to the top and brings its newest
-    message's time. `owned=False`: the caller checks the owner itself. The subquery is bound
-    to the parameter, not correlated: SQLite writes RETURNING's columns unqualified, so a
+    message's time and the newest message of its branch (what a new message follows).
+    `owned=False`: the caller checks the owner itself. The subqueries are bound to the
+    parameter, not correlated: SQLite writes RETURNING's columns unqualified, so a
     correlated `threads.id` would read as the subquery's own `messages.id`."""
     newest = (select(func.max(MESSAGES.c.created_at))
               .where(MESSAGES.c.thread_id == thread_id).scalar_subquery())
@@ -167,7 +172,8 @@ def open_thread_update(thread_id: BindParameter[uuid.UUID], *, owned: bool = Tru
                 # the turn's model choice is kept as the thread's (NULL: unchanged)
                 model=func.coalesce(bindparam("chosen_model", None, type_=THREADS.c.model.type),
                                     THREADS.c.model))
-        .returning(*THREADS.c, newest.label("newest_message_at"))
+        .returning(*THREADS.c, newest.label("newest_message_at"),
+                   branch_tip(thread_id).label("branch_tip"))
     )
 
 

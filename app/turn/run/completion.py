@@ -53,6 +53,7 @@ from app.turn.deps import TurnDeps
 from app.turn.holds.lease import TurnLease
 from app.turn.observers.seam import ContextDraft, TurnHandler, TurnView
 from app.turn.observers.turn_metrics import turn_metrics
+from app.turn.rows import Fork
 from app.turn.run.answer_run import AnswerPlan, AnswerRun, RunAdapter, observed
 from app.upstream import UpstreamError
 from app.upstream.wire import parse_choice_chunk
@@ -84,6 +85,9 @@ class CompletionRequest:
     #: When each of the first messages was stored: a history read from a thread (a
     #: Responses continuation) keeps the times a thread's history shows the model.
     times: tuple[dt.datetime | None, ...] = ()
+    #: The stored answer a Responses continuation goes on from: its rows follow that answer
+    #: in the thread's tree (app.turn.rows.Fork), whichever branch the thread shows.
+    follows: uuid.UUID | None = None
 
 
 @dataclass
@@ -147,9 +151,10 @@ async def _open(deps: TurnDeps, user_id: str, request: CompletionRequest,
     # a tool round continues an exchange whose question is stored: the answer's row alone
     tool_round = last != len(request.messages) - 1
     text = content_text(request.messages[last]["content"]) if last is not None else ""
+    fork = Fork(request.follows) if request.follows is not None else None
     opened = await open_rows(deps, opening_request(
         deps, user_id, thread_id, None if tool_round else text, history_limit=0,
-        admit=guard), admit=guard)
+        admit=guard, fork=fork), admit=guard)
     thread, user, assistant = opened.thread, opened.user, opened.assistant
     times = list(request.times) + [None] * len(request.messages)
     history = tuple(

@@ -44,7 +44,8 @@ async def response_input(db: Database, user_id: str, message_id: uuid.UUID
         message = await thread_store.get_message(session, user_id, message_id)
         if message is None or message.role != "assistant":
             return None
-        rows = await thread_store.visible_history(session, user_id, message.thread_id)
+        rows = await thread_store.visible_history(session, user_id, message.thread_id,
+                                                  ending_at=message_id)
     return [InputItem(row.id, row.role, row.content, row.created_at)
             for row in _exchange(rows, message_id)[:-1] if row.content]
 
@@ -60,9 +61,10 @@ async def delete_response(db: Database, user_id: str, message_id: uuid.UUID) -> 
             raise ResponseBusy(str(message_id))
         thread_id = message.thread_id
         rows = await thread_store.visible_history(session, user_id, thread_id,
-                                                  include_synthetic=True)
-        ids = [row.id for row in _exchange(rows, message_id)] or [message_id]
-        await turn_messages.delete_messages(session, thread_id, ids)
+                                                  include_synthetic=True, ending_at=message_id)
+        exchange = _exchange(rows, message_id) or [message]
+        await turn_messages.delete_messages(session, thread_id, [row.id for row in exchange],
+                                            exchange[0].parent_id)
         if not await turn_messages.has_messages(session, thread_id):
             await thread_store.delete_thread(session, user_id, thread_id)
         else:

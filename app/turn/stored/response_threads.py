@@ -69,7 +69,7 @@ async def open_response(gate: TurnGate, principal: Principal, request: Completio
     if previous is not None:
         thread_id, history, times = await _continuation(deps.rows, principal.user_id, previous)
         request = dataclasses.replace(request, messages=[*history, *request.messages],
-                                      times=times)
+                                      times=times, follows=previous)
     made = None
     if store and thread_id is None:
         made = thread_id = await deps.rows.new_thread(principal.user_id, origin="responses")

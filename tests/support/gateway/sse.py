@@ -73,7 +73,13 @@ async def post_turn(client: httpx.AsyncClient, thread_id: str, content: Any,
         {"content": raw_body, "headers": {"Content-Type": "application/json"}}
         if raw_body is not None else {"json": {"content": content}}
     )
-    async with client.stream("POST", f"/api/threads/{thread_id}/messages", **kwargs) as resp:
+    return await post_stream(client, f"/api/threads/{thread_id}/messages", **kwargs)
+
+
+async def post_stream(client: httpx.AsyncClient, path: str, **kwargs: Any) -> TurnResult:
+    """POST to a route that answers with a turn's stream, and read the whole answer (SSE)
+    or the error body (JSON)."""
+    async with client.stream("POST", path, **kwargs) as resp:
         text = (await resp.aread()).decode("utf-8")
     if resp.headers.get("content-type", "").startswith("text/event-stream"):
         return TurnResult(resp.status_code, parse_sse(text), text)

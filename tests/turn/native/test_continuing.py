@@ -15,17 +15,12 @@ from app.store.db import Database
 from app.store.models import LlmCall, Message, UserTokenUsage
 from tests.e2e.helpers import keyed_client, messages, new_thread
 from tests.support.gateway import DemoLlm, LiveGateway, StartGateway, post_turn
-from tests.support.gateway.sse import TurnResult, parse_sse
+from tests.support.gateway.sse import TurnResult, post_stream
 
 
 async def continue_answer(client: httpx.AsyncClient, thread_id: str, message_id: str
                           ) -> TurnResult:
-    path = f"/api/threads/{thread_id}/messages/{message_id}/continue"
-    async with client.stream("POST", path) as resp:
-        text = (await resp.aread()).decode("utf-8")
-    if resp.headers.get("content-type", "").startswith("text/event-stream"):
-        return TurnResult(resp.status_code, parse_sse(text), text)
-    return TurnResult(resp.status_code, [], text, resp.json())
+    return await post_stream(client, f"/api/threads/{thread_id}/messages/{message_id}/continue")
 
 
 async def usage_rows(database_url: str, user: str, message_id: str

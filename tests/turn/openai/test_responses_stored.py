@@ -86,6 +86,39 @@ async def test_delete_takes_the_response_and_the_thread_it_made(
             await client.responses.delete(first.id)
 
 
+async def test_going_on_from_an_earlier_response_branches_the_thread(
+    oa_gateway: InProcessGateway, model_server: ModelServer
+) -> None:
+    """Two calls that go on from the same response are two versions of the next exchange:
+    each is shown its own branch only, the thread keeps both, and the page shows the
+    newest one's branch."""
+    for case, words in (("fork-1", "Seals."), ("fork-2", "Sea lions."), ("fork-3", "Orcas."),
+                        ("fork-4", "Krill.")):
+        model_server.bodies[case] = answer_body([words])
+    user = "responses-fork"
+    async with await client_of(oa_gateway, user) as client:
+        first = await client.responses.create(model=MODEL, input="[case:fork-1] grey animal?")
+        second = await client.responses.create(model=MODEL, input="[case:fork-2] louder one?",
+                                               previous_response_id=first.id)
+        third = await client.responses.create(model=MODEL, input="[case:fork-3] bigger one?",
+                                              previous_response_id=first.id)
+        fourth = await client.responses.create(model=MODEL, input="[case:fork-4] its food?",
+                                               previous_response_id=third.id)
+        assert await client.responses.delete(second.id) is None
+        items = [i async for i in client.responses.input_items.list(fourth.id)]
+        thread_id = chatgate(first)["thread_id"]
+        async with oa_gateway.client(await oa_gateway.api_key(user)) as native:
+            rows = (await native.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
+    shown = str(model_server.requests_for("fork-4")[-1]["messages"])
+    assert "Seals." in shown and "Orcas." in shown and "louder" not in shown
+    assert "Sea lions." not in str(model_server.requests_for("fork-3")[-1]["messages"])
+    assert [i.content[0].text for i in items] == [  # type: ignore[union-attr]
+        "[case:fork-4] its food?"]
+    assert [r["content"] for r in rows] == [
+        "[case:fork-1] grey animal?", "Seals.", "[case:fork-3] bigger one?", "Orcas.",
+        "[case:fork-4] its food?", "Krill."]
+
+
 async def test_cancel_is_refused_as_for_a_response_not_in_the_background(
     oa_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
