@@ -133,9 +133,10 @@ _LIMIT = bindparam("limit", type_=Integer())
 
 def _rest() -> tuple[ColumnElement[bool], ...]:
     """What both searches ask of a message besides the match: older than `before`, no longer
-    streaming, not empty, visible."""
+    streaming, not empty, visible, on the thread's branch (a version the user replaced is
+    not shown to the model)."""
     return (_M.created_at < bindparam("before", type_=_M.created_at.type),
-            _M.status != "streaming", _M.content != "", visible_sql())
+            _M.status != "streaming", _M.content != "", _M.on_branch, visible_sql())
 
 
 def _postgres_search() -> DriverStatement:
@@ -178,11 +179,12 @@ _SEARCH = PerDatabase(postgres=_Search(_postgres_search(), postgres_match),
 
 
 async def last_real_user_message(s: AsyncSession, thread_id: uuid.UUID) -> Message | None:
-    """What the user last wrote in the thread (synthetic prompts are not the user)."""
+    """What the user last wrote on the thread's branch (synthetic prompts are not the
+    user)."""
     result = await s.execute(
         select(Message)
         .where(Message.thread_id == thread_id, Message.role == "user", visible_sql(),
-               Message.content != "")
+               Message.content != "", Message.on_branch)
         .order_by(Message.created_at.desc(), Message.id.desc())
         .limit(1)
     )

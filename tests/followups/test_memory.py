@@ -11,6 +11,7 @@ from app.core.clock import utcnow
 from app.followups import memory_repository as memory
 from app.store.db import Database
 from app.threads import repository as thread_store
+from app.turn.rows import Fork
 from tests.store.factories import finish, legacy_prompt, new_thread, open_rows, turn
 
 FAR_FUTURE = utcnow() + dt.timedelta(days=1)
@@ -76,6 +77,23 @@ async def test_synthetic_prompts_are_never_memories(db: Database) -> None:
         assert [m.id for m in found] == [real.id]
         last = await memory.last_real_user_message(s, thread.id)
         assert last is not None and last.id == real.id
+
+
+async def test_a_version_the_user_replaced_is_never_a_memory(db: Database) -> None:
+    """An edited question and its answers left the branch: the model is not shown them
+    again as memories, and the user's last words are the edited ones."""
+    thread = await new_thread(db)
+    replaced, _ = await turn(db, thread, "Tell me about zeppelin airships", "They float.")
+    edited, _ = await turn(db, thread, "Tell me about hot air balloons", "They rise.",
+                           fork=Fork(None))
+    async with db.transaction() as s:
+        assert await memory.search_thread(s, thread.id, "zeppelin float", before=FAR_FUTURE,
+                                          limit=5) == []
+        found = await memory.search_thread(s, thread.id, "balloons", before=FAR_FUTURE,
+                                           limit=5)
+        last = await memory.last_real_user_message(s, thread.id)
+    assert [m.id for m in found] == [edited.id] and last is not None and last.id == edited.id
+    assert replaced.id != edited.id
 
 
 async def test_finished_reply_content_is_searchable_and_deletes_clean_up(db: Database) -> None:

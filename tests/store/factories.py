@@ -15,7 +15,7 @@ from app.followups.repository import schedule_followup
 from app.store.db import Database
 from app.store.models import Message, Thread
 from app.threads import repository as threads_store
-from app.turn.rows import DayBudget, Opened, OpeningRequest, turn_rows
+from app.turn.rows import DayBudget, Fork, Opened, OpeningRequest, turn_rows
 from app.turn.rows import postgres as postgres_rows
 from app.turn.rows import sqlite as sqlite_rows
 
@@ -82,14 +82,14 @@ async def open_rows(db: Database, thread: Thread, question: str | None, *,
                     history_limit: int = 0, synthetic: bool = False,
                     trigger_type: str | None = None, trigger_reason: str | None = None,
                     process_id: str | None = None, stream_cap: int | None = None,
-                    budget: DayBudget | None = None) -> Opened:
+                    budget: DayBudget | None = None, fork: Fork | None = None) -> Opened:
     """A turn opened as the gateway opens it (the turn repository's one opening): the user
     message (none when `question` is None) and the `streaming` answer. Fails the test when
     the opening stored nothing."""
     opened = await turn_rows(db).open(OpeningRequest(
         thread.user_id, thread.id, question, history_limit=history_limit,
         synthetic=synthetic, trigger_type=trigger_type, trigger_reason=trigger_reason,
-        process_id=process_id, stream_cap=stream_cap, budget=budget))
+        process_id=process_id, stream_cap=stream_cap, budget=budget, fork=fork))
     assert isinstance(opened, Opened), opened
     return opened
 
@@ -111,10 +111,10 @@ async def turn(
     db: Database, thread: Thread, question: str, answer: str, *,
     calls: list[CallRecord] | None = None, status: str = "complete",
     metadata: dict[str, object] | None = None, reasoning: str | None = None,
-    reasoning_ms: int | None = None,
+    reasoning_ms: int | None = None, fork: Fork | None = None,
 ) -> tuple[Message, Message]:
     """One whole turn the way the gateway does it: opened, then finished."""
-    opened = await open_rows(db, thread, question)
+    opened = await open_rows(db, thread, question, fork=fork)
     assert opened.user is not None
     finished = await finish(db, opened.assistant.id, answer, calls=calls, status=status,
                             metadata=metadata, reasoning=reasoning, reasoning_ms=reasoning_ms)
