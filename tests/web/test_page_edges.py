@@ -337,23 +337,31 @@ async def test_regenerate_any_answer(
         first = page.locator(".message.assistant").first
         await expect(first.locator("[data-testid=message-retry]")).to_have_count(0)
         await first.locator("[data-testid=message-regenerate]").click()
-        await wait_turns_over(page, 3)
+        # A new version of the first answer: the question is not asked twice, and what
+        # followed the old answer leaves the page with it.
+        await expect(first.locator("[data-testid=version-label]")).to_have_text("2/2")
+        await wait_turns_over(page, 1)
         await expect(page.locator(".message.user .content")).to_have_text(
-            ["Tell me about tides", "And about moons", "Tell me about tides"])
-        await expect(page.locator(".message.assistant").nth(2)).to_contain_text(
-            "Tell me about tides")
-        await expect(page.locator("[data-testid=message-regenerate]")).to_have_count(3)
+            ["Tell me about tides"])
+        await expect(first).to_contain_text("Tell me about tides")
+        await expect(page.locator("[data-testid=message-regenerate]")).to_have_count(1)
         # The reader was at the end: the new answer is shown to its end.
-        await expect(page.locator(".message.assistant").nth(2).locator(".footer")
-                     ).to_be_in_viewport()
+        await expect(first.locator(".footer")).to_be_in_viewport()
         await shot(page, tmp_path, f"regenerated-{viewport.name}")
+        # Nothing was deleted: the first version comes back with what followed it.
+        await first.locator("[data-testid=version-prev]").click()
+        await expect(first.locator("[data-testid=version-label]")).to_have_text("1/2")
+        await expect(page.locator(".message.user .content")).to_have_text(
+            ["Tell me about tides", "And about moons"])
+        await expect(page.locator(".message.assistant").nth(1)).to_contain_text(
+            "And about moons")
 
 
 # ---------- edit and resend ----------
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
-async def test_edit_and_resend_the_last_question(
+async def test_edit_and_resend_a_question(
     browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
 ) -> None:
     async with sized_page(browser, viewport) as page:
@@ -362,7 +370,7 @@ async def test_edit_and_resend_the_last_question(
         await send(page, "First question")
         await send(page, "Tell me about tdies")
         edits = page.locator(".message.user [data-testid=message-edit]")
-        await expect(edits.nth(0)).to_be_hidden()  # only the last question
+        await expect(edits.nth(0)).to_be_visible()  # any question of the branch
         await edits.nth(1).click()
         await expect(page.locator("#message-input")).to_have_value("Tell me about tdies")
         await expect(page.locator("[data-testid=editing]")).to_be_visible()
@@ -384,15 +392,21 @@ async def test_edit_and_resend_the_last_question(
         await expect(page.locator(".message.assistant").nth(1)).to_contain_text(
             "Tell me about tides")
         await expect(page.locator("[data-testid=editing]")).to_be_hidden()
+        edited = page.locator(".message.user").nth(1)
+        await expect(edited.locator("[data-testid=version-label]")).to_have_text("2/2")
         await shot(page, tmp_path, f"edited-{viewport.name}")
         thread_id = await active_thread_id(page)
         await page.reload()
         await expect(page.locator(".message")).to_have_count(4)
         await expect(page.locator(".message.user .content")).to_have_text(
             ["First question", "Tell me about tides"])
+        await expect(edited.locator("[data-testid=version-label]")).to_have_text("2/2")
     async with web_gateway.client() as client:
         stored = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
-    assert "tdies" not in " ".join(m["content"] for m in stored)
+        tree = (await client.get(f"/api/threads/{thread_id}/messages?tree=true")
+                ).json()["messages"]
+    assert "tdies" not in " ".join(m["content"] for m in stored)  # the branch shown
+    assert "Tell me about tdies" in [m["content"] for m in tree]  # kept as a version
 
 
 # ---------- search ----------

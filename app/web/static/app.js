@@ -3,7 +3,9 @@
 
 import { callApi, errorFrom, getApiKey, openStream, setApiKey } from "./api.js";
 import { copyText, flash } from "./markdown.js";
-import { el, messageNode, messageOf, messageText, updateMessage } from "./messages.js";
+import {
+  el, messageNode, messageOf, messageText, setVersionsBusy, updateMessage,
+} from "./messages.js";
 import { eventsUntilDropped, followTurnStream, streamPath } from "./resume.js";
 import { modelPicker } from "./models.js";
 import { explain } from "./words.js";
@@ -22,7 +24,10 @@ const ui = {
 /** A pick is the open thread's choice at once (sent with its next turn); false: none open. */
 const models = modelPicker($("model-picker"), (name) => {
   const current = state.threads.find((t) => t.id === state.currentId);
-  if (current) current.model = name;
+  if (current) {
+    current.model = name;
+    state.picks.set(current.id, name);
+  }
   return Boolean(current);
 });
 const state = { threads: [], currentId: null, turn: null, watch: null, refreshTimer: null,
@@ -36,10 +41,15 @@ const state = { threads: [], currentId: null, turn: null, watch: null, refreshTi
                 /** The search the list shows, its pending timer, and a count of the list's
                  *  reads (only the latest read is drawn). */
                 listQuery: "", searchTimer: null, threadsAsked: 0,
-                /** The last question being edited: {threadId, messageId}, or null. */
+                /** The question being edited: {threadId, messageId}, or null. */
                 editing: null,
+                /** A version asked to be shown (its answer not drawn yet). */
+                showing: false,
                 /** Bumped by every send: a history answer asked for before it is stale. */
-                turnsStarted: 0 };
+                turnsStarted: 0,
+                /** The model picked in this tab for each thread: a list read after the pick
+                 *  (a refresh as a turn ends) must not put the older choice back. */
+                picks: new Map() };
 
 /** Live answers are redrawn as markdown at most this often: smooth, and cheap on long text. */
 const RENDER_EVERY_MS = 80;
@@ -70,6 +80,7 @@ function setBusy(busy) {
   document.body.dataset.turn = busy ? "running" : "idle"; // for tests and styling
   ui.send.disabled = busy;
   ui.stop.hidden = !busy;
+  setVersionsBusy(ui.messages, busy);
 }
 
 function nearBottom() {
@@ -114,6 +125,9 @@ async function refreshThreads() {
     const body = await callApi("GET", path);
     if (asked !== state.threadsAsked) return;
     state.threads = body.threads || [];
+    for (const thread of state.threads) {
+      if (state.picks.has(thread.id)) thread.model = state.picks.get(thread.id);
+    }
     state.listQuery = query;
     renderThreadList();
   } catch (error) {
@@ -277,24 +291,37 @@ async function loadHistory(id, { refresh = false } = {}) {
       readAgainAfterTurn(id);
       return;
     }
-    const stick = !refresh || nearBottom();
-    const top = ui.messages.scrollTop;
     const messages = body.messages || [];
-    const unfolded = refresh ? unfoldedReasoning() : new Set();
-    if (messages.length === 0) showEmptyState();
-    else ui.messages.replaceChildren(...messages.map(messageNode));
-    for (const box of ui.messages.querySelectorAll(".message details.reasoning")) {
-      if (unfolded.has(box.closest(".message").dataset.messageId)) box.open = true;
-    }
-    if (stick) scrollToEnd();
-    else {
-      ui.messages.scrollTop = top;
-      updateScrollButton();
-    }
+    drawMessages(messages, { refresh });
     if (!refresh) rejoinTurn(id, messages).catch(fail);
   } catch (error) {
     fail(error);
   }
+}
+
+/** Draw the thread's branch. A refresh keeps the reader where they are unless they were at
+ *  the end already, and keeps the reasoning they unfolded. */
+function drawMessages(messages, { refresh = false } = {}) {
+  const stick = !refresh || nearBottom();
+  const top = ui.messages.scrollTop;
+  const unfolded = refresh ? unfoldedReasoning() : new Set();
+  if (messages.length === 0) showEmptyState();
+  else ui.messages.replaceChildren(...messages.map(messageNode));
+  for (const box of ui.messages.querySelectorAll(".message details.reasoning")) {
+    if (unfolded.has(box.closest(".message").dataset.messageId)) box.open = true;
+  }
+  if (stick) scrollToEnd();
+  else {
+    ui.messages.scrollTop = top;
+    updateScrollButton();
+  }
+  // A question being edited that this branch no longer shows: the composer keeps the text.
+  if (state.editing && !bubbleOf(state.editing.messageId)) cancelEdit({ clear: false });
+}
+
+function bubbleOf(messageId) {
+  return messageId
+    ? ui.messages.querySelector(`[data-message-id="${CSS.escape(messageId)}"]`) : null;
 }
 
 /** The answers whose reasoning the reader has unfolded: a refresh keeps them unfolded. */
@@ -374,6 +401,8 @@ function onMessageAction(event) {
       .then((ok) => flash(button, ok ? "copied" : "copy-failed", { labelled: true }));
   } else if (["retry", "regenerate"].includes(button.dataset.action)) {
     retry(node);
+  } else if (button.dataset.action === "show-version" && !state.turn) {
+    showVersion(node, button.dataset.versionId).catch(fail);
   } else if (button.dataset.action === "edit" && !state.turn) {
     startEdit(node);
   } else if (button.dataset.action === "continue" && !state.turn) {
@@ -381,14 +410,82 @@ function onMessageAction(event) {
   }
 }
 
-/** Retry (a failed answer) and Regenerate (any other) send the user's text of the exchange
- *  again as a new turn: the earlier answer stays in the history as it was stored, and the new
- *  one follows it. */
+/** Retry (a failed answer) and Regenerate (any other) ask the gateway for a new answer to
+ *  the same question: a new version beside the earlier answer, which is kept (the version
+ *  navigator shows either). An answer the gateway never named (its stream broke before it
+ *  began) has nothing to regenerate: its question is sent again. */
 function retry(answerNode) {
   let node = answerNode.previousElementSibling;
   while (node && !node.classList.contains("user")) node = node.previousElementSibling;
-  if (!node || state.turn) return;
-  sendMessage(messageText(node), { fromComposer: false }).catch(fail);
+  if (!node || state.turn || state.showing) return;
+  if (answerNode.dataset.messageId) regenerate(answerNode, node).catch(fail);
+  else sendMessage(messageText(node), { fromComposer: false }).catch(fail);
+}
+
+/** The bubble and every bubble after it, taken off the page (and kept, to be put back when
+ *  the gateway refuses what replaces them). */
+function takeFrom(node) {
+  const taken = [];
+  for (let next = node; next; next = next.nextElementSibling) taken.push(next);
+  for (const gone of taken) gone.remove();
+  if (state.editing && taken.some((gone) => gone.dataset.messageId === state.editing.messageId)) {
+    cancelEdit({ clear: false });
+  }
+  return taken;
+}
+
+/** The bubbles takeFrom took, back in place of whatever was drawn after the kept ones. */
+function putBack(taken, after) {
+  if (after) while (after.nextElementSibling) after.nextElementSibling.remove();
+  else ui.messages.replaceChildren();
+  ui.messages.append(...taken);
+  if (!ui.messages.children.length) showEmptyState();
+}
+
+/** Regenerate: the answer and what follows it leave the page, and the new answer to the same
+ *  question streams into a new bubble in its place; the thread is then read again, so the
+ *  answer's versions show. */
+async function regenerate(answerNode, questionNode) {
+  const answerId = answerNode.dataset.messageId;
+  const threadId = state.currentId;
+  if (!threadId || answerNode.parentNode !== ui.messages) return;
+  state.turnsStarted += 1;
+  const taken = takeFrom(answerNode);
+  const reply = appendMessage({ role: "assistant", content: "", status: "streaming" });
+  const turn = { ...newTurnState(threadId), userNode: questionNode, reply };
+  state.turn = turn;
+  setBusy(true);
+  scrollToEnd();
+  try {
+    const response = await openStream(
+      threadPath(threadId, `/messages/${encodeURIComponent(answerId)}/regenerate`),
+      { body: { model: models.picked() }, signal: turn.controller.signal });
+    if (!response.ok) {
+      // Nothing was stored: the answers are back as they were.
+      putBack(taken, questionNode);
+      fail(await errorFrom(response));
+      return;
+    }
+    await followTurn(turn, response);
+  } catch (error) {
+    if (!(error && error.name === "AbortError")) notify(explain(error));
+    if (turn.started) await settleTurn(turn);
+    else putBack(taken, questionNode);
+  } finally {
+    await endVersionTurn(turn);
+  }
+}
+
+/** A turn that made a new version is over: the thread is read again, so the versions show. */
+async function endVersionTurn(turn) {
+  state.turn = null;
+  setBusy(false);
+  refreshThreads();
+  if (turn.started && state.currentId === turn.threadId) {
+    await loadHistory(turn.threadId, { refresh: true });
+  } else if (turn.heardNotice && state.currentId === turn.threadId) {
+    scheduleHistoryRefresh(turn.threadId);
+  }
 }
 
 /** Continue: the gateway finishes the cut answer in place. No question is added; the new
@@ -423,7 +520,8 @@ async function continueAnswer(answerNode) {
 
 // ---------- edit and resend ----------
 
-/** The last question goes back into the composer; Send replaces it and its answer. */
+/** A question of the branch goes back into the composer; Send makes the new text a new
+ *  version of it, with an answer of its own (the old question and its answers are kept). */
 function startEdit(node) {
   state.editing = { threadId: state.currentId, messageId: node.dataset.messageId };
   ui.input.value = messageText(node);
@@ -438,45 +536,80 @@ function cancelEdit({ clear = true } = {}) {
   ui.editing.hidden = true;
 }
 
-/** Take the edited exchange back on the gateway, then send the new text as a new turn. A
- *  refusal (an answer streaming, a newer question) keeps the text in the composer. */
+/** Send the edited text as a new version of the question: the question and what follows it
+ *  leave the page, the new one streams in as a send does. A refusal puts them back and keeps
+ *  the text in the composer, still editing. */
 async function sendEdited(text) {
   const { threadId, messageId } = state.editing;
   if (threadId !== state.currentId || !messageId) return cancelEdit({ clear: false });
-  try {
-    await callApi("DELETE", threadPath(threadId, `/messages/${encodeURIComponent(messageId)}`));
-  } catch (error) {
-    if (error.status !== 404) return fail(error); // 404: already gone, which is the goal
-  }
   // Looked up now: a refresh may have redrawn the bubbles since Edit was clicked.
-  const node = ui.messages.querySelector(`[data-message-id="${CSS.escape(messageId)}"]`);
-  if (node) {
-    while (node.nextElementSibling) node.nextElementSibling.remove();
-    node.remove();
+  const node = bubbleOf(messageId);
+  if (!node) return cancelEdit({ clear: false });
+  await sendMessage(text, { fromComposer: true, editOf: node });
+}
+
+// ---------- versions ----------
+
+/** Show another version of a message: the gateway moves the thread's branch through it and
+ *  answers with the branch, drawn as a thread is. The clicked message stays where it was on
+ *  the screen. */
+async function showVersion(node, versionId) {
+  const threadId = state.currentId;
+  if (!versionId || !threadId || state.showing) return;
+  state.showing = true;
+  const before = node.getBoundingClientRect().top;
+  try {
+    const body = await callApi("POST",
+      threadPath(threadId, `/messages/${encodeURIComponent(versionId)}/show`));
+    if (state.currentId !== threadId || state.turn) return;
+    drawMessages(body.messages || [], { refresh: true });
+    const shown = bubbleOf(versionId);
+    if (shown) {
+      ui.messages.scrollTop += shown.getBoundingClientRect().top - before;
+      updateScrollButton();
+    }
+    notify("");
+    refreshThreads(); // the thread's preview follows its branch
+  } finally {
+    state.showing = false;
   }
-  cancelEdit({ clear: false });
-  await sendMessage(text, { fromComposer: true });
 }
 
 // ---------- one turn ----------
 
-async function sendMessage(text, { fromComposer }) {
+/** A new question and its answer. With `editOf` (the bubble of the question being edited),
+ *  the question is a new version of that one: it and what follows it leave the page, and
+ *  come back if the gateway refuses. */
+async function sendMessage(text, { fromComposer, editOf = null }) {
   // The first message of a new thread stores the thread; refused, it takes the thread back.
   const first = !state.currentId && !state.creating;
   const threadId = state.creating ? await state.creating
     : state.currentId || (await createThread());
+  const editing = editOf ? state.editing : null;
+  const keptBefore = editOf ? editOf.previousElementSibling : null;
+  const taken = editOf ? takeFrom(editOf) : null;
+  if (editOf) cancelEdit({ clear: false });
   state.turnsStarted += 1;
   const turn = newTurn(threadId, text);
   state.turn = turn;
   setBusy(true);
+  /** Nothing was stored: take the bubbles back; the composer still holds the text. */
+  const takeBack = () => {
+    turn.userNode.remove();
+    turn.reply.remove();
+    if (taken) {
+      putBack(taken, keptBefore);
+      if (editing && ui.input.value === text) resumeEdit(editing);
+    }
+    if (!ui.messages.children.length) showEmptyState();
+  };
+  const body = { content: text, model: models.picked() };
+  if (editOf) body.edit_of = editOf.dataset.messageId;
   try {
     const response = await openStream(threadPath(threadId, "/messages"),
-      { body: { content: text, model: models.picked() }, signal: turn.controller.signal });
+      { body, signal: turn.controller.signal });
     if (!response.ok) {
-      // Nothing was stored: take the bubbles back; the composer still holds the text.
-      turn.userNode.remove();
-      turn.reply.remove();
-      if (!ui.messages.children.length) showEmptyState();
+      takeBack();
       const error = await errorFrom(response);
       if (first) await discardThread(threadId);
       error.sentChars = [...text].length; // characters as the gateway counts them
@@ -489,16 +622,25 @@ async function sendMessage(text, { fromComposer }) {
     if (!(error && error.name === "AbortError")) notify(explain(error));
     if (turn.started) await settleTurn(turn);
     else {
-      turn.userNode.remove();
-      turn.reply.remove();
+      takeBack();
       if (first) await discardThread(threadId);
     }
   } finally {
-    state.turn = null;
-    setBusy(false);
-    refreshThreads(); // the new title is stored with the answer
-    if (turn.heardNotice && state.currentId === threadId) scheduleHistoryRefresh(threadId);
+    if (editOf) await endVersionTurn(turn);
+    else {
+      state.turn = null;
+      setBusy(false);
+      refreshThreads(); // the new title is stored with the answer
+      if (turn.heardNotice && state.currentId === threadId) scheduleHistoryRefresh(threadId);
+    }
   }
+}
+
+/** Editing again after a refused edit: the banner back, the same question. */
+function resumeEdit(editing) {
+  if (editing.threadId !== state.currentId || !bubbleOf(editing.messageId)) return;
+  state.editing = editing;
+  ui.editing.hidden = false;
 }
 
 /** A reload, or another tab, while an answer streams: the thread's last message is still
@@ -753,7 +895,7 @@ function scheduleHistoryRefresh(id) {
 function submit(event) {
   event.preventDefault();
   const text = ui.input.value;
-  if (!text.trim() || state.turn) return;
+  if (!text.trim() || state.turn || state.showing) return;
   notify("");
   // The composer keeps the text until the gateway has accepted it: a refused send loses nothing.
   if (state.editing) sendEdited(text).catch(fail);

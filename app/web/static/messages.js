@@ -1,6 +1,6 @@
 // One message bubble: its content (markdown for answers, plain text for what the user wrote),
-// and a footer with status, time, usage and the actions (copy, retry). A bubble is always
-// drawn from a message object, live or stored, so both look the same.
+// and a footer with its versions (‹ 2/3 ›), status, time, usage and the actions (copy, retry).
+// A bubble is always drawn from a message object, live or stored, so both look the same.
 
 import { renderMarkdown } from "./markdown.js";
 import { statusWords, thoughtWords, timeWords, usageWords } from "./words.js";
@@ -98,6 +98,8 @@ function renderContent(content, message) {
 
 function renderFooter(footer, message) {
   const parts = [];
+  const versions = versionNavigator(message);
+  if (versions) parts.push(versions);
   const status = statusWords(message);
   if (status.text) {
     const badge = el("span", `status ${status.kind || message.status}`, status.text);
@@ -174,8 +176,9 @@ function actionButtons(message) {
   const buttons = [];
   if (message.content) buttons.push(actionButton("copy", "Copy", "Copy this message"));
   if (message.role === "user" && message.id) {
-    // Offered on the thread's last question only (the CSS hides the others).
-    buttons.push(actionButton("edit", "Edit", "Change this message and send it again"));
+    // Hidden by the CSS while an answer streams.
+    buttons.push(actionButton("edit", "Edit",
+      "Change this message and send it again (the old one is kept as a version)"));
   }
   if (message.role === "assistant" && ["failed", "interrupted"].includes(message.status)) {
     buttons.push(actionButton("retry", "Retry", "Send the question of this exchange again"));
@@ -190,6 +193,46 @@ function actionButtons(message) {
       "Ask the model to finish this answer from where it stopped"));
   }
   return buttons;
+}
+
+/** `‹ 2/3 ›` for a message that has other versions (a regenerated answer, an edited
+ *  question): the arrows show the version before or after it. Disabled at either end, and
+ *  while an answer streams (setVersionsBusy). */
+function versionNavigator(message) {
+  const ids = Array.isArray(message.version_ids) ? message.version_ids : [];
+  if (!message.id || !(message.versions > 1) || ids.length < 2) return null;
+  const at = ids.indexOf(message.id);
+  const number = at >= 0 ? at + 1 : message.version;
+  const count = ids.length;
+  const nav = el("span", "versions");
+  nav.setAttribute("role", "group");
+  nav.setAttribute("aria-label", "Versions");
+  nav.dataset.testid = "versions";
+  const label = el("span", "version-label", `${number}/${count}`);
+  label.dataset.testid = "version-label";
+  label.title = `Version ${number} of ${count}`;
+  nav.append(versionStep("prev", "‹", "Previous version", ids[number - 2]), label,
+             versionStep("next", "›", "Next version", ids[number]));
+  return nav;
+}
+
+function versionStep(which, symbol, name, versionId) {
+  const button = el("button", `action version-step version-${which}`, symbol);
+  button.type = "button";
+  button.dataset.action = "show-version";
+  button.dataset.testid = `version-${which}`;
+  button.setAttribute("aria-label", name);
+  button.title = name;
+  if (versionId) button.dataset.versionId = versionId;
+  button.disabled = !versionId || document.body.dataset.turn === "running";
+  return button;
+}
+
+/** While an answer streams, no other version can be shown (the gateway would refuse). */
+export function setVersionsBusy(container, busy) {
+  for (const button of container.querySelectorAll(".versions button")) {
+    button.disabled = busy || !button.dataset.versionId;
+  }
 }
 
 function actionButton(action, label, title) {

@@ -32,10 +32,19 @@ function explainStatus(error) {
       : `The gateway is busy; try again${wait}.`;
   }
   if (error.code === "content_too_long" || error.code === "body_too_large") return tooLong(error);
+  if (error.status === 404 && /^message\b/.test(error.message || "")) {
+    return "This message no longer exists: reload the thread.";
+  }
   if (error.status === 404) return "This thread no longer exists.";
   if (error.code === "thread_busy") return "This thread is still answering; wait for it to finish.";
   if (error.code === "not_last_message") {
     return "A newer message was sent meanwhile: only the last one can be edited.";
+  }
+  if (error.code === "not_regenerable") {
+    return "This answer cannot be regenerated: only a finished answer to a question can.";
+  }
+  if (error.code === "not_editable" || error.code === "invalid_edit_of") {
+    return "This message cannot be edited: only a question you wrote can.";
   }
   if (error.code === "invalid_title") return "A title needs 1 to 200 characters.";
   if (error.status >= 500) return "The gateway had a problem; try again.";
