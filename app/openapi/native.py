@@ -65,19 +65,29 @@ def schemas(max_content_chars: int) -> dict[str, Schema]:
                               "model": nullable(TEXT),
                               "origin": {"type": "string", "enum": ORIGINS}}),
         "ThreadList": obj({"threads": array(ref("ThreadSummary"))}),
-        "Message": obj({"id": UUID, "role": {"type": "string", "enum": ROLES},
+        "Message": obj({"id": UUID, "parent_id": nullable(UUID),
+                        "role": {"type": "string", "enum": ROLES},
                         "content": TEXT, "status": {"type": "string", "enum": STATUSES},
                         "metadata": ANY_OBJECT, "created_at": TIMESTAMP},
-                       {"reasoning": nullable(TEXT), "reasoning_ms": nullable(COUNT)},
+                       {"reasoning": nullable(TEXT), "reasoning_ms": nullable(COUNT),
+                        "on_branch": BOOLEAN, "version": COUNT, "versions": COUNT,
+                        "version_ids": array(UUID)},
                        description="An assistant message also has `reasoning` and "
-                                   "`reasoning_ms` (null when it had none)."),
+                                   "`reasoning_ms` (null when it had none). In a thread's "
+                                   "list: whether it is on the thread's current branch, "
+                                   "which of its versions it is (from 1, oldest first), "
+                                   "how many there are and their ids."),
         "MessageList": obj({"messages": array(ref("Message"))}),
         "NewMessage": obj({"content": {"type": "string", "minLength": 1,
                                        "maxLength": max_content_chars,
                                        "description": "Some text other than white space, "
                                                       "without NUL."}},
                           {"model": {"type": "string", "minLength": 1,
-                                     "description": "One of `GET /api/models`."}}),
+                                     "description": "One of `GET /api/models`."},
+                           "edit_of": {**UUID, "description": "Edit: the text is a new "
+                                       "version of this question of the user's."}}),
+        "Regeneration": obj(optional={"model": {"type": "string", "minLength": 1,
+                                                "description": "One of `GET /api/models`."}}),
         "Autonomy": obj(optional={
             "enabled": BOOLEAN,
             "idle_seconds": {"type": "integer", "minimum": MIN_IDLE_SECONDS,
@@ -130,6 +140,10 @@ def _json_or_csv(schema: str) -> Schema:
 #: The events of a turn's stream, in their order; `error` also ends a stream cut short.
 TURN_EVENTS = ["message_start", "reasoning", "delta", "metadata", "usage", "message_end",
                "error"]
+
+
+#: A query flag's values (app.api.bodies.flag): `true`, `1` and `yes` switch it on.
+FLAG_VALUES: Schema = {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]}
 
 
 def paths() -> dict[str, Schema]:
@@ -188,11 +202,14 @@ def paths() -> dict[str, Schema]:
         "/api/threads/{thread_id}/messages": {
             "parameters": [THREAD_ID],
             "get": operation(
-                "native", "threadMessages", "The thread's messages in order", tag="threads",
+                "native", "threadMessages", "The messages of the thread's current branch in order",
+                tag="threads",
                 refusals=(404,),
-                parameters=[query_parameter("include_synthetic", {
-                    "type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
-                    "Also show synthetic follow-up prompts.")],
+                parameters=[query_parameter("include_synthetic", FLAG_VALUES,
+                                            "Also show synthetic follow-up prompts."),
+                            query_parameter("tree", FLAG_VALUES,
+                                            "Every version of every message, not only the "
+                                            "thread's current branch.")],
                 responses={"200": json_response("The messages.", ref("MessageList"))}),
             "post": operation(
                 "native", "postMessage", "Send a message; the answer streams", tag="turns",
@@ -225,6 +242,20 @@ def paths() -> dict[str, Schema]:
                 "native", "continueAnswer", "Finish the thread's cut last answer in place; "
                 "the continuation streams", tag="turns", refusals=(404, 409, 429),
                 responses={"200": turn_stream})},
+        "/api/threads/{thread_id}/messages/{message_id}/regenerate": {
+            "parameters": [THREAD_ID, MESSAGE_ID],
+            "post": operation(
+                "native", "regenerateAnswer", "A new answer to the same question, a version "
+                "beside this one; it streams", tag="turns", body=ref("Regeneration"),
+                body_required=False, refusals=(400, 403, 404, 409, 413, 415, 422, 429),
+                responses={"200": turn_stream})},
+        "/api/threads/{thread_id}/messages/{message_id}/show": {
+            "parameters": [THREAD_ID, MESSAGE_ID],
+            "post": operation(
+                "native", "showVersion", "Move the thread's branch to this version",
+                tag="threads", refusals=(404, 409),
+                responses={"200": json_response("The thread's messages as they now show.",
+                                                ref("MessageList"))})},
         "/api/threads/{thread_id}/messages/{message_id}/stop": {
             "parameters": [THREAD_ID, MESSAGE_ID],
             "post": operation(

@@ -30,6 +30,7 @@ DOCUMENT = document(max_content_chars=32_000)
 STREAMING = {("/api/threads/{thread_id}/messages", "post"),
              ("/api/threads/{thread_id}/messages/{message_id}/stream", "get"),
              ("/api/threads/{thread_id}/messages/{message_id}/continue", "post"),
+             ("/api/threads/{thread_id}/messages/{message_id}/regenerate", "post"),
              ("/api/threads/{thread_id}/events", "get"),
              ("/v1/chat/completions", "post"), ("/v1/responses", "post"),
              ("/v1/messages", "post")}
@@ -93,6 +94,7 @@ def test_main_bodies_and_answers_have_schemas_and_streams_are_event_streams() ->
     bodies = {(p, m) for p, m, op in _operations() if "requestBody" in op}
     assert bodies == {("/api/threads", "post"), ("/api/threads/{thread_id}", "patch"),
                       ("/api/threads/{thread_id}/messages", "post"),
+                      ("/api/threads/{thread_id}/messages/{message_id}/regenerate", "post"),
                       ("/v1/chat/completions", "post"), ("/v1/responses", "post"),
                       ("/v1/messages", "post"), ("/v1/messages/count_tokens", "post")}
 
