@@ -3,6 +3,7 @@
     .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100] [--pace-ms 10]
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
         [--long-tokens 1000] [--history 100] [--workers 2] [--users 1] [--sample-waits]
+        [--redis-url URL]
         [--rates 60,120]
         [--baseline-root DIR] [--litellm]
         [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
@@ -1244,11 +1245,14 @@ def start_litellm(stack: contextlib.ExitStack, upstream: str, scratch: Path) -> 
 
 def measure_workers(run: Started, workers: int, concurrency: int, turns: int,
                     deadline: float, pinning: Pinning | None, users: int,
-                    sample_waits: bool) -> None:
+                    sample_waits: bool, redis_url: str | None = None) -> None:
     """One gateway process against `workers` workers, both their own (API keys on, one for
-    each of `users` users), on the run's database."""
+    each of `users` users), on the run's database (and `redis_url`'s Redis, when given)."""
     people = asyncio.run(new_users(run.database_url, users))
     env = {**gateway_env(run.upstream, run.database_url), "CHATGATE_AUTH_MODE": "keys"}
+    if redis_url is not None:
+        env |= {"CHATGATE_REDIS_URL": redis_url,
+                "CHATGATE_REDIS_PREFIX": f"bench_{os.getpid()}"}
     one_port, several_port = free_port(), free_port()
     one_url, several = f"http://127.0.0.1:{one_port}", f"http://127.0.0.1:{several_port}"
     argv = [*gateway_argv(several_port), "--workers", str(workers)]
@@ -1305,6 +1309,9 @@ def main(
         False, "--sample-waits",
         help="PostgreSQL: sample what the database's sessions wait on during the workers "
              "step (pg_stat_activity, pg_locks) and print it for each gateway column"),
+    redis_url: str | None = typer.Option(
+        None, help="the workers step's gateways use this Redis (resumes, stops and the events "
+                   "bus, which then sends no NOTIFY), under a key prefix of the run's own"),
     rss_settle_s: float = typer.Option(
         TRIM_INTERVAL_S + 1.0, min=0.0, max=60.0,
         help="the open-streams step's wait before each RSS reading (a slow stream sends "
@@ -1354,7 +1361,7 @@ def main(
                                   paced_rates)))
         if workers > 1:
             measure_workers(run, workers, workers_concurrency, turns, deadline, pinning, users,
-                            sample_waits)
+                            sample_waits, redis_url)
 
 
 #: Where a tree's app factory lives: this tree's, then an older tree's (before app/ had rooms).

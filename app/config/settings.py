@@ -285,12 +285,14 @@ class Settings(BaseSettings):
     @field_validator("database_pooler")
     @classmethod
     def _listen_beside_the_pooler(cls, value: str, info: ValidationInfo) -> str:
-        """Through a transaction pooler the events bus could not LISTEN: a direct URL for
-        it is part of the setting."""
-        if value != "none" and not info.data.get("database_listen_url"):
+        """Through a transaction pooler the events bus could not LISTEN: it goes through
+        Redis, or a direct URL for it is part of the setting."""
+        if (value != "none" and not info.data.get("database_listen_url")
+                and not info.data.get("redis_url")):
             raise SettingRefused(
-                "none unless CHATGATE_DATABASE_LISTEN_URL names a direct PostgreSQL URL for "
-                "the events bus (LISTEN does not work through transaction pooling)")
+                "none unless CHATGATE_REDIS_URL is set (the events bus then goes through "
+                "Redis) or CHATGATE_DATABASE_LISTEN_URL names a direct PostgreSQL URL for "
+                "it (LISTEN does not work through transaction pooling)")
         return value
 
     @field_validator("upstream_base_url", mode="before")

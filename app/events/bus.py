@@ -2,9 +2,10 @@
 
 `notification` is what the statement that stores the messages sends with them, and
 `announce_after_commit` runs after their transaction commits: the local bus delivers after
-commit (a subscriber that re-reads the rows sees them); the PostgreSQL bus has the statement
-send a NOTIFY, which PostgreSQL delivers at commit to every process LISTENing, this one
-included."""
+commit (a subscriber that re-reads the rows sees them); the Redis bus publishes then, to every
+process subscribed, this one included; the PostgreSQL bus (several processes without Redis)
+has the statement send a NOTIFY, which PostgreSQL delivers at commit to every process
+LISTENing, this one included."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 
+import redis.asyncio as aioredis
+
+from app.core.clock import Clock, utcnow
 from app.events.notices import CHANNEL, MessageNotice, decode_notice, encode_notice
+from app.kit import redis_channel
 from app.kit.keyed_sets import KeyedSets
+from app.kit.outage_log import OutageLog
+from app.kit.redis_channel import REDIS_ERRORS
 from app.observe.logging import get_logger
 from app.store import notify
 from app.store.db import Database, DatabaseTimeouts
@@ -26,6 +33,8 @@ QUEUE_SIZE = 100
 DEFAULT_TIMEOUTS = DatabaseTimeouts()
 #: How often the PostgreSQL listener checks that its connection is still alive.
 LISTENER_CHECK_S = 2.0
+#: How long a stopping process waits for its last notices to be published.
+PUBLISH_GRACE_S = 2.0
 
 
 class MessageBus:
@@ -131,14 +140,69 @@ class PostgresMessageBus(MessageBus):
                 log.warning("message_bus_relisten_failed", error=type(exc).__name__)
 
 
+class RedisMessageBus(MessageBus):
+    """Several processes with Redis: each notice published on a Redis channel once its
+    messages are committed, and every process (this one included) subscribed to it. The
+    finish's statement then sends no NOTIFY: a transaction that does takes PostgreSQL's one
+    database-wide notify lock at commit and holds it through the commit's WAL flush, so every
+    finish of every process would wait on every other. At most once, as NOTIFY is to a
+    listener that reconnects: the page reloads the history when its stream reconnects."""
+
+    def __init__(self, url: str, *, prefix: str, clock: Clock = utcnow) -> None:
+        super().__init__()
+        self._client: aioredis.Redis = aioredis.Redis.from_url(
+            url, socket_timeout=5.0, socket_connect_timeout=1.0)
+        self._channel = f"{prefix}:thread-messages"
+        self._outage = OutageLog("message_bus_failed", "message_bus_recovered",
+                                 component="events.bus", clock=clock)
+        self._listening: asyncio.Task[None] | None = None
+        self._publishing: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._listening = asyncio.create_task(redis_channel.listen(
+            self._client, self._channel, self._on_payload, self._outage, what="listen"))
+
+    async def stop(self) -> None:
+        if self._publishing:
+            await asyncio.wait(self._publishing, timeout=PUBLISH_GRACE_S)
+        if self._listening is not None:
+            self._listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listening
+        await self._client.aclose()
+
+    def announce_after_commit(self, notice: MessageNotice) -> None:
+        task = asyncio.create_task(self._publish(encode_notice(notice)))
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    async def _publish(self, payload: str) -> None:
+        try:
+            await self._client.publish(self._channel, payload)
+            self._outage.succeeded()
+        except REDIS_ERRORS as exc:
+            self._outage.failed("publish", exc)
+
+    def _on_payload(self, payload: str) -> None:
+        notice = decode_notice(payload)
+        if notice is None:
+            log.warning("message_bus_bad_payload", payload=payload[:200])
+            return
+        self.deliver(notice)
+
+
 def make_message_bus(db: Database, *, listen_url: str | None = None,
+                     redis_url: str | None = None, redis_prefix: str = "chatgate",
                      timeouts: DatabaseTimeouts = DEFAULT_TIMEOUTS) -> MessageBus:
-    """Across processes when the database carries notifications, else within this one. With
+    """Across processes when the database carries notifications, else within this one:
+    through Redis when it is configured (`redis_url`), else with PostgreSQL's NOTIFY. With
     `listen_url` (a direct connection to the server, where `db` goes through a transaction
     pooler, which cannot keep a LISTEN), the listener's connection is opened there, from a
     pool of its own."""
     if not db.notifies:
         return LocalMessageBus()
+    if redis_url is not None:
+        return RedisMessageBus(redis_url, prefix=redis_prefix)
     if listen_url is None:
         return PostgresMessageBus(db)
     return PostgresMessageBus(Database(listen_url, postgres_pool_size=1, timeouts=timeouts),

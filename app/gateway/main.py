@@ -220,6 +220,7 @@ def build_runtime(settings: Settings, loaded: LoadedCatalog | None = None) -> Ru
     client = upstream.openai
     metrics = GatewayMetrics()
     bus = make_message_bus(db, listen_url=settings.database_listen_url,
+                           redis_url=settings.redis_url, redis_prefix=settings.redis_prefix,
                            timeouts=database_timeouts(settings))
     router = ModelRouter(catalog, clients, report=metrics)
     observers = turn_observers(settings, db, upstream, prices, metrics, bus)

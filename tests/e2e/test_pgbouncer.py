@@ -1,7 +1,7 @@
 """Two gateway processes behind PgBouncer in transaction mode (a PgBouncer of the test's
 own in front of the test server), as docs/production.md configures them:
-CHATGATE_DATABASE_POOLER=pgbouncer, the events bus on a direct CHATGATE_DATABASE_LISTEN_URL,
-Redis for resumes. A turn completes, a client that left one gateway resumes on the other, an
+CHATGATE_DATABASE_POOLER=pgbouncer and Redis, which carries resumes and the events bus (no
+LISTEN, no direct URL). A turn completes, a client that left one gateway resumes on the other, an
 autonomous follow-up runs and reaches the other gateway's events stream, and a gateway
 SIGKILLed mid-answer is swept by the other; no statement fails on a prepared statement."""
 
@@ -82,7 +82,7 @@ async def test_two_gateways_behind_pgbouncer_turn_resume_follow_up_and_sweep(
     start_gateway_processes: StartGatewayProcesses, redis_prefix: str,
 ) -> None:
     env = {**FAST_RECOVERY_ENV, "CHATGATE_DATABASE_POOLER": "pgbouncer",
-           "CHATGATE_DATABASE_LISTEN_URL": direct_url, "CHATGATE_REDIS_URL": REDIS_URL,
+           "CHATGATE_REDIS_URL": REDIS_URL,
            "CHATGATE_REDIS_PREFIX": redis_prefix, "CHATGATE_RESUME_GRACE_S": "30",
            "CHATGATE_AUTONOMY_ENABLED": "true", "CHATGATE_AUTONOMY_IDLE_SECONDS": "1",
            "CHATGATE_AUTONOMY_MAX_FOLLOWUPS": "1", "CHATGATE_FOLLOWUP_POLL_S": "0.2"}

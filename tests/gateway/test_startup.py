@@ -67,10 +67,14 @@ def test_a_pooler_without_a_direct_listen_url_is_one_sentence(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("CHATGATE_DATABASE_LISTEN_URL", raising=False)
+    monkeypatch.delenv("CHATGATE_REDIS_URL", raising=False)
     assert sentence(monkeypatch, CHATGATE_DATABASE_POOLER="pgbouncer") == (
-        "CHATGATE_DATABASE_POOLER must be none unless CHATGATE_DATABASE_LISTEN_URL names a "
-        "direct PostgreSQL URL for the events bus (LISTEN does not work through transaction "
-        "pooling), not 'pgbouncer'")
+        "CHATGATE_DATABASE_POOLER must be none unless CHATGATE_REDIS_URL is set (the events "
+        "bus then goes through Redis) or CHATGATE_DATABASE_LISTEN_URL names a direct "
+        "PostgreSQL URL for it (LISTEN does not work through transaction pooling), not "
+        "'pgbouncer'")
+    with_redis = Settings(database_pooler="pgbouncer", redis_url="redis://127.0.0.1:6379/0")
+    assert with_redis.database_pooler == "pgbouncer"
     assert sentence(monkeypatch, CHATGATE_DATABASE_LISTEN_URL="sqlite:///x.db") == (
         "CHATGATE_DATABASE_LISTEN_URL must be a PostgreSQL URL "
         "(postgresql+asyncpg://user@host:5432/name), not 'sqlite:///x.db'")

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from app.answer.event_codec import is_last
 from app.answer.events import TurnEvent
 from app.answer.interruptions import STOP_REQUEST
+from app.kit.redis_channel import REDIS_ERRORS
 from app.observe.logging import get_logger
 from app.observe.metrics import GatewayMetrics
 from app.store.db import Database
@@ -33,7 +34,7 @@ from app.store.models import Message
 from app.threads import repository as thread_store
 from app.threads.service import message_json
 from app.turn.native.runs import RunReader, TurnRun, TurnRuns
-from app.turn.native.share import REDIS_ERRORS, SharedTurns
+from app.turn.native.share import SharedTurns
 
 log = get_logger("services.resume")
 

@@ -29,27 +29,25 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-import redis.exceptions
 
 from app.answer.event_codec import event_from_json, event_to_json, is_last
 from app.answer.events import TurnEvent
 from app.answer.interruptions import STOP_REQUEST
 from app.core.clock import Clock, utcnow
+from app.kit import redis_channel
 from app.kit.outage_log import OutageLog
+from app.kit.redis_channel import REDIS_ERRORS, RETRY_S
 from app.observe.logging import get_logger
 from app.turn.native.event_log import LogTrimmed, TurnLog
 
 log = get_logger("services.turn_share")
 
-REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
 #: A follower waits this long per XREAD (and refreshes its presence as often).
 FOLLOW_BLOCK_MS = 1000
 #: A follower's presence outlives its last refresh by this much.
 PRESENCE_TTL_MS = 3000
 #: After this many silent XREADs, a follower asks whether the answer is still streaming.
 SILENT_ROUNDS_PER_CHECK = 5
-#: The pause before a failed mirror write, or a lost stop subscription, is tried again.
-RETRY_S = 1.0
 #: Attempts a mirror still makes once its turn is over (its last events), so that a Redis
 #: that stays down holds no finished turn's mirror (nor the shutdown) for long.
 ATTEMPTS_AFTER_END = 3
@@ -189,26 +187,15 @@ class SharedTurns:
     async def listen_for_stops(self, on_stop: Callable[[uuid.UUID, str], object]) -> None:
         """Call `on_stop` with the id and the reason of each stop request of any process,
         until cancelled; a lost connection is retried every `retry_s`."""
-        while True:
-            try:
-                async with self.client.pubsub() as pubsub:
-                    await pubsub.subscribe(self.stop_channel)
-                    self.outage.succeeded()
-                    while True:
-                        message = await pubsub.get_message(
-                            ignore_subscribe_messages=True, timeout=1.0)
-                        if message is not None and message["type"] == "message":
-                            _stop_one(on_stop, message["data"])
-            except REDIS_ERRORS as exc:
-                self.outage.failed("stops", exc)
-                await asyncio.sleep(self.retry_s)
+        await redis_channel.listen(self.client, self.stop_channel,
+                                   lambda data: _stop_one(on_stop, data), self.outage,
+                                   what="stops", retry_s=self.retry_s)
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
 
-def _stop_one(on_stop: Callable[[uuid.UUID, str], object], data: bytes | str) -> None:
-    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+def _stop_one(on_stop: Callable[[uuid.UUID, str], object], text: str) -> None:
     raw_id, _, reason = text.partition(" ")
     try:
         message_id = uuid.UUID(raw_id)
