@@ -56,6 +56,6 @@ async def tree_rows(s: AsyncSession, thread_id: uuid.UUID) -> list[TreeRow]:
     """Every message of the thread as the tree's shape needs it, oldest first."""
     m = _MESSAGES.c
     result = await s.execute(
-        select(m.id, m.parent_id, m.role, m.synthetic, m.on_branch)
+        select(m.id, m.parent_id, m.role, m.synthetic)
         .where(m.thread_id == thread_id).order_by(m.created_at, m.id))
     return [TreeRow(*row) for row in result.all()]

@@ -18,7 +18,6 @@ class TreeRow:
     parent_id: uuid.UUID | None
     role: str
     synthetic: bool
-    on_branch: bool
 
 
 @dataclass(frozen=True, slots=True)

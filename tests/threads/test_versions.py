@@ -14,10 +14,10 @@ def ids(count: int) -> list[uuid.UUID]:
 
 def test_versions_are_siblings_of_one_role_and_kind_in_time_order() -> None:
     q, a1, a2, prompt, q2 = ids(5)
-    rows = [TreeRow(q, None, "user", False, True), TreeRow(a1, q, "assistant", False, False),
-            TreeRow(a2, q, "assistant", False, True),
+    rows = [TreeRow(q, None, "user", False), TreeRow(a1, q, "assistant", False),
+            TreeRow(a2, q, "assistant", False),
             # a follow-up's hidden prompt and a question under the same answer differ in kind
-            TreeRow(prompt, a2, "user", True, False), TreeRow(q2, a2, "user", False, True)]
+            TreeRow(prompt, a2, "user", True), TreeRow(q2, a2, "user", False)]
     found = versions_of(rows)
     assert found[a2].ids == (a1, a2) and found[a2].number_of(a2) == 2
     assert found[a1].number_of(a1) == 1
@@ -27,9 +27,9 @@ def test_versions_are_siblings_of_one_role_and_kind_in_time_order() -> None:
 
 def test_showing_a_version_brings_what_was_written_last_under_it() -> None:
     q, a1, a2, q1, b1, b2 = ids(6)
-    rows = [TreeRow(q, None, "user", False, True), TreeRow(a1, q, "assistant", False, False),
-            TreeRow(q1, a1, "user", False, False), TreeRow(b1, q1, "assistant", False, False),
-            TreeRow(b2, q1, "assistant", False, False), TreeRow(a2, q, "assistant", False, True)]
+    rows = [TreeRow(q, None, "user", False), TreeRow(a1, q, "assistant", False),
+            TreeRow(q1, a1, "user", False), TreeRow(b1, q1, "assistant", False),
+            TreeRow(b2, q1, "assistant", False), TreeRow(a2, q, "assistant", False)]
     assert newest_leaf(rows, a1) == b2
     assert newest_leaf(rows, a2) == a2
     assert newest_leaf(rows, q) == a2  # the newest child of the question

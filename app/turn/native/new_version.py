@@ -45,12 +45,10 @@ async def admit_regeneration(gate: TurnGate, principal: Principal, thread_id: uu
                              answer_id: uuid.UUID, model: str | None = None) -> Turn:
     """A new answer to the question the answer `answer_id` replies to, beside it. Raises
     MessageNotFound, NoNewVersion, or admit_turn's refusals."""
-    answer = await _message_of(gate.deps.db, principal.user_id, thread_id, answer_id)
+    answer, question = await _message_of(gate.deps.db, principal.user_id, thread_id,
+                                         answer_id, with_parent=True)
     if answer.role != "assistant" or answer.status == "streaming":
         raise NoNewVersion("not_regenerable", "only a finished answer can be regenerated")
-    async with gate.deps.db.transaction(read_only=True) as session:
-        question = (await thread_store.get_message(session, principal.user_id, answer.parent_id)
-                    if answer.parent_id is not None else None)
     if question is None or question.role != "user":
         raise NoNewVersion("not_regenerable", "this answer has no question to answer again")
     return await admit_turn(gate, principal, thread_id, None, model, fork=Fork(question.id),
@@ -61,7 +59,7 @@ async def admit_edit(gate: TurnGate, principal: Principal, thread_id: uuid.UUID,
                      model: str | None, edit_of: uuid.UUID) -> Turn:
     """The user's new text as a new version of their question `edit_of`, and its answer.
     Raises MessageNotFound, NoNewVersion, or admit_turn's refusals."""
-    question = await _message_of(gate.deps.db, principal.user_id, thread_id, edit_of)
+    question, _ = await _message_of(gate.deps.db, principal.user_id, thread_id, edit_of)
     if question.role != "user" or is_hidden(question):
         raise NoNewVersion("not_editable", "only a message you wrote can be edited")
     return await admit_turn(gate, principal, thread_id, content, model,
@@ -91,10 +89,14 @@ async def show_version(db: Database, user_id: str, thread_id: uuid.UUID,
 
 
 async def _message_of(db: Database, user_id: str, thread_id: uuid.UUID,
-                      message_id: uuid.UUID) -> Message:
-    """The user's message in this thread; MessageNotFound otherwise."""
+                      message_id: uuid.UUID, *, with_parent: bool = False
+                      ) -> tuple[Message, Message | None]:
+    """The user's message in this thread, and `with_parent` the message it follows;
+    MessageNotFound when it is not one of the thread's."""
     async with db.transaction(read_only=True) as session:
         found = await thread_store.get_message(session, user_id, message_id)
-    if found is None or found.thread_id != thread_id:
-        raise MessageNotFound(str(message_id))
-    return found
+        if found is None or found.thread_id != thread_id:
+            raise MessageNotFound(str(message_id))
+        parent = (await thread_store.get_message(session, user_id, found.parent_id)
+                  if with_parent and found.parent_id is not None else None)
+    return found, parent
