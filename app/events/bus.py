@@ -1,10 +1,9 @@
 """Fan-out of message notices to the event streams open in this process.
 
-`notification` is what the statement that stores the messages sends with them, and
-`announce_after_commit` runs after their transaction commits: the local bus delivers after
-commit (a subscriber that re-reads the rows sees them); the Redis bus publishes then, to every
-process subscribed, this one included; the PostgreSQL bus (several processes without Redis)
-has the statement send a NOTIFY, which PostgreSQL delivers at commit to every process
+`announce_after_commit` runs once the transaction that stored a turn's messages committed
+(a subscriber that re-reads the rows sees them): the local bus delivers then; the Redis bus
+publishes then, to every process subscribed, this one included; the PostgreSQL bus (several
+processes without Redis) sends a NOTIFY then, which PostgreSQL delivers to every process
 LISTENing, this one included."""
 
 from __future__ import annotations
@@ -12,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -33,8 +33,8 @@ QUEUE_SIZE = 100
 DEFAULT_TIMEOUTS = DatabaseTimeouts()
 #: How often the PostgreSQL listener checks that its connection is still alive.
 LISTENER_CHECK_S = 2.0
-#: How long a stopping process waits for its last notices to be published.
-PUBLISH_GRACE_S = 2.0
+#: How long a stopping process waits for its last notices to go.
+SEND_GRACE_S = 2.0
 
 
 class MessageBus:
@@ -42,6 +42,9 @@ class MessageBus:
 
     def __init__(self) -> None:
         self._subscribers: KeyedSets[uuid.UUID, asyncio.Queue[MessageNotice]] = KeyedSets()
+        #: Notices on their way to the other processes (sent after commit, not awaited by
+        #: the turn that announced them).
+        self._sending: set[asyncio.Task[None]] = set()
 
     @contextlib.contextmanager
     def subscribe(self, thread_id: uuid.UUID) -> Iterator[asyncio.Queue[MessageNotice]]:
@@ -66,12 +69,19 @@ class MessageBus:
     async def stop(self) -> None:
         """Release what start took."""
 
-    def notification(self, notice: MessageNotice) -> notify.Notification | None:
-        """The NOTIFY for the statement that stores the notice's messages to send, if any."""
-        return None
-
     def announce_after_commit(self, notice: MessageNotice) -> None:
-        """After that transaction committed."""
+        """After the transaction that stored the notice's messages committed."""
+
+    def _send_later(self, sending: Coroutine[Any, Any, None]) -> None:
+        """Send a notice to the other processes without holding up the turn."""
+        task = asyncio.create_task(sending)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _sent(self) -> None:
+        """The notices still on their way, given a moment to go (a stopping process)."""
+        if self._sending:
+            await asyncio.wait(set(self._sending), timeout=SEND_GRACE_S)
 
 
 class LocalMessageBus(MessageBus):
@@ -82,22 +92,28 @@ class LocalMessageBus(MessageBus):
 
 
 class PostgresMessageBus(MessageBus):
-    """PostgreSQL: NOTIFY with the stored messages, LISTEN on a connection of our own; the
-    listener is re-opened when its connection dies (notices sent meanwhile are lost: the page
-    reloads the history when its stream reconnects)."""
+    """PostgreSQL: a NOTIFY once the messages are committed (app.store.notify says why not in
+    their transaction), LISTEN on a connection of our own (from `listen_db`, a direct
+    connection where `db` goes through a transaction pooler); the listener is re-opened when
+    its connection dies (notices sent meanwhile are lost: the page reloads the history when
+    its stream reconnects)."""
 
-    def __init__(self, db: Database, channel: str = CHANNEL, *, owns_db: bool = False) -> None:
+    def __init__(self, db: Database, channel: str = CHANNEL, *,
+                 listen_db: Database | None = None, clock: Clock = utcnow) -> None:
         super().__init__()
-        self._db, self._owns_db = db, owns_db
+        self._db, self._listen_db = db, listen_db
         self._channel = channel
         self._listener: notify.Listener | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._outage = OutageLog("message_bus_failed", "message_bus_recovered",
+                                 component="events.bus", clock=clock)
 
     async def start(self) -> None:
         await self._listen()
         self._watch = asyncio.create_task(self._keep_listening(), name="message_bus_listener")
 
     async def stop(self) -> None:
+        await self._sent()
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -107,14 +123,23 @@ class PostgresMessageBus(MessageBus):
             with contextlib.suppress(Exception):
                 await self._listener.close()
             self._listener = None
-        if self._owns_db:
-            await self._db.dispose()
+        if self._listen_db is not None:
+            await self._listen_db.dispose()
 
-    def notification(self, notice: MessageNotice) -> notify.Notification:
-        return notify.Notification(self._channel, encode_notice(notice))
+    def announce_after_commit(self, notice: MessageNotice) -> None:
+        self._send_later(self._notify(notify.Notification(self._channel,
+                                                          encode_notice(notice))))
+
+    async def _notify(self, notification: notify.Notification) -> None:
+        try:
+            await notify.send(self._db, notification)
+            self._outage.succeeded()
+        except Exception as exc:
+            self._outage.failed("notify", exc)
 
     async def _listen(self) -> None:
-        self._listener = await notify.open_listener(self._db, self._channel, self._on_payload)
+        self._listener = await notify.open_listener(self._listen_db or self._db, self._channel,
+                                                    self._on_payload)
         log.info("message_bus_listening", channel=self._channel)
 
     def _on_payload(self, payload: str) -> None:
@@ -142,11 +167,10 @@ class PostgresMessageBus(MessageBus):
 
 class RedisMessageBus(MessageBus):
     """Several processes with Redis: each notice published on a Redis channel once its
-    messages are committed, and every process (this one included) subscribed to it. The
-    finish's statement then sends no NOTIFY: a transaction that does takes PostgreSQL's one
-    database-wide notify lock at commit and holds it through the commit's WAL flush, so every
-    finish of every process would wait on every other. At most once, as NOTIFY is to a
-    listener that reconnects: the page reloads the history when its stream reconnects."""
+    messages are committed, and every process (this one included) subscribed to it: no
+    NOTIFY, and no LISTEN connection (which a transaction pooler cannot carry). At most once,
+    as NOTIFY is to a listener that reconnects: the page reloads the history when its stream
+    reconnects."""
 
     def __init__(self, url: str, *, prefix: str, clock: Clock = utcnow) -> None:
         super().__init__()
@@ -156,15 +180,13 @@ class RedisMessageBus(MessageBus):
         self._outage = OutageLog("message_bus_failed", "message_bus_recovered",
                                  component="events.bus", clock=clock)
         self._listening: asyncio.Task[None] | None = None
-        self._publishing: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self._listening = asyncio.create_task(redis_channel.listen(
             self._client, self._channel, self._on_payload, self._outage, what="listen"))
 
     async def stop(self) -> None:
-        if self._publishing:
-            await asyncio.wait(self._publishing, timeout=PUBLISH_GRACE_S)
+        await self._sent()
         if self._listening is not None:
             self._listening.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -172,9 +194,7 @@ class RedisMessageBus(MessageBus):
         await self._client.aclose()
 
     def announce_after_commit(self, notice: MessageNotice) -> None:
-        task = asyncio.create_task(self._publish(encode_notice(notice)))
-        self._publishing.add(task)
-        task.add_done_callback(self._publishing.discard)
+        self._send_later(self._publish(encode_notice(notice)))
 
     async def _publish(self, payload: str) -> None:
         try:
@@ -205,5 +225,5 @@ def make_message_bus(db: Database, *, listen_url: str | None = None,
         return RedisMessageBus(redis_url, prefix=redis_prefix)
     if listen_url is None:
         return PostgresMessageBus(db)
-    return PostgresMessageBus(Database(listen_url, postgres_pool_size=1, timeouts=timeouts),
-                              owns_db=True)
+    return PostgresMessageBus(db, listen_db=Database(listen_url, postgres_pool_size=1,
+                                                     timeouts=timeouts))

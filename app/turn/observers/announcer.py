@@ -1,6 +1,6 @@
 """Announces a finished turn's visible messages on the message bus (its user message unless
-hidden, and the assistant reply), from the transaction that stores them, so open thread
-event streams (in this process or, on PostgreSQL, any other) show them."""
+hidden, and the assistant reply) once the transaction that stores them committed, so open
+thread event streams (in this process or, on PostgreSQL, any other) show them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from app.answer.finish import TurnOutcome
 from app.answer.records import FinishedMessage
 from app.events.bus import MessageBus
 from app.events.notices import MessageNotice
-from app.store.notify import Notification
 from app.turn.observers.seam import TurnHandler, TurnView
 
 
@@ -30,12 +29,6 @@ class _AnnounceHandler(TurnHandler):
     def __init__(self, bus: MessageBus, notice: MessageNotice) -> None:
         self.bus = bus
         self.notice = notice
-
-    def notifications_in_finish(self) -> list[Notification]:
-        """PostgreSQL's bus: the NOTIFY, sent by the finish's own statement (no round trip
-        of its own while the finish holds its rows' locks)."""
-        notification = self.bus.notification(self.notice)
-        return [] if notification is None else [notification]
 
     async def after_finish(
         self, finished: FinishedMessage, outcome: TurnOutcome, *, stored: bool

@@ -9,7 +9,6 @@ call, and the `TurnOutcome` of the stream. Hooks run in this order:
 
     before_main              may add calls (title, summary) and context (summary, memories)
     on_warning               each MarkerFilter warning (sync, cheap)
-    notifications_in_finish  NOTIFYs for the statement that stores the message to send
     may_write_in_finish      before the finish: whether in_finish_transaction may write
     in_finish_transaction    inside the transaction that stores the message, in a savepoint
                              of its own: if it raises, its writes roll back, the failure is
@@ -34,7 +33,6 @@ from app.answer.records import CallRecord, FinishedMessage
 from app.context import ContextItem, build_msg_context, build_upstream_messages
 from app.observe.logging import get_logger
 from app.store.models import Message, Thread
-from app.store.notify import Notification
 from app.store.visibility import is_hidden
 from app.stream import FilterWarning
 from app.turn.rows import FinishedRow
@@ -120,12 +118,6 @@ class TurnHandler:
     ) -> None:
         """Writes that must commit with the message, or not at all. `row` is the message as
         stored and its thread as the finish read it, under the thread's lock."""
-
-    def notifications_in_finish(self) -> Sequence[Notification]:
-        """NOTIFYs to send with the message (PostgreSQL), by the statement that stores it:
-        a NOTIFY cannot fail there (its payload is checked before), and costs no round trip
-        of its own while the finish holds its rows' locks."""
-        return ()
 
     def may_write_in_finish(self, finished: FinishedMessage, outcome: TurnOutcome) -> bool:
         """Whether in_finish_transaction may have anything to do, asked before the finish:

@@ -13,7 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.answer.records import CallRecord, FinishedMessage
 from app.store.models import Message
-from app.store.notify import Notification
 from app.turn.rows.messages import HistoryRow
 from app.turn.rows.shapes import CallOpening, Opened, OpeningRequest, Refused
 
@@ -69,11 +68,9 @@ class TurnRows(Protocol):
         """The same opening as statements of the caller's transaction."""
 
     async def finish(self, finished: FinishedMessage,
-                     notifications: Sequence[Notification] = (),
                      hook: FinishHook | None = None) -> FinishedRow:
-        """The answer stored as finished, its calls and the day's rollup, with the
-        `notifications` sent (PostgreSQL's NOTIFY; SQLite has none) and `hook`'s writes in
-        the same transaction. Raises MessageNotFound (its thread was deleted) or
+        """The answer stored as finished, its calls and the day's rollup, with `hook`'s
+        writes in the same transaction. Raises MessageNotFound (its thread was deleted) or
         MessageAlreadyFinished (its usage must not be counted twice; or a sweep took the
         row over, and it stands), storing nothing: only a row still `streaming` is written."""
 

@@ -5,7 +5,7 @@ loop; a statement is atomic on its own. So the opening (the thread's UPDATE, whi
 and moves it to the top; the history the model is shown; the turn's rows; the cancel of the
 thread's follow-ups; the count of the user's other streams under the user's lock; the day's
 usage for a budget) is one statement, and so is the finish (the thread's UPDATE, the
-message's, its calls, the day's rollup, the observers' NOTIFYs). Both run in autocommit
+message's, its calls, the day's rollup). Both run in autocommit
 (Database.one_statement), or, when a guard or a hook must read or write in the same
 transaction, as a statement of that transaction.
 
@@ -54,7 +54,6 @@ from app.observe.logging import get_logger
 from app.store.db import Database, Runner
 from app.store.driver_statements import DriverStatement
 from app.store.models import Message, Thread, UserTokenUsage, detached, table_of, unattached
-from app.store.notify import Notification
 from app.store.ownership import by_key
 from app.turn.rows.branches import move_branch
 from app.turn.rows.contract import (
@@ -159,13 +158,12 @@ class PostgresTurnRows(AnswerThreads):
         return outcome
 
     async def finish(self, finished: FinishedMessage,
-                     notifications: Sequence[Notification] = (),
                      hook: FinishHook | None = None) -> FinishedRow:
         if hook is None:
             async with self.db.one_statement() as connection:
-                return await _finish(connection, finished, notifications)
+                return await _finish(connection, finished)
         async with self.db.transaction(quick=True) as session:
-            row = await _finish(session, finished, notifications)
+            row = await _finish(session, finished)
             await hook(session, row)
             return row
 
@@ -356,18 +354,14 @@ def _insert(who: str, at: Any, times: Any, admitted: list[tuple[Any, Any]], *,
             .returning(MESSAGES.c.created_at).cte(f"new_{who}"))
 
 
-async def _finish(runner: Runner, finished: FinishedMessage,
-                  notifications: Sequence[Notification]) -> FinishedRow:
+async def _finish(runner: Runner, finished: FinishedMessage) -> FinishedRow:
     """The finish's one statement. Raises MessageNotFound (its thread was deleted) or
     MessageAlreadyFinished (its usage must not be counted twice), having stored nothing."""
     params = finish_params(finished)
     calls = finished.llm_calls
     values = dict(params) | _recorded_values(calls, params["now"])
-    for k, notification in enumerate(notifications):
-        values |= {f"notice{k}_channel": notification.channel,
-                   f"notice{k}_payload": notification.payload}
     models = len(turn_rollup_values(utc_day(params["now"]), calls))
-    rows = await _finish_statement(len(calls), models, len(notifications)).rows(runner, values)
+    rows = await _finish_statement(len(calls), models).rows(runner, values)
     if not rows:
         found = await DriverStatement(MESSAGE_EXISTS).rows(runner, params)
         raise not_finished(finished.message_id, found=bool(found))
@@ -375,22 +369,19 @@ async def _finish(runner: Runner, finished: FinishedMessage,
 
 
 @functools.lru_cache(maxsize=64)
-def _finish_statement(calls: int, models: int, notices: int) -> DriverStatement:
-    """The finish, built once per count of calls, of models and of NOTIFYs: the thread's
-    UPDATE, then the message's, which waits for it (an EXISTS on it), so the thread's row is
-    locked before the message's as in every transaction that writes a thread's messages;
-    the calls and the rollup read the finished message, so nothing is recorded for a
-    message missing or finished already; each NOTIFY a column of the one row it returns, so
-    none is sent without a finished message."""
+def _finish_statement(calls: int, models: int) -> DriverStatement:
+    """The finish, built once per count of calls and of models: the thread's UPDATE, then
+    the message's, which waits for it (an EXISTS on it), so the thread's row is locked
+    before the message's as in every transaction that writes a thread's messages; the calls
+    and the rollup read the finished message, so nothing is recorded for a message missing
+    or finished already. No NOTIFY: the events bus sends its own after the commit
+    (app.store.notify says why)."""
     touched = TOUCH_THREAD_OF_MESSAGE.cte("touched")
     finished = FINISH_MESSAGE.where(exists().select_from(touched)).cte("finished")
     autonomy = select(touched.c.autonomy).scalar_subquery().label("thread_autonomy")
-    sent = [func.pg_notify(bindparam(f"notice{k}_channel", type_=String()),
-                           bindparam(f"notice{k}_payload", type_=String())).label(f"notice{k}")
-            for k in range(notices)]
     source = {"message_id": finished.c.id, "thread_id": finished.c.thread_id,
               "user_id": finished.c.user_id}
-    return DriverStatement(_recorded(select(autonomy, finished, *sent), source,
+    return DriverStatement(_recorded(select(autonomy, finished), source,
                                      finished.c.user_id, calls, models))
 
 

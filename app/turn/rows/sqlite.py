@@ -28,7 +28,6 @@ from app.keys.limits_repository import COUNT_OTHER_STREAMS
 from app.store.db import Database
 from app.store.driver_statements import DriverStatement
 from app.store.models import Message, Thread, UserTokenUsage, detached, table_of, unattached
-from app.store.notify import Notification
 from app.store.sqlite_writes import SqliteWrites
 from app.turn.rows.branches import BRANCH_TO
 from app.turn.rows.contract import (
@@ -136,10 +135,7 @@ class SqliteTurnRows(AnswerThreads):
             return rolled_back.refused
 
     async def finish(self, finished: FinishedMessage,
-                     notifications: Sequence[Notification] = (),
                      hook: FinishHook | None = None) -> FinishedRow:
-        if notifications:
-            raise ValueError("NOTIFY is PostgreSQL's")
         if hook is None:
             async with self.db.sqlite_writes() as writes:
                 return _finish(writes, finished)

@@ -1,6 +1,5 @@
-"""The finishing transaction of a turn: the message, its calls and the rollup (with the
-observers' NOTIFYs), and each observer's writes in a savepoint of its own, in ONE
-transaction.
+"""The finishing transaction of a turn: the message, its calls and the rollup, and each
+observer's writes in a savepoint of its own, in ONE transaction.
 
 A row must not stay `streaming` because of one bad moment: the transaction is retried inline
 (8 attempts from a 50 ms pause, doubling to 2 s: about 5 s, a database restart), then once
@@ -23,7 +22,6 @@ from app.kit.shield import run_detached
 from app.observe.logging import get_logger
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
-from app.store.notify import Notification
 from app.turn.observers.seam import TurnHandler
 from app.turn.rows import FinishedRow, TurnRows
 
@@ -43,11 +41,10 @@ class TurnStore:
     async def store(self, finished: FinishedMessage, outcome: TurnOutcome,
                     attempts: int = STORE_ATTEMPTS) -> StoreResult:
         """The transaction, retried on transient errors (deadlock, lost connection)."""
-        notifications = self._notifications()
         alone = not any(self._may_write(handler, finished, outcome) for handler in self.handlers)
         for attempt in range(1, attempts + 1):
             try:
-                await self._finish(finished, outcome, notifications, alone=alone)
+                await self._finish(finished, outcome, alone=alone)
                 return "stored"
             except MessageAlreadyFinished as exc:
                 log.warning("turn_store_skipped", reason=type(exc).__name__)
@@ -63,31 +60,19 @@ class TurnStore:
                         min(STORE_RETRY_PAUSE_MAX_S, STORE_RETRY_PAUSE_S * 2 ** (attempt - 1)))
         return "failed"
 
-    async def _finish(self, finished: FinishedMessage, outcome: TurnOutcome,
-                      notifications: list[Notification], *, alone: bool) -> None:
+    async def _finish(self, finished: FinishedMessage, outcome: TurnOutcome, *,
+                      alone: bool) -> None:
         """`alone` (no hook may write in it): the message's writes alone, then what a hook
         found to write after all; else one transaction with every hook's writes."""
         if alone:
-            row = await self.rows.finish(finished, notifications)
+            row = await self.rows.finish(finished)
             await self._write_after_finish(finished, outcome, row)
             return
 
         async def hooks(session: AsyncSession, row: FinishedRow) -> None:
             await self._write_in_finish(session, finished, outcome, row)
 
-        await self.rows.finish(finished, notifications, hooks)
-
-    def _notifications(self) -> list[Notification]:
-        """Every hook's NOTIFYs; one failing is logged and sends none (a failing hook never
-        costs the answer)."""
-        notifications: list[Notification] = []
-        for handler in self.handlers:
-            try:
-                notifications.extend(handler.notifications_in_finish())
-            except Exception as exc:
-                log.exception("turn_observer_failed", hook="notifications_in_finish",
-                              observer=type(handler).__name__, error=type(exc).__name__)
-        return notifications
+        await self.rows.finish(finished, hooks)
 
     @staticmethod
     def _may_write(handler: TurnHandler, finished: FinishedMessage, outcome: TurnOutcome

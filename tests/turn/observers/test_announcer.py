@@ -1,8 +1,15 @@
-"""A finished turn announced on the message bus, from the transaction that stores it."""
+"""A finished turn announced on the message bus once the transaction that stores it
+committed: the finish stays one statement with no NOTIFY in it (app.store.notify says why),
+and the bus then tells every process listening, this one included."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
 
 from app.answer.records import FinishedMessage
 from app.events.bus import make_message_bus
@@ -13,13 +20,24 @@ from app.turn.rows import turn_rows
 from app.turn.run.persist import TurnStore
 from tests.store.factories import call, new_thread, open_rows
 from tests.support.outcomes import complete_outcome
-from tests.support.statements import recorded_statements
 
 
-async def test_a_finish_announces_its_messages_from_its_one_statement(db: Database) -> None:
-    """On PostgreSQL the NOTIFY is sent by the store's one statement (no round trip of its
-    own while the finish holds its rows' locks), and every process listening hears of the
-    turn's two messages once it commits."""
+@contextmanager
+def statements_run(db: Database) -> Iterator[list[str]]:
+    """The SQL of each statement the database's engine runs while the block runs."""
+    seen: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    event.listen(db.engine.sync_engine, "before_cursor_execute", note)
+    try:
+        yield seen
+    finally:
+        event.remove(db.engine.sync_engine, "before_cursor_execute", note)
+
+
+async def test_a_finish_is_announced_once_it_is_committed(db: Database) -> None:
     thread = await new_thread(db)
     exchange = await open_rows(db, thread, "hello")
     assert exchange.user is not None
@@ -29,20 +47,26 @@ async def test_a_finish_announces_its_messages_from_its_one_statement(db: Databa
         user_message_id=exchange.user.id, user_text="hello",
         user_message_at=exchange.user.created_at, synthetic=False, hidden=False,
         thread_title=None, thread_summary=None, history=())
-    store = TurnStore(db, turn_rows(db), thread.user_id, [MessageAnnouncer(bus).open(view)])
+    handler = MessageAnnouncer(bus).open(view)
+    finished = FinishedMessage(exchange.assistant.id, "hi there", {}, "complete", [call()])
     await bus.start()
     try:
         with bus.subscribe(thread.id) as notices:
-            with recorded_statements(db) as statements:
-                result = await store.store(FinishedMessage(
-                    exchange.assistant.id, "hi there", {}, "complete", [call()]),
-                    complete_outcome())
-            assert result == "stored"
-            if db.backend == "postgresql":
-                assert [kind for kind, _ in statements if kind != "BEGIN"] == ["WITH"]
+            with statements_run(db) as storing:
+                result = await TurnStore(db, turn_rows(db), thread.user_id, [handler]).store(
+                    finished, complete_outcome())
+            assert notices.empty()  # nothing is announced by the store itself
+            with statements_run(db) as announcing:
+                await handler.after_finish(finished, complete_outcome(), stored=True)
                 notice = await asyncio.wait_for(notices.get(), 10)
-                assert notice.message_ids == (exchange.user.id, exchange.assistant.id)
-            else:  # delivered in process after commit (after_finish), nothing in the store
-                assert "SAVEPOINT" not in [kind for kind, _ in statements] and notices.empty()
     finally:
         await bus.stop()
+    assert result == "stored"
+    assert notice.message_ids == (exchange.user.id, exchange.assistant.id)
+    assert not any("pg_notify" in sql for sql in storing)
+    if db.backend == "postgresql":  # the NOTIFY: one statement of its own, in autocommit
+        assert len(storing) == 1 and storing[0].lstrip().startswith("WITH")
+        assert [sql.split()[0] for sql in announcing] == ["SELECT"]
+        assert "pg_notify" in announcing[0]
+    else:  # delivered in process
+        assert announcing == []

@@ -20,7 +20,6 @@ from app.store import ContentTooLong, ThreadBusy
 from app.store.db import Database
 from app.store.errors import MessageAlreadyFinished, MessageNotFound
 from app.store.models import LlmCall, Message, Thread, UserTokenUsage
-from app.store.notify import Notification, open_listener
 from app.threads import repository as threads_store
 from app.turn.rows import (
     DayBudget,
@@ -410,35 +409,6 @@ async def test_a_finish_is_one_statement_compiled_once(db: Database,
             LlmCall.message_id == opened.assistant.id).order_by(LlmCall.stage))).all()
     assert [tuple(row) for row in usage] == [("a", 120, 1), ("b", 12, 0)]
     assert stages == ["main", "title"]
-
-
-async def test_a_finish_sends_its_notifications_only_when_it_finishes(db: Database) -> None:
-    """A NOTIFY from the finish's statement reaches a listener once the finish commits; a
-    second finish of the message (refused) sends none. SQLite has no NOTIFY to send."""
-    opened = await open_rows(db, await new_thread(db), "one")
-    ping = Notification("chatgate_test_finish", f"finished {opened.assistant.id}")
-    rows = turn_rows(db)
-
-    def finished(message_id: uuid.UUID, content: str) -> FinishedMessage:
-        return FinishedMessage(message_id, content, {}, "complete", [call()])
-
-    if db.backend == "sqlite":
-        with pytest.raises(ValueError, match="PostgreSQL"):
-            await rows.finish(finished(opened.assistant.id, "reply"), [ping])
-        return
-    heard: asyncio.Queue[str] = asyncio.Queue()
-    listener = await open_listener(db, ping.channel, heard.put_nowait)
-    try:
-        await rows.finish(finished(opened.assistant.id, "reply"), [ping])
-        assert await asyncio.wait_for(heard.get(), 10) == ping.payload
-        with pytest.raises(MessageAlreadyFinished):
-            await rows.finish(finished(opened.assistant.id, "again"), [ping])
-        other = await open_rows(db, await new_thread(db), "two")
-        await rows.finish(finished(other.assistant.id, "other"),
-                          [Notification(ping.channel, "the next one")])
-        assert await asyncio.wait_for(heard.get(), 10) == "the next one"
-    finally:
-        await listener.close()
 
 
 @postgres_only("SQLite serialises write transactions; row locks are PostgreSQL's")

@@ -1,8 +1,8 @@
 """The turn repository's contract through PgBouncer in transaction mode: every test of
 test_contract.py again, on PostgreSQL behind a PgBouncer of the tests' own, with the store
-set for it (`transaction_pooler`: no statement kept on the server). A finish's NOTIFY goes
-through the pooler and reaches a listener on a direct connection, as the gateway listens
-(CHATGATE_DATABASE_LISTEN_URL)."""
+set for it (`transaction_pooler`: no statement kept on the server). The events bus's NOTIFY
+goes through the pooler and reaches a listener on a direct connection, as the gateway listens
+without Redis (CHATGATE_DATABASE_LISTEN_URL)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from app.answer.records import FinishedMessage
+from app.events.bus import PostgresMessageBus
+from app.events.notices import MessageNotice
 from app.store.db import Database
-from app.store.notify import Notification, open_listener
 from app.turn.rows import turn_rows
 from tests.store.factories import call, new_thread, open_rows
 from tests.support.databases import drop_database, make_fresh_database_url
@@ -23,8 +24,6 @@ from tests.turn.rows.test_contract import *  # noqa: F403 (the contract, run aga
 
 pytestmark = pytest.mark.postgres
 
-#: LISTEN cannot go through the pooler: the direct listener's version is below.
-del test_a_finish_sends_its_notifications_only_when_it_finishes  # noqa: F821
 CONTRACT = [name for name in dir(test_contract) if name.startswith("test_")]
 
 
@@ -56,20 +55,23 @@ async def db(bouncer: PgBouncer, direct_url: str) -> AsyncIterator[Database]:
 
 def test_the_whole_contract_runs_here() -> None:
     here = {name for name in globals() if name.startswith("test_")}
-    assert set(CONTRACT) - here == {"test_a_finish_sends_its_notifications_only_when_it_finishes"}
+    assert set(CONTRACT) - here == set()
 
 
-async def test_a_finish_through_the_pooler_notifies_a_direct_listener(
+async def test_a_notice_through_the_pooler_reaches_a_direct_listener(
         db: Database, direct_url: str) -> None:
-    opened = await open_rows(db, await new_thread(db), "one")
-    ping = Notification("chatgate_test_finish", f"finished {opened.assistant.id}")
-    direct = Database(direct_url)
-    heard: asyncio.Queue[str] = asyncio.Queue()
-    listener = await open_listener(direct, ping.channel, heard.put_nowait)
+    """The bus sends its NOTIFY through the pooler once a finish committed; its LISTEN is on
+    the direct connection."""
+    thread = await new_thread(db)
+    opened = await open_rows(db, thread, "one")
+    await turn_rows(db).finish(
+        FinishedMessage(opened.assistant.id, "reply", {}, "complete", [call()]))
+    bus = PostgresMessageBus(db, listen_db=Database(direct_url))
+    await bus.start()
     try:
-        await turn_rows(db).finish(
-            FinishedMessage(opened.assistant.id, "reply", {}, "complete", [call()]), [ping])
-        assert await asyncio.wait_for(heard.get(), 10) == ping.payload
+        with bus.subscribe(thread.id) as notices:
+            bus.announce_after_commit(MessageNotice(thread.id, (opened.assistant.id,)))
+            notice = await asyncio.wait_for(notices.get(), 10)
     finally:
-        await listener.close()
-        await direct.dispose()
+        await bus.stop()
+    assert notice.message_ids == (opened.assistant.id,)
