@@ -26,7 +26,6 @@ from app.gateway.runtime import Runtime
 from app.store.db import Database
 from app.store.errors import ThreadBusy
 from app.store.models import LlmCall, Thread, UserTokenUsage
-from app.store.notify import Notification
 from app.threads import repository as thread_store
 from app.threads import repository as threads_store
 from app.turn.admission.opening import ThreadNotFound
@@ -320,18 +319,19 @@ async def test_a_failing_hook_is_rolled_back_alone_and_costs_no_answer(runtime: 
     assert stored is not None and stored.title != "written by a broken hook"
 
 
-class BrokenNotifier(TurnHandler):
-    """Fails to say what NOTIFYs the finish should send."""
+class BrokenAnnouncer(TurnHandler):
+    """Fails once the message is stored (as a bus that cannot send its notice would)."""
 
     def open(self, view: TurnView) -> TurnHandler:
         return self
 
-    def notifications_in_finish(self) -> list[Notification]:
-        raise RuntimeError("notifier failed")
+    async def after_finish(self, finished: FinishedMessage, outcome: TurnOutcome, *,
+                           stored: bool) -> None:
+        raise RuntimeError("announcer failed")
 
 
-async def test_a_failing_notifier_costs_no_answer(runtime: Runtime) -> None:
-    runtime.turn_deps.observers[:0] = [BrokenNotifier()]
+async def test_a_failing_announcer_costs_no_answer(runtime: Runtime) -> None:
+    runtime.turn_deps.observers[:0] = [BrokenAnnouncer()]
     thread = await _thread(runtime.db)
     with structlog.testing.capture_logs() as logs:
         turn = await open_turn(runtime.turn_deps, "svc", thread.id, "short answer please")
@@ -341,7 +341,7 @@ async def test_a_failing_notifier_costs_no_answer(runtime: Runtime) -> None:
     assert rows[-1].status == "complete" and rows[-1].content
     assert [(line["hook"], line["observer"]) for line in logs
             if line["event"] == "turn_observer_failed"] == [
-        ("notifications_in_finish", "BrokenNotifier")]
+        ("after_finish", "BrokenAnnouncer")]
 
 
 async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime) -> None:
