@@ -206,7 +206,7 @@ async def revoke(database_url: str, plaintext: str) -> None:
     db = Database(database_url)
     try:
         async with db.transaction() as session:
-            row = await api_keys.authenticate(session, plaintext)
+            row = await api_keys.live_key(session, plaintext)
             assert row is not None
             assert await api_keys.revoke_key(session, row.id)
     finally:

@@ -23,7 +23,7 @@ CUT_WITHIN_S = 5.0
 
 async def _revoke(db: Database, plaintext: str) -> None:
     async with db.transaction() as session:
-        key = await api_keys.authenticate(session, plaintext)
+        key = await api_keys.live_key(session, plaintext)
         assert key is not None
         assert await api_keys.revoke_key(session, key.id)
 
