@@ -3,10 +3,9 @@ message. The NOTIFY is a statement of its own, sent once the messages' transacti
 committed (a listener never hears of a row it cannot read yet), never a statement of that
 transaction: a transaction that sends NOTIFY takes PostgreSQL's one database-wide notify lock
 at commit and holds it to the end of its commit, so every writing transaction that notifies
-waits on every other. Measured here (PostgreSQL 15, 20 clients, a one-row UPDATE a
-transaction): 9,100 commits a second; with a NOTIFY in each transaction 3,200-3,550; with
-the NOTIFY after each commit 7,000. SQLite has no such thing (app.events delivers in process
-there)."""
+waits on every other: scripts/bench_notify.sh measures about a third of the commits a second
+with a NOTIFY in each transaction, three quarters with it after each commit. SQLite has no
+such thing (app.events delivers in process there)."""
 
 from __future__ import annotations
 
