@@ -63,6 +63,14 @@ class MessageBus:
             except asyncio.QueueFull:
                 log.warning("event_subscriber_lagging", thread_id=str(notice.thread_id))
 
+    def deliver_payload(self, payload: str) -> None:
+        """A notice as another process sent it (a NOTIFY's or a Redis message's payload)."""
+        notice = decode_notice(payload)
+        if notice is None:
+            log.warning("message_bus_bad_payload", payload=payload[:200])
+            return
+        self.deliver(notice)
+
     async def start(self) -> None:
         """Connect what the bus needs (nothing in process)."""
 
@@ -114,11 +122,8 @@ class PostgresMessageBus(MessageBus):
 
     async def stop(self) -> None:
         await self._sent()
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
+        await _cancelled(self._watch)
+        self._watch = None
         if self._listener is not None:
             with contextlib.suppress(Exception):
                 await self._listener.close()
@@ -139,15 +144,8 @@ class PostgresMessageBus(MessageBus):
 
     async def _listen(self) -> None:
         self._listener = await notify.open_listener(self._listen_db or self._db, self._channel,
-                                                    self._on_payload)
+                                                    self.deliver_payload)
         log.info("message_bus_listening", channel=self._channel)
-
-    def _on_payload(self, payload: str) -> None:
-        notice = decode_notice(payload)
-        if notice is None:
-            log.warning("message_bus_bad_payload", payload=payload[:200])
-            return
-        self.deliver(notice)
 
     async def _keep_listening(self) -> None:
         while True:
@@ -183,14 +181,11 @@ class RedisMessageBus(MessageBus):
 
     async def start(self) -> None:
         self._listening = asyncio.create_task(redis_channel.listen(
-            self._client, self._channel, self._on_payload, self._outage, what="listen"))
+            self._client, self._channel, self.deliver_payload, self._outage, what="listen"))
 
     async def stop(self) -> None:
         await self._sent()
-        if self._listening is not None:
-            self._listening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listening
+        await _cancelled(self._listening)
         await self._client.aclose()
 
     def announce_after_commit(self, notice: MessageNotice) -> None:
@@ -203,12 +198,13 @@ class RedisMessageBus(MessageBus):
         except REDIS_ERRORS as exc:
             self._outage.failed("publish", exc)
 
-    def _on_payload(self, payload: str) -> None:
-        notice = decode_notice(payload)
-        if notice is None:
-            log.warning("message_bus_bad_payload", payload=payload[:200])
-            return
-        self.deliver(notice)
+
+async def _cancelled(task: asyncio.Task[None] | None) -> None:
+    """A listening task cancelled and over."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def make_message_bus(db: Database, *, listen_url: str | None = None,
