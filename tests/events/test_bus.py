@@ -29,11 +29,7 @@ async def test_a_finish_is_heard_by_every_process_through_redis(
     buses = [make_message_bus(db, redis_url=REDIS_URL, redis_prefix=redis_prefix)
              for _ in range(2)]
     finishing, other = buses
-    view = TurnView(
-        user_id=thread.user_id, thread_id=thread.id, message_id=exchange.assistant.id,
-        user_message_id=exchange.user.id, user_text="hello",
-        user_message_at=exchange.user.created_at, synthetic=False, hidden=False,
-        thread_title=None, thread_summary=None, history=())
+    view = TurnView.of(thread, exchange.user, exchange.assistant, [])
     handler = MessageAnnouncer(finishing).open(view)
     for bus in buses:
         await bus.start()

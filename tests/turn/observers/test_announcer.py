@@ -42,11 +42,7 @@ async def test_a_finish_is_announced_once_it_is_committed(db: Database) -> None:
     exchange = await open_rows(db, thread, "hello")
     assert exchange.user is not None
     bus = make_message_bus(db)
-    view = TurnView(
-        user_id=thread.user_id, thread_id=thread.id, message_id=exchange.assistant.id,
-        user_message_id=exchange.user.id, user_text="hello",
-        user_message_at=exchange.user.created_at, synthetic=False, hidden=False,
-        thread_title=None, thread_summary=None, history=())
+    view = TurnView.of(thread, exchange.user, exchange.assistant, [])
     handler = MessageAnnouncer(bus).open(view)
     finished = FinishedMessage(exchange.assistant.id, "hi there", {}, "complete", [call()])
     await bus.start()
