@@ -64,6 +64,11 @@ def one_database_two_ways() -> Iterator[tuple[str, str, TcpProxy]]:
             drop_database(url)
 
 
+def _started(start: StartGatewayProcess, demo: DemoLlm, url: str) -> GatewayProcess:
+    """A gateway process of these tests on the database at `url` (direct or proxied)."""
+    return start("postgresql", upstream=demo, env=ENV, database_url=url)
+
+
 async def _row(url: str, message_id: str) -> Message:
     db = Database(url)
     try:
@@ -107,10 +112,8 @@ async def test_a_partitioned_owner_ends_its_answer_before_another_process_takes_
     slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
 ) -> None:
     with one_database_two_ways() as (direct, proxied, proxy):
-        owner = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
-                                      database_url=proxied)
-        sweeper = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
-                                        database_url=direct)
+        owner = _started(start_gateway_process, slow_demo_llm, proxied)
+        sweeper = _started(start_gateway_process, slow_demo_llm, direct)
         key = await sweeper.api_key("fenced")
         deltas: list[tuple[float, str]] = []
         end: tuple[float, dict[str, Any]] | None = None
@@ -154,10 +157,8 @@ async def test_a_partitioned_owner_ends_a_v1_call_in_a_thread_before_another_tak
     slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
 ) -> None:
     with one_database_two_ways() as (direct, proxied, proxy):
-        owner = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
-                                      database_url=proxied)
-        sweeper = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
-                                        database_url=direct)
+        owner = _started(start_gateway_process, slow_demo_llm, proxied)
+        sweeper = _started(start_gateway_process, slow_demo_llm, direct)
         key = await sweeper.api_key("fenced-v1")
         deltas: list[tuple[float, str]] = []
         told: tuple[float, openai.APIError] | None = None
@@ -203,10 +204,8 @@ async def test_a_partitioned_sweeper_never_takes_over_a_live_answer(
     slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
 ) -> None:
     with one_database_two_ways() as (direct, proxied, proxy):
-        owner = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
-                                      database_url=direct)
-        sweeper = start_gateway_process("postgresql", upstream=slow_demo_llm, env=ENV,
-                                        database_url=proxied)
+        owner = _started(start_gateway_process, slow_demo_llm, direct)
+        sweeper = _started(start_gateway_process, slow_demo_llm, proxied)
         key = await owner.api_key("steady")
         text, ends, healed = "", [], False
         async with owner.client(key, timeout=60) as a, sweeper.client(key, timeout=60) as b:

@@ -12,32 +12,11 @@ from playwright.async_api import Browser, expect
 
 from app.demo_llm.scenarios import split_context
 from tests.support.gateway import DemoLlm, StartGateway
+from tests.support.models_files import two_models
 from tests.web.conftest import browser  # noqa: F401 - the shared Chromium fixture
 from tests.web.page_helpers import BROWSER_TESTS, VIEWPORTS, Viewport, send, sized_page
 
 pytestmark = BROWSER_TESTS
-
-
-def two_models(tmp_path: Path, demo: DemoLlm) -> str:
-    path = tmp_path / "models.toml"
-    path.write_text(f"""
-[servers.a]
-base_url = "{demo.base_url}"
-
-[servers.b]
-base_url = "{demo.base_url}"
-
-[[models]]
-name = "first"
-server = "a"
-model_id = "demo-1"
-
-[[models]]
-name = "second"
-server = "b"
-model_id = "demo-2"
-""")
-    return str(path)
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=[v.name for v in VIEWPORTS])

@@ -17,11 +17,7 @@ import pytest
 from tests.e2e.helpers import new_thread, wait_for_status
 from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway
 from tests.support.waits import until
-
-LONG = [{"role": "user", "content": "[long] tell me everything"}]
-#: What a cut must take at most: the whole [long] answer at the slow demo model's 10 ms a
-#: delta takes some 9 s.
-CUT_WITHIN_S = 5.0
+from tests.turn.openai.cut_streams import CUT_WITHIN_S, LONG, cut_mid_stream
 
 
 async def fence(gateway: InProcessGateway) -> None:
@@ -38,20 +34,9 @@ async def test_a_stream_without_a_thread_raises_database_unreachable_and_is_bill
     gateway = start_gateway(live_backend, upstream=slow_demo_llm,
                             env={"CHATGATE_TITLE_CALLS": "false"})
     key = await gateway.api_key("cut-off")
-    seen, fenced = "", False
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key,
-                                  max_retries=0) as client:
-        stream = await client.chat.completions.create(model="demo-1", messages=LONG,
-                                                      stream=True)
-        with pytest.raises(openai.APIError) as caught:
-            async with asyncio.timeout(CUT_WITHIN_S):
-                async for chunk in stream:
-                    seen += (chunk.choices[0].delta.content or "") if chunk.choices else ""
-                    if seen and not fenced:
-                        await fence(gateway)
-                        fenced = True
-    assert type(caught.value) is openai.APIError  # raised from the stream, not a status
-    assert caught.value.code == "database_unreachable"  # type: ignore[attr-defined]
+    seen, error = await cut_mid_stream(gateway, key, lambda: fence(gateway))
+    assert type(error) is openai.APIError  # raised from the stream, not a status
+    assert error.code == "database_unreachable"  # type: ignore[attr-defined]
     assert 0 < len(seen) < 2000  # far from the whole [long] answer
     await until(lambda: len(gateway.runtime.turn_deps.running) == 0,
                 what="the call's finish is over")

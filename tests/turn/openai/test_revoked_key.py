@@ -14,11 +14,7 @@ from app.keys import repository as api_keys
 from app.store.db import Database
 from tests.e2e.helpers import new_thread, wait_for_status
 from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway
-
-LONG = [{"role": "user", "content": "[long] tell me everything"}]
-#: What a cut must take at most: the check runs every 0.1 s; the whole [long] answer at the
-#: slow demo model's 10 ms a delta takes some 9 s.
-CUT_WITHIN_S = 5.0
+from tests.turn.openai.cut_streams import CUT_WITHIN_S, LONG, cut_mid_stream
 
 
 async def _revoke(db: Database, plaintext: str) -> None:
@@ -49,20 +45,9 @@ async def test_a_stream_whose_key_is_revoked_raises_in_the_sdk(
 ) -> None:
     gateway = started(start_gateway, live_backend, slow_demo_llm)
     key = await gateway.api_key("mallory")
-    seen, revoked = "", False
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key,
-                                  max_retries=0) as client:
-        stream = await client.chat.completions.create(model="demo-1", messages=LONG,
-                                                      stream=True)
-        with pytest.raises(openai.APIError) as caught:
-            async with asyncio.timeout(CUT_WITHIN_S):
-                async for chunk in stream:
-                    seen += (chunk.choices[0].delta.content or "") if chunk.choices else ""
-                    if seen and not revoked:
-                        await revoke(gateway, key)
-                        revoked = True
-    assert type(caught.value) is openai.APIError  # raised from the stream, not a status
-    assert caught.value.body == {"message": "the API key was revoked",
+    seen, error = await cut_mid_stream(gateway, key, lambda: revoke(gateway, key))
+    assert type(error) is openai.APIError  # raised from the stream, not a status
+    assert error.body == {"message": "the API key was revoked",
                                  "type": "invalid_request_error", "param": None,
                                  "code": "key_revoked"}
     assert 0 < len(seen) < 2000  # far from the whole [long] answer

@@ -13,30 +13,7 @@ from app.demo_llm.scenarios import split_context
 from tests.e2e.helpers import messages, new_thread
 from tests.scripts.test_keys_cli import create_key, keys_cli, unique
 from tests.support.gateway import DemoLlm, post_turn, same_loop_gateway
-
-
-def two_models(tmp_path: Path, demo: DemoLlm) -> str:
-    """`first` and `second` (asked upstream as demo-2), each on a server of its own name
-    (both the one demo model server)."""
-    path = tmp_path / "models.toml"
-    path.write_text(f"""
-[servers.a]
-base_url = "{demo.base_url}"
-
-[servers.b]
-base_url = "{demo.base_url}"
-
-[[models]]
-name = "first"
-server = "a"
-model_id = "demo-1"
-
-[[models]]
-name = "second"
-server = "b"
-model_id = "demo-2"
-""")
-    return str(path)
+from tests.support.models_files import two_models
 
 
 async def turn_with(client: httpx.AsyncClient, thread: str, text: str, model: str) -> str:
