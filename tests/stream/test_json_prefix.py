@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from app.stream.decode import decode_object
@@ -67,7 +67,7 @@ def test_automaton_agrees_with_recursive_descent(data: st.DataObject, text: str)
         assert decode_object(text[: got[1]]) == json.loads(text[: got[1]])
 
 
-@settings(SETTINGS, max_examples=400)
+@property_settings(max_examples=400)
 @given(data=st.data(), value=st.dictionaries(st.text(max_size=5), json_values, max_size=5))
 def test_serialised_objects_complete_exactly_at_their_end(data: st.DataObject, value: Any) -> None:
     indent = data.draw(st.sampled_from([None, 0, 2, "\t"]))

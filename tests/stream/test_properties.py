@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from app.stream import strip_markers
@@ -12,7 +12,7 @@ from tests.stream.streaming import one_char_chunks, plain_hold_ok, stream
 from tests.support.properties import property_settings
 
 MAIN = property_settings(max_examples=3000)
-SIDE = settings(MAIN, max_examples=2000)
+SIDE = property_settings(max_examples=2000)
 
 
 @MAIN

@@ -3,7 +3,7 @@ input and any chunking of either channel."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from app.stream import MarkerFilter
@@ -14,7 +14,7 @@ from tests.stream.reasoning_streaming import reference_split, stream_split
 from tests.support.properties import property_settings
 
 MAIN = property_settings(max_examples=1500)
-SIDE = settings(MAIN, max_examples=800)
+SIDE = property_settings(max_examples=800)
 
 TAGS = ["<think>", "</think>", "<think", "</think", "<thin", "</", "<", "<Think>",
         "<thinking>", "</think >", "<think type=\"x\">", "think>", ">"]
