@@ -2,16 +2,17 @@
 
     .venv/bin/python scripts/bench_gateway.py [--turns 60] [--tokens 100] [--pace-ms 10]
         [--concurrency 1,10,100,500] [--open-streams 200] [--database-url URL]
-        [--long-tokens 1000] [--history 100] [--workers 2] [--users 1] [--sample-waits]
+        [--long-tokens 1000] [--history 100] [--cost-rounds 5] [--settle-turns 30]
+        [--workers 2] [--users 1] [--sample-waits]
         [--redis-url URL]
         [--rates 60,120]
         [--baseline-root DIR] [--litellm]
         [--compare URL [--compare-pid PID] [--upstream-port PORT]] [--max-seconds 600]
         [--rss-settle-s 11] [--gateway-cores 0]
 
-Starts a small OpenAI-compatible upstream (this script, `--serve-upstream`, see
-scripts/bench_upstream.py) and the gateway (uvicorn, auth off, no title or summary calls,
-logs at the default level, a scratch SQLite file unless --database-url). The upstream streams
+Starts a small OpenAI-compatible upstream (scripts/bench_upstream.py, a process of its own) and
+the gateway (uvicorn, auth off, no title or summary calls, logs at the default level, a
+scratch SQLite file unless --database-url), side by side. The upstream streams
 as a model does: `--tokens` tokens an answer, each its own SSE event in its own write,
 `--pace-ms` apart (10 ms by default; a turn then lasts tokens x pace, 1 s at the defaults), so
 that the gateway reads, filters and writes one token at a time; `--pace-ms 0` writes an
@@ -35,7 +36,8 @@ It then measures, interleaving the direct upstream and the gateway in the same r
   (the gateway returns freed memory to the system every 10 s); `--open-streams 0` skips it;
 - linear cost: CPU per turn of a `--long-tokens` answer against a `--tokens` one, and of a
   turn on a thread with `--history` prior messages against one on a fresh thread (0 skips
-  either; paced, a long answer lasts long-tokens x pace);
+  either; paced, a long answer lasts long-tokens x pace), each the median of `--cost-rounds`
+  rounds, the history's after `--settle-turns` uncounted turns a round;
 - workers: turns per second of a second gateway with `--workers` uvicorn workers against the
   one-process gateway, interleaved, with the direct upstream's rate as the ceiling, the load
   generator's own CPU per turn (it shares the cores), and the cores' headroom: how many times
@@ -124,21 +126,23 @@ from app.store.models import GatewayProcess, Message  # noqa: E402
 from app.turn.rows import Opened, OpeningRequest, turn_rows  # noqa: E402
 from app.upstream.transport import AiohttpTransport  # noqa: E402
 from scripts import bench_litellm  # noqa: E402
-from scripts.bench_upstream import free_port, serve_upstream  # noqa: E402
+from scripts.bench_upstream import free_port  # noqa: E402
 
 app = typer.Typer(add_completion=False)
 console = Console()
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-START_TIMEOUT_S = 30.0
+#: How long a server may take to answer: several start side by side (the gateways of the
+#: workers step, three processes importing at once), on a machine that may be busy.
+START_TIMEOUT_S = 60.0
 #: The open-streams step stops waiting for more streams once none started for this long (or
 #: all did), and measures the streams open then.
 OPEN_STALL_S = 15.0
 #: How long a step waits for the streams a former step left (the resume grace is 30 s).
 DRAIN_WAIT_S = 90.0
-#: Rounds of each linear-cost measurement: CPU per turn moves by a fifth between runs of a
-#: few seconds on a shared machine, as much as the differences measured.
+#: Rounds of each linear-cost measurement (`--cost-rounds`): CPU per turn moves by a fifth
+#: between runs of a few seconds on a shared machine, as much as the differences measured.
 COST_ROUNDS = 5
-#: Turns run after seeding a history, not counted (see Bench.history_cost).
+#: Turns run after seeding a history, not counted (`--settle-turns`, see Bench.history_cost).
 SETTLE_TURNS = 30
 #: A clean refusal of an overloaded gateway: 503 with one of these codes and a Retry-After.
 REFUSAL_CODES = ("gateway_busy", "database_unavailable")
@@ -197,15 +201,51 @@ def rss_kb(pid: int) -> int:
 
 def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = START_TIMEOUT_S
              ) -> None:
+    """Until `url` answers 200. One client polls: a new one a poll (httpx.get) builds its TLS
+    context each time, about 25 ms of CPU, half a core at this pace taken from the process
+    being waited for, which is importing on the same cores."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{url}: the process exited with {process.returncode}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        time.sleep(0.05)
+    with httpx.Client(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{url}: the process exited with {process.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(url).status_code == 200:
+                    return
+            time.sleep(0.05)
     raise RuntimeError(f"{url} did not come up in {timeout} s")
+
+
+@contextlib.contextmanager
+def running(argv: list[str], env: dict[str, str], cwd: Path = ROOT, log: Path | None = None
+            ) -> Iterator[subprocess.Popen[bytes]]:
+    """A process, started and not waited for (see once_up), stopped at the end: SIGTERM, then
+    SIGKILL after 10 s. With `log`, its output goes there."""
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(log.open("wb")) if log else subprocess.DEVNULL
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=out)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def once_up(process: subprocess.Popen[bytes], health: str, timeout: float = START_TIMEOUT_S,
+            log: Path | None = None) -> int:
+    """A running server process's pid once its health URL answers; with `log`, the end of
+    its output is in the error when it does not come up. Servers all started (running)
+    before the first is waited for import side by side, on every core, not one after
+    another."""
+    try:
+        wait_for(health, process, timeout)
+    except RuntimeError as error:
+        tail = log.read_text(errors="replace")[-3000:] if log else ""
+        raise RuntimeError(f"{error}{chr(10) + tail if tail else ''}") from None
+    return process.pid
 
 
 @contextlib.contextmanager
@@ -213,22 +253,8 @@ def started(argv: list[str], env: dict[str, str], health: str, cwd: Path = ROOT,
             timeout: float = START_TIMEOUT_S, log: Path | None = None) -> Iterator[int]:
     """A loopback server process, up (its health URL answers); yields its pid. With `log`,
     its output goes there, and the end of it into the error when it does not come up."""
-    with contextlib.ExitStack() as files:
-        out = files.enter_context(log.open("wb")) if log else subprocess.DEVNULL
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=out)
-    try:
-        try:
-            wait_for(health, process, timeout)
-        except RuntimeError as error:
-            tail = log.read_text(errors="replace")[-3000:] if log else ""
-            raise RuntimeError(f"{error}{chr(10) + tail if tail else ''}") from None
-        yield process.pid
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with running(argv, env, cwd, log) as process:
+        yield once_up(process, health, timeout, log)
 
 
 @dataclass(frozen=True)
@@ -258,6 +284,13 @@ class Pinning:
         """This process to the other cores, before it starts the upstream (which inherits
         them)."""
         os.sched_setaffinity(0, self.others)
+
+    def starting(self, pid: int) -> None:
+        """A gateway just started: it inherits this process's cores (the others' alone), and
+        would import there, its workers too; on every core until it answers (apply_to). One
+        that has already exited is left to once_up to report."""
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(pid, self.gateway | self.others)
 
     def apply_to(self, pid: int) -> None:
         """Every thread of a started gateway and of its workers to the gateway's cores (the
@@ -535,31 +568,33 @@ class Bench:
         await run_batch(turn, self.client, targets, 10, self.deadline)
         return (cpu_seconds(self.gateway_pid) - before) * 1000 / len(targets)
 
-    async def long_answer_cost(self, turns: int, tokens: int, long_tokens: int
-                               ) -> tuple[float, float]:
-        """(ms per `tokens` turn, ms per `long_tokens` turn): the medians of COST_ROUNDS
-        rounds of `turns` // 2 turns each, interleaved."""
+    async def long_answer_cost(self, turns: int, tokens: int, long_tokens: int,
+                               rounds: int = COST_ROUNDS) -> tuple[float, float]:
+        """(ms per `tokens` turn, ms per `long_tokens` turn): the medians of `rounds` rounds
+        of `turns` // 2 turns each, interleaved."""
         short, long = [], []
-        for _ in range(COST_ROUNDS):
+        for _ in range(rounds):
             short.append(await self.gateway_cpu(await self.threads(turns // 2), "hello"))
             long.append(await self.gateway_cpu(await self.threads(turns // 2),
                                                f"hello [tokens={long_tokens}]"))
         return statistics.median(short), statistics.median(long)
 
-    async def history_cost(self, turns: int, history: int, database_url: str
+    async def history_cost(self, turns: int, history: int, database_url: str,
+                           rounds: int = COST_ROUNDS, settle_turns: int = SETTLE_TURNS
                            ) -> tuple[float, float]:
         """(ms per turn on a fresh thread, ms per turn on a thread with `history` prior
-        messages): the medians of COST_ROUNDS rounds. Each round seeds its threads, runs
-        SETTLE_TURNS turns it does not count, then measures both kinds, each going first
+        messages): the medians of `rounds` rounds. Each round seeds its threads, runs
+        `settle_turns` turns it does not count, then measures both kinds, each going first
         in every other round. The first turns after a seeding pay for what its writes leave
         (the log's checkpoint, the page cache read again), and a turn's inserts cost more
         as the database grows: so both kinds run on a database of the same size, after the
         same settling."""
         fresh, seeded = [], []
-        for round_ in range(COST_ROUNDS):
+        for round_ in range(rounds):
             targets = await self.threads(turns // 2)
             await seed_history(database_url, targets, history)
-            await self.gateway_cpu(await self.threads(SETTLE_TURNS), "hello")
+            if settle_turns:
+                await self.gateway_cpu(await self.threads(settle_turns), "hello")
             fresh_targets = await self.threads(turns // 2)
             fresh_first = round_ % 2 == 0
             if not fresh_first:
@@ -1042,6 +1077,8 @@ class Extra:
     history: int
     database_url: str
     rates: list[float]
+    rounds: int = COST_ROUNDS
+    settle_turns: int = SETTLE_TURNS
 
 
 async def measure(bench: Bench, sides: list[Side], turns: int, levels: list[int],
@@ -1084,13 +1121,15 @@ async def report_rss(bench: Bench, open_streams: int) -> None:
 
 async def report_linear_cost(bench: Bench, turns: int, extra: Extra) -> None:
     if extra.long_tokens:
-        short, long = await bench.long_answer_cost(turns, extra.tokens, extra.long_tokens)
+        short, long = await bench.long_answer_cost(turns, extra.tokens, extra.long_tokens,
+                                                   extra.rounds)
         console.print(f"CPU per turn, {extra.tokens} vs {extra.long_tokens} tokens: "
                       f"{short:.1f} ms vs {long:.1f} ms, ratio {ratio_text(long, short)} "
                       f"(tokens ratio {extra.long_tokens / extra.tokens:.0f}x)",
                       highlight=False)
     if extra.history:
-        fresh, seeded = await bench.history_cost(turns, extra.history, extra.database_url)
+        fresh, seeded = await bench.history_cost(turns, extra.history, extra.database_url,
+                                                 extra.rounds, extra.settle_turns)
         console.print(f"CPU per turn, fresh thread vs {extra.history} prior messages: "
                       f"{fresh:.1f} ms vs {seeded:.1f} ms, added {seeded - fresh:+.1f} ms",
                       highlight=False)
@@ -1138,17 +1177,21 @@ def start_all(stack: contextlib.ExitStack, plan: Plan, scratch: Path,
     up_port, gw_port = plan.upstream_port or free_port(), free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
     gateway = f"http://127.0.0.1:{gw_port}"
-    up_argv = [sys.executable, str(Path(__file__)), "--serve-upstream", str(up_port),
-               "--tokens", str(plan.tokens), "--pace-ms", str(plan.pace_ms)]
-    up = stack.enter_context(started(up_argv, dict(os.environ),
-                                     f"http://127.0.0.1:{up_port}/healthz"))
-    gw = stack.enter_context(started(gateway_argv(gw_port), gateway_env(upstream, url),
-                                     f"{gateway}/healthz"))
+    up_process = stack.enter_context(running(upstream_argv(up_port, plan.tokens, plan.pace_ms),
+                                             dict(os.environ)))
+    gw_process = stack.enter_context(running(gateway_argv(gw_port),
+                                             gateway_env(upstream, url)))
+    if pinning is not None:
+        pinning.starting(gw_process.pid)
+    baseline = (start_baseline(stack, plan.baseline_root, upstream, url, scratch)
+                if plan.baseline_root is not None else None)
+    up = once_up(up_process, f"http://127.0.0.1:{up_port}/healthz")
+    gw = once_up(gw_process, f"{gateway}/healthz")
     run = Started(upstream, gateway, up, gw, url, [
         Side("direct upstream", "direct", upstream, up),
         Side(f"gateway {tree_commit(ROOT)}", "gateway", gateway, gw, native=True)])
-    if plan.baseline_root is not None:
-        run.sides.append(start_baseline(stack, plan.baseline_root, upstream, url, scratch))
+    if baseline is not None:
+        run.sides.append(baseline())
     if plan.litellm:
         run.sides.append(start_litellm(stack, upstream, scratch))
     if plan.compare_url:
@@ -1171,10 +1214,18 @@ def tree_commit(root: Path) -> str:
     return commit + ("+" if git("diff", "--quiet", "HEAD").returncode else "")
 
 
+def upstream_argv(port: int, tokens: int, pace_ms: float) -> list[str]:
+    """The bench upstream as a process of its own (scripts/bench_upstream.py), which imports
+    none of what this script does."""
+    return [sys.executable, str(Path(__file__).with_name("bench_upstream.py")), str(port),
+            "--tokens", str(tokens), "--pace-ms", str(pace_ms)]
+
+
 def start_baseline(stack: contextlib.ExitStack, root: Path, upstream: str, url: str,
-                   scratch: Path) -> Side:
+                   scratch: Path) -> Callable[[], Side]:
     """Another tree's gateway (`--baseline-root`) on the same venv's python, that tree first
-    on its path, on a database of its own migrated by that tree's code."""
+    on its path, on a database of its own migrated by that tree's code. Started, not waited
+    for: the result gives its side once it answers."""
     root = root.resolve()
     env = {**gateway_env(upstream, "unset"), "PYTHONPATH": str(root)}
     where = subprocess.run([sys.executable, "-c", "import app; print(app.__file__)"], cwd=root,
@@ -1187,11 +1238,15 @@ def start_baseline(stack: contextlib.ExitStack, root: Path, upstream: str, url: 
                    timeout=300)
     port = free_port()
     factory = factory_of(root) or FACTORIES[0][1]
-    pid = stack.enter_context(started(gateway_argv(port, factory), env,
-                                      f"http://127.0.0.1:{port}/healthz",
-                                      cwd=root, log=scratch / "baseline.log"))
-    return Side(f"baseline {tree_commit(root)}", "baseline", f"http://127.0.0.1:{port}", pid,
-                native=True)
+    log = scratch / "baseline.log"
+    process = stack.enter_context(running(gateway_argv(port, factory), env, cwd=root, log=log))
+
+    def side() -> Side:
+        pid = once_up(process, f"http://127.0.0.1:{port}/healthz", log=log)
+        return Side(f"baseline {tree_commit(root)}", "baseline", f"http://127.0.0.1:{port}",
+                    pid, native=True)
+
+    return side
 
 
 #: Run by the baseline tree's python: that tree's migrations on its scratch database.
@@ -1259,8 +1314,13 @@ def measure_workers(run: Started, workers: int, concurrency: int, turns: int,
     sampler = None
     if sample_waits and run.database_url.startswith("postgresql"):
         sampler = WaitSampler(run.database_url)
-    with (started(gateway_argv(one_port), env, f"{one_url}/healthz") as one_pid,
-          started(argv, env, f"{several}/healthz") as pid):
+    with (running(gateway_argv(one_port), env) as one_process,
+          running(argv, env) as several_process):
+        if pinning is not None:
+            pinning.starting(one_process.pid)
+            pinning.starting(several_process.pid)
+        one_pid = once_up(one_process, f"{one_url}/healthz")
+        pid = once_up(several_process, f"{several}/healthz")
         if pinning is not None:
             pinning.apply_to(one_pid)
             pinning.apply_to(pid)
@@ -1299,6 +1359,13 @@ def main(
     max_seconds: float = typer.Option(600.0, min=5.0, max=3600.0),
     long_tokens: int = typer.Option(1000, min=0, max=10000),
     history: int = typer.Option(100, min=0, max=1000),
+    cost_rounds: int = typer.Option(
+        COST_ROUNDS, min=1, max=100,
+        help="rounds of each linear-cost measurement (--long-tokens, --history), their "
+             "median printed"),
+    settle_turns: int = typer.Option(
+        SETTLE_TURNS, min=0, max=1000,
+        help="the --history measurement's turns after each seeding, not counted"),
     workers: int = typer.Option(2, min=0, max=16, help="0: no workers measurement"),
     workers_concurrency: int = typer.Option(20, min=1, max=500),
     users: int = typer.Option(
@@ -1324,17 +1391,13 @@ def main(
     gateway_cores: str = typer.Option(
         "", help="e.g. 0 or 0,1: the gateway and its workers run on these cores only, the load "
                  "generator and the upstream on the others (default: all share every core)"),
-    serve_upstream_port: int | None = typer.Option(None, "--serve-upstream", hidden=True),
 ) -> None:
-    # The load generator and the upstream freeze their startup heap and space out their
-    # collections as the gateway does (app/process/heap.py): a full collection over the imported
-    # packages paused either for 60 to 90 ms, a pause its measurements would have charged to
-    # whichever turn it hit.
+    # The load generator (and the upstream, scripts/bench_upstream.py) freeze their startup
+    # heap and space out their collections as the gateway does (app/process/heap.py): a full
+    # collection over the imported packages paused either for 60 to 90 ms, a pause its
+    # measurements would have charged to whichever turn it hit.
     freeze_startup_heap()
     space_out_collections()
-    if serve_upstream_port is not None:
-        asyncio.run(serve_upstream(serve_upstream_port, tokens, pace_ms / 1000))
-        return
     levels = [int(c) for c in concurrency.split(",") if c.strip()]
     paced_rates = [float(r) for r in rates.split(",") if r.strip()]
     raise_fd_limit()
@@ -1358,7 +1421,7 @@ def main(
                       new_client(), rss_settle_s)
         asyncio.run(measure(bench, run.sides, turns, levels, open_streams,
                             Extra(tokens, long_tokens, history, run.database_url,
-                                  paced_rates)))
+                                  paced_rates, cost_rounds, settle_turns)))
         if workers > 1:
             measure_workers(run, workers, workers_concurrency, turns, deadline, pinning, users,
                             sample_waits, redis_url)

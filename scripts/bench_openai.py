@@ -3,13 +3,14 @@
     .venv/bin/python scripts/bench_openai.py [--turns 60] [--tokens 100]
         [--concurrency 1,10] [--max-seconds 300]
 
-Starts bench_gateway's upstream (`--tokens` one-token chunks an answer, back to back: this
-script's figures were taken that way, unlike bench_gateway's paced ones) and one gateway
-(uvicorn, auth off, no side calls, a scratch SQLite file), then for each concurrency runs the
-same number of streamed turns three ways, interleaved: straight to the upstream, through the
-native `POST /api/threads/{id}/messages`, and through `POST /v1/chat/completions` (no thread:
-usage recorded only). It prints the time to the first content delta (p50, p99) of each and the
-gateway's CPU per turn for each of its two surfaces. Every loop is bounded in count and time.
+Starts the bench upstream (scripts/bench_upstream.py: `--tokens` one-token chunks an answer,
+back to back: this script's figures were taken that way, unlike bench_gateway's paced ones)
+and one gateway side by side (uvicorn, auth off, no side calls, a scratch SQLite file), then
+for each concurrency runs the same number of streamed turns three ways, interleaved: straight
+to the upstream, through the native `POST /api/threads/{id}/messages`, and through
+`POST /v1/chat/completions` (no thread: usage recorded only). It prints the time to the first
+content delta (p50, p99) of each and the gateway's CPU per turn for each of its two surfaces.
+Every loop is bounded in count and time.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from scripts.bench_gateway import (  # noqa: E402
     direct_turn,
     gateway_env,
     gateway_turn,
+    once_up,
     pct,
     run_batch,
-    started,
+    running,
+    upstream_argv,
 )
 from scripts.bench_upstream import free_port  # noqa: E402
 
@@ -94,15 +97,14 @@ def main(
         up_port, gw_port = free_port(), free_port()
         upstream = f"http://127.0.0.1:{up_port}/v1"
         gateway = f"http://127.0.0.1:{gw_port}"
-        up_argv = [sys.executable, str(ROOT / "scripts" / "bench_gateway.py"),
-                   "--serve-upstream", str(up_port), "--tokens", str(tokens),
-                   "--pace-ms", "0"]
         gw_argv = [sys.executable, "-m", "uvicorn", "app.gateway.main:create_app", "--factory",
                    "--host", "127.0.0.1", "--port", str(gw_port), "--log-level", "warning",
                    "--no-access-log"]
         env = {**gateway_env(upstream, url), "CHATGATE_MODELS": "bench-1"}
-        with (started(up_argv, dict(os.environ), f"http://127.0.0.1:{up_port}/healthz") as up,
-              started(gw_argv, env, f"{gateway}/healthz") as gw):
+        with (running(upstream_argv(up_port, tokens, 0), dict(os.environ)) as up_process,
+              running(gw_argv, env) as gw_process):
+            up = once_up(up_process, f"http://127.0.0.1:{up_port}/healthz")
+            gw = once_up(gw_process, f"{gateway}/healthz")
             console.print(f"{tokens} tokens a turn, {turns} turns a surface and concurrency",
                           highlight=False)
             limits = httpx.Limits(max_connections=2000, max_keepalive_connections=2000)

@@ -12,16 +12,24 @@ loop's clock, so that a gateway reads, filters and writes one token at a time. T
 token follows the role chunk at once (the prefill is not modelled: it would add the same to
 the direct and the proxied first delta). `pace_s` = 0 writes an answer's tokens back to back
 without yielding, so that a reader gets many a read (the burst the benchmark first measured).
-Run by scripts/bench_gateway.py as `--serve-upstream PORT [--pace-ms MS]`; loopback only.
+
+    .venv/bin/python scripts/bench_upstream.py PORT [--tokens 100] [--pace-ms 10]
+
+is how scripts/bench_gateway.py and scripts/bench_openai.py start it; loopback only. It
+imports nothing of the gateway's (its own process starts in a tenth of a second, not the
+seconds of CPU that importing the gateway's packages takes, on the cores being measured).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import re
 import socket
+import sys
 from functools import partial
+from pathlib import Path
 
 SLOW_TOKEN_S = 1.0
 TOKENS_ASKED = re.compile(rb"\[tokens=(\d{1,5})\]")
@@ -112,3 +120,24 @@ async def serve_upstream(port: int, tokens: int, pace_s: float = 0.0) -> None:
                                         backlog=4096)
     async with server:
         await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="The benchmark's model server on 127.0.0.1.")
+    parser.add_argument("port", type=int)
+    parser.add_argument("--tokens", type=int, default=100, help="tokens an answer")
+    parser.add_argument("--pace-ms", type=float, default=10.0,
+                        help="time between two tokens (0: an answer's tokens back to back)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    # As the gateway does (app/process/heap.py): a full collection over the startup heap
+    # would pause the streams and be charged to whichever turn it hit.
+    from app.process.heap import freeze_startup_heap, space_out_collections
+
+    freeze_startup_heap()
+    space_out_collections()
+    asyncio.run(serve_upstream(args.port, args.tokens, args.pace_ms / 1000))
+
+
+if __name__ == "__main__":
+    main()

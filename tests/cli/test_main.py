@@ -1,14 +1,14 @@
 """`chatgate` as an operator types it: the console script in .venv/bin, and the old script
-paths run as programs (they said `Permission denied`), each a real process on a fresh
-SQLite file. `usage report` with no range is the dashboard's 30 days, and piped it keeps
-every value whole."""
+paths run as programs (they said `Permission denied`), each a real process on a SQLite file
+`chatgate migrate` made for this module (each test writes its own user's rows). `usage
+report` with no range is the dashboard's 30 days, and piped it keeps every value whole."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 import subprocess
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -30,12 +30,14 @@ def run(command: list[str], database_url: str) -> subprocess.CompletedProcess[st
                           timeout=120, check=False)
 
 
-@pytest.fixture
-def database_url(installed_venv: None, tmp_path: Path) -> str:
+@pytest.fixture(scope="module")
+def database_url(installed_venv: None, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A migrated SQLite file, by `chatgate migrate`: .venv installed from this checkout's
-    pyproject.toml has the command (else the test is skipped, as serve's are)."""
+    pyproject.toml has the command (else the test is skipped, as serve's are). Once for the
+    module: the command is a process of a second or more of CPU, and what a test reads is its
+    own user's (alice's key, the long user's usage)."""
     assert CHATGATE.exists(), f"{CHATGATE} is missing from an up-to-date .venv"
-    url = f"sqlite+aiosqlite:///{tmp_path}/chatgate.db"
+    url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('chatgate')}/chatgate.db"
     done = run([str(CHATGATE), "migrate"], url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "migrated sqlite+aiosqlite:///" in done.stdout
@@ -43,24 +45,33 @@ def database_url(installed_venv: None, tmp_path: Path) -> str:
 
 
 def test_chatgate_and_the_old_script_paths_run_the_same_commands(database_url: str) -> None:
-    created = run([str(CHATGATE), "keys", "create", "--user", "alice"], database_url)
-    assert created.returncode == 0, created.stdout + created.stderr
-    found = KEY_ID.search(created.stdout)
-    assert found is not None, created.stdout
-    key_id = found.group(1)
-    listed = run([str(ROOT / "scripts" / "keys.py"), "list"], database_url)  # executable
-    assert listed.returncode == 0, listed.stdout + listed.stderr
-    assert key_id in listed.stdout
-    budget = run([str(CHATGATE), "keys", "budget", key_id[:8], "--tokens", "300"],
-                 database_url)
-    assert budget.returncode == 0, budget.stdout + budget.stderr
-    assert f"budget of {key_id}: 300 tokens a day" in budget.stdout
+    """The commands that only print their help run beside the key's three, which run in
+    turn (each needs the one before it): two processes at a time."""
+    helps = {name: [str(ROOT / "scripts" / name), "--help"]
+             for name in ("usage.py", "repair_messages.py", "replay_stream.py")}
+    helps |= {"chatgate replay": [str(CHATGATE), "replay", "--help"],
+              "chatgate serve": [str(CHATGATE), "serve", "--help"]}
+    with ThreadPoolExecutor(1) as pool:
+        helping = {name: pool.submit(run, command, database_url)
+                   for name, command in helps.items()}
+        created = run([str(CHATGATE), "keys", "create", "--user", "alice"], database_url)
+        assert created.returncode == 0, created.stdout + created.stderr
+        found = KEY_ID.search(created.stdout)
+        assert found is not None, created.stdout
+        key_id = found.group(1)
+        listed = run([str(ROOT / "scripts" / "keys.py"), "list"], database_url)  # executable
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert key_id in listed.stdout
+        budget = run([str(CHATGATE), "keys", "budget", key_id[:8], "--tokens", "300"],
+                     database_url)
+        assert budget.returncode == 0, budget.stdout + budget.stderr
+        assert f"budget of {key_id}: 300 tokens a day" in budget.stdout
+        helped = {name: job.result() for name, job in helping.items()}
     for script in ("usage.py", "repair_messages.py", "replay_stream.py"):
-        helped = run([str(ROOT / "scripts" / script), "--help"], database_url)
-        assert helped.returncode == 0, script + helped.stderr
-    replay = run([str(CHATGATE), "replay", "--help"], database_url)
+        assert helped[script].returncode == 0, script + helped[script].stderr
+    replay = helped["chatgate replay"]
     assert replay.returncode == 0 and "export" in replay.stdout
-    serve = run([str(CHATGATE), "serve", "--help"], database_url)
+    serve = helped["chatgate serve"]
     assert serve.returncode == 0 and "--demo-port" in serve.stdout
     assert "usage: chatgate serve" in serve.stdout
 

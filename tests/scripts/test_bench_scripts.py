@@ -1,5 +1,10 @@
 """The benchmark commands the README and docs quote run as documented and print their figures
-(small sizes here; the figures themselves are never asserted: timing belongs to the scripts)."""
+(small sizes here; the figures themselves are never asserted: timing belongs to the scripts).
+
+scripts/bench_gateway.py runs as a process of its own: it pins itself to cores, raises its
+file limit and freezes its heap, none of which a test process should have done to it. The
+others change nothing of the process they run in, and run in this one (tests/support/
+scripts.py), without the second or so of CPU a process spends importing the application."""
 
 from __future__ import annotations
 
@@ -21,11 +26,13 @@ from app.store.db import Database
 from app.store.models import Thread
 from scripts.bench_gateway import Pinning
 from scripts.bench_upstream import serve_upstream
+from tests.support import scripts
 from tests.support.databases import postgres_only
 from tests.support.gateway import ROOT, clean_env, free_port
 
 
 def run_script(name: str, *args: str) -> str:
+    """scripts/`name` as a process, on a wide terminal; its output."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / name), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -35,8 +42,21 @@ def run_script(name: str, *args: str) -> str:
     return done.stdout
 
 
+def run_in_process(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """scripts/`name` as `python scripts/NAME ARGS` runs it, in this process, on a wide
+    terminal."""
+    return scripts.run_script(name, *args, env={"COLUMNS": "200"})
+
+
+def bench_output(name: str, *args: str) -> str:
+    """run_in_process's output, the run having ended with 0."""
+    done = run_in_process(name, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 def test_bench_filter_prints_every_input_and_the_linearity_ratio() -> None:
-    out = run_script("bench_filter.py", "--runs", "1")
+    out = bench_output("bench_filter.py", "--runs", "1")
     for label in ("markdown 200 KB", "every other char '<'", "'<!-' repeated",
                   "60 KB METADATA body", "markdown 1 MB"):
         assert label in out
@@ -44,14 +64,14 @@ def test_bench_filter_prints_every_input_and_the_linearity_ratio() -> None:
 
 
 def test_bench_filter_compares_the_tool_formats_on_a_plain_answer() -> None:
-    out = run_script("bench_filter.py", "--tool-formats", "--runs", "1")
+    out = bench_output("bench_filter.py", "--tool-formats", "--runs", "1")
     for chunk in ("1 B", "4 B", "4 KB"):
         assert re.search(rf"markdown \d+ KB +│ +{chunk} .*[+-]\d+\.\d % .*[+-]\d+\.\d %", out), out
 
 
 def test_bench_repair_repairs_and_restores_every_corrupt_row(database_url: str) -> None:
-    out = run_script("bench_repair.py", "--messages", "600", "--runs", "2",
-                     "--database-url", database_url)
+    out = bench_output("bench_repair.py", "--messages", "600", "--runs", "2",
+                      "--database-url", database_url)
     seeded = re.search(r"seeded 600 messages, (\d+) corrupt", out)
     assert seeded is not None and int(seeded.group(1)) > 0, out
     assert f"{seeded.group(1)} rows repaired and restored" in out
@@ -60,8 +80,8 @@ def test_bench_repair_repairs_and_restores_every_corrupt_row(database_url: str) 
 
 
 def test_bench_trace_compares_with_and_without_a_trace(database_url: str) -> None:
-    out = run_script("bench_trace.py", "--chunks", "50", "--runs", "2",
-                     "--database-url", database_url)
+    out = bench_output("bench_trace.py", "--chunks", "50", "--runs", "2",
+                      "--database-url", database_url)
     assert re.search(r"50 chunks, 2 runs; median transaction without trace [\d.]+ ms, "
                      r"with trace [\d.]+ ms", out), out
 
@@ -70,19 +90,17 @@ def test_bench_history_compares_a_long_thread_with_a_fresh_one(database_url: str
     """On PostgreSQL, whose opening is one statement; SQLite is refused in plain words."""
     args = ("--database-url", database_url, "--messages", "10", "--rounds", "1", "--turns", "2")
     if database_url.startswith("sqlite"):
-        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_history.py"),
-                               *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                              env=clean_env({"COLUMNS": "200"}))
+        done = run_in_process("bench_history.py", *args)
         assert done.returncode == 2 and "give a PostgreSQL database" in done.stderr, done.stderr
         return
-    out = run_script("bench_history.py", *args)
+    out = bench_output("bench_history.py", *args)
     assert re.search(r"round 1: opening, fresh thread [\d.]+ ms vs 10 prior messages [\d.]+ ms "
                      r"\(added [+-][\d.]+ ms\); memory search, read transaction [\d.]+ ms vs "
                      r"one statement [\d.]+ ms", out), out
 
 
 def test_bench_repair_defaults_to_a_scratch_sqlite_file() -> None:
-    out = run_script("bench_repair.py", "--messages", "200", "--runs", "1")
+    out = bench_output("bench_repair.py", "--messages", "200", "--runs", "1")
     assert out.splitlines()[-1].startswith("sqlite+aiosqlite: 200 messages, median of 1 runs")
 
 
@@ -91,8 +109,9 @@ def test_bench_gateway_prints_cpu_first_delta_and_rss_side_by_side() -> None:
     cores = sorted(os.sched_getaffinity(0))
     pinned = ("--gateway-cores", str(cores[0])) if len(cores) > 1 else ()
     out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5",
-                     "--concurrency", "1,2", "--open-streams", "3", "--long-tokens", "50",
-                     "--history", "10", "--workers-concurrency", "4", "--rates", "20",
+                     "--concurrency", "1,2", "--open-streams", "3", "--long-tokens", "10",
+                     "--history", "10", "--cost-rounds", "1", "--settle-turns", "0",
+                     "--workers-concurrency", "4", "--rates", "20",
                      "--max-seconds", "120", "--rss-settle-s", "0", "--users", "3", *pinned)
     if pinned:
         assert f"the gateway on cores [{cores[0]}], the load generator and the upstream on " \
@@ -137,19 +156,19 @@ def test_bench_gateway_workers_step_spreads_turns_over_users_and_samples_waits(
         database_url: str) -> None:
     """--users N: the workers step's threads belong to N users (a key each) in equal parts;
     --sample-waits prints what the database's sessions waited on in each gateway column."""
-    out = run_script("bench_gateway.py", "--turns", "8", "--tokens", "5", "--concurrency", "1",
+    out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5", "--concurrency", "1",
                      "--open-streams", "0", "--long-tokens", "0", "--history", "0",
-                     "--workers-concurrency", "4", "--users", "2", "--sample-waits",
+                     "--workers-concurrency", "2", "--users", "2", "--sample-waits",
                      "--max-seconds", "120", "--database-url", database_url)
-    assert_each_worker_share(out, workers=2, turns=8)
+    assert_each_worker_share(out, workers=2, turns=4)
     flat = " ".join(out.split())
     for name in ("1 process", "2 workers"):
         assert re.search(rf"{name}: database sessions waiting, mean per sample over \d+ samples: ",
                          flat), out
     owners = asyncio.run(thread_owners(database_url))
     users = {user: count for user, count in owners.items() if user.startswith("bench-user-")}
-    # each gateway's warm-up (8 turns) and its 8 measured turns, alternately the two users'
-    assert sorted(users.values()) == [16, 16], owners
+    # each gateway's warm-up (4 turns) and its 4 measured turns, alternately the two users'
+    assert sorted(users.values()) == [8, 8], owners
 
 
 async def thread_owners(url: str) -> dict[str, int]:
@@ -168,9 +187,8 @@ def test_bench_gateway_compares_another_proxy_of_the_same_upstream() -> None:
     stands in for a proxy), CPU per turn by its pid and the first delta against the direct
     upstream, whose port --upstream-port fixes."""
     proxy_port, upstream_port = free_port(), free_port()
-    proxy = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_gateway.py"),
-                              "--serve-upstream", str(proxy_port), "--tokens", "5"], cwd=ROOT,
-                             env=clean_env({}))
+    proxy = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_upstream.py"),
+                              str(proxy_port), "--tokens", "5"], cwd=ROOT, env=clean_env({}))
     try:
         out = run_script("bench_gateway.py", "--turns", "4", "--tokens", "5", "--concurrency",
                          "1,2", "--open-streams", "1", "--long-tokens", "0", "--history", "0",
