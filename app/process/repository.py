@@ -67,5 +67,13 @@ def live_processes(now: dt.datetime, dead_after: dt.timedelta) -> Select[str]:
 
 async def forget_dead_processes(s: AsyncSession, now: dt.datetime,
                                 dead_after: dt.timedelta) -> None:
-    """The rows of the processes dead at `now` deleted, once their turns are swept."""
-    await s.execute(delete(GatewayProcess).where(~_alive(now, dead_after)))
+    """The rows of the processes dead at `now` deleted, once their turns are swept. A row
+    another transaction holds is left to a later sweep (SKIP LOCKED), never waited for: a
+    process cut off from the database between its heartbeat's UPDATE and its COMMIT holds
+    its row on the server until the server ends that session, and a sweep waiting for it
+    would hold the answers it took over, and its server connection with them: at the
+    statement timeout the gateway gives up, but the server does not see that while the
+    statement waits on a lock."""
+    dead = (select(GatewayProcess.id).where(~_alive(now, dead_after))
+            .with_for_update(skip_locked=True))
+    await s.execute(delete(GatewayProcess).where(GatewayProcess.id.in_(dead)))

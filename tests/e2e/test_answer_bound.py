@@ -9,6 +9,7 @@ reads the stream until the gateway ends it."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -86,8 +87,10 @@ async def test_a_v1_answer_past_the_bound_is_an_openai_error(
     async with await keyed_client(gateway, "dripper-v1", over_http=True) as client:
         model = (await client.get("/v1/models")).json()["data"][0]["id"]
         ask = {"model": model, "messages": [{"role": "user", "content": LONG}]}
-        whole = await client.post("/v1/chat/completions", json=ask)
-        streamed = await client.post("/v1/chat/completions", json={**ask, "stream": True})
+        # side by side: each runs until the bound cuts it
+        whole, streamed = await asyncio.gather(
+            client.post("/v1/chat/completions", json=ask),
+            client.post("/v1/chat/completions", json={**ask, "stream": True}))
     assert whole.status_code == 504, whole.text
     assert whole.json()["error"]["code"] == "answer_too_long"
     data = [line[len("data: "):] for line in streamed.text.splitlines()

@@ -20,6 +20,7 @@ from tests.e2e.helpers import (
     wait_upstream_cancelled,
 )
 from tests.store.factories import open_rows
+from tests.support.crash import FAST_DETECTION_ENV
 from tests.support.gateway import (
     DemoLlm,
     InProcessGateway,
@@ -169,8 +170,10 @@ async def test_crash_mid_stream_then_restart_marks_the_row_interrupted(
 ) -> None:
     # A real process to SIGKILL; the one started after it sweeps its row once the dead
     # process's heartbeat is older than dead_after (the age sweep, even at 0 s, never touches
-    # a row a process claims: that process may be alive and streaming).
-    first = start_gateway_process(live_backend, upstream=slow_demo_llm)
+    # a row a process claims: that process may be alive and streaming). On PostgreSQL the
+    # dead process's own lease bounds the takeover too: its short settings keep that wait
+    # to seconds.
+    first = start_gateway_process(live_backend, upstream=slow_demo_llm, env=FAST_DETECTION_ENV)
     key = await first.api_key("crash")
     async with first.client(key) as client:
         thread_id = await new_thread(client)
@@ -188,6 +191,7 @@ async def test_crash_mid_stream_then_restart_marks_the_row_interrupted(
     async with second.client(key) as client:
         last = await wait_for_status(client, thread_id, "interrupted")
         rows = await messages(client, thread_id)
+    second.stop()  # before the first's pool drops the database they share: a clean stop
     assert [r["status"] for r in rows] == ["complete", "interrupted"]
     assert last["metadata"]["interrupted_reason"] == "process_died"
     assert not any(line.get("event") == "stale_streaming_interrupted"

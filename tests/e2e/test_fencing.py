@@ -13,8 +13,13 @@ silent (no FIN, no RST: a partition).
   other process streams meanwhile is never taken over, and the thread takes a new turn
   only once that answer is complete.
 
-Short settings instead of long waits: a heartbeat every 0.25 s, dead after 3 s, so the
-fence is 1.5 s (app.config.fencing)."""
+Short settings instead of long waits: a heartbeat every 0.25 s, the fence after 2.5 s, dead
+after 3.5 s (app.config.fencing). The fence is not the derived half of dead-after: a loaded
+machine stalls a heartbeat round (a beat and a sweep) past 1.5 s often enough to fence a
+healthy process, and end the answer a test watches.
+
+The two processes stop before the proxy closes and the database is dropped: a process
+whose database went away first would spend its shutdown retrying what it has to store."""
 
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ import contextlib
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,14 +42,15 @@ from app.store.db import Database
 from app.store.models import Message
 from tests.e2e.helpers import new_thread
 from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
-from tests.support.gateway import DemoLlm, GatewayProcess, StartGatewayProcess, iter_sse
+from tests.support.gateway import DemoLlm, GatewayPool, GatewayProcess, iter_sse
 from tests.support.tcp_proxy import TcpProxy, running_proxy
 
 pytestmark = pytest.mark.postgres
 
 LONG = "[long] tell me everything"
-DEAD_AFTER_S = 3.0
-ENV = {"CHATGATE_HEARTBEAT_S": "0.25", "CHATGATE_PROCESS_DEAD_AFTER_S": str(DEAD_AFTER_S),
+DEAD_AFTER_S = 3.5
+ENV = {"CHATGATE_HEARTBEAT_S": "0.25", "CHATGATE_PROCESS_FENCE_AFTER_S": "2.5",
+       "CHATGATE_PROCESS_DEAD_AFTER_S": str(DEAD_AFTER_S),
        "CHATGATE_DATABASE_CONNECT_TIMEOUT_S": "1", "CHATGATE_DATABASE_STATEMENT_TIMEOUT_S": "1",
        "CHATGATE_DATABASE_POOL_TIMEOUT_S": "2", "CHATGATE_TITLE_CALLS": "false",
        "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10", "CHATGATE_RESUME_GRACE_S": "0"}
@@ -50,23 +58,36 @@ ENV = {"CHATGATE_HEARTBEAT_S": "0.25", "CHATGATE_PROCESS_DEAD_AFTER_S": str(DEAD
 GIVE_UP_S = 30.0
 
 
+@dataclass
+class Partition:
+    """Two gateway processes of these tests on one database, the owner's answer's and the
+    sweeper's, one of them through the proxy; `direct` is the database's own URL."""
+
+    owner: GatewayProcess
+    sweeper: GatewayProcess
+    proxy: TcpProxy
+    direct: str
+
+
 @contextlib.contextmanager
-def one_database_two_ways() -> Iterator[tuple[str, str, TcpProxy]]:
-    """A fresh database: its direct URL, and a URL through a proxy of the test's."""
+def partition(log_dir: Path, demo: DemoLlm, *, behind_proxy: str) -> Iterator[Partition]:
+    """A fresh database, a proxy of the test's in front of it, and the two processes,
+    started side by side, `behind_proxy` ("owner" or "sweeper") reaching it through the
+    proxy; the processes are stopped first, the proxy closed, the database dropped last."""
     require_postgres()
     url = make_fresh_database_url("postgresql")
     parsed = make_url(url)
     try:
-        with running_proxy(parsed.host or "127.0.0.1", parsed.port or 5432) as proxy:
-            yield url, parsed.set(port=proxy.port).render_as_string(hide_password=False), proxy
+        with running_proxy(parsed.host or "127.0.0.1", parsed.port or 5432) as proxy, \
+                GatewayPool(log_dir) as pool:
+            proxied = parsed.set(port=proxy.port).render_as_string(hide_password=False)
+            urls = [proxied, url] if behind_proxy == "owner" else [url, proxied]
+            owner, sweeper = pool.start_processes_on("postgresql", urls, upstream=demo,
+                                                     env=ENV)
+            yield Partition(owner, sweeper, proxy, url)
     finally:
         with contextlib.suppress(Exception):
             drop_database(url)
-
-
-def _started(start: StartGatewayProcess, demo: DemoLlm, url: str) -> GatewayProcess:
-    """A gateway process of these tests on the database at `url` (direct or proxied)."""
-    return start("postgresql", upstream=demo, env=ENV, database_url=url)
 
 
 async def _row(url: str, message_id: str) -> Message:
@@ -109,11 +130,10 @@ async def _logged(gateway: GatewayProcess, event: str) -> dict[str, Any]:
 
 
 async def test_a_partitioned_owner_ends_its_answer_before_another_process_takes_over(
-    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+    slow_demo_llm: DemoLlm, live_log_dir: Path
 ) -> None:
-    with one_database_two_ways() as (direct, proxied, proxy):
-        owner = _started(start_gateway_process, slow_demo_llm, proxied)
-        sweeper = _started(start_gateway_process, slow_demo_llm, direct)
+    with partition(live_log_dir, slow_demo_llm, behind_proxy="owner") as cut:
+        owner, sweeper, proxy = cut.owner, cut.sweeper, cut.proxy
         key = await sweeper.api_key("fenced")
         deltas: list[tuple[float, str]] = []
         end: tuple[float, dict[str, Any]] | None = None
@@ -138,7 +158,7 @@ async def test_a_partitioned_owner_ends_its_answer_before_another_process_takes_
             accepted, second_status = await second
             proxy.speak()
             await _logged(owner, "turn_store_skipped")  # its late finish met the fence
-        row = await _row(direct, message_id)
+        row = await _row(cut.direct, message_id)
     assert end is not None, "the owner's client was never told the answer ended"
     ended_at, data = end
     print(f"owner told at +{ended_at - partitioned:.2f} s, "
@@ -154,11 +174,10 @@ async def test_a_partitioned_owner_ends_its_answer_before_another_process_takes_
 
 
 async def test_a_partitioned_owner_ends_a_v1_call_in_a_thread_before_another_takes_over(
-    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+    slow_demo_llm: DemoLlm, live_log_dir: Path
 ) -> None:
-    with one_database_two_ways() as (direct, proxied, proxy):
-        owner = _started(start_gateway_process, slow_demo_llm, proxied)
-        sweeper = _started(start_gateway_process, slow_demo_llm, direct)
+    with partition(live_log_dir, slow_demo_llm, behind_proxy="owner") as cut:
+        owner, sweeper, proxy = cut.owner, cut.sweeper, cut.proxy
         key = await sweeper.api_key("fenced-v1")
         deltas: list[tuple[float, str]] = []
         told: tuple[float, openai.APIError] | None = None
@@ -201,11 +220,10 @@ async def test_a_partitioned_owner_ends_a_v1_call_in_a_thread_before_another_tak
 
 
 async def test_a_partitioned_sweeper_never_takes_over_a_live_answer(
-    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+    slow_demo_llm: DemoLlm, live_log_dir: Path
 ) -> None:
-    with one_database_two_ways() as (direct, proxied, proxy):
-        owner = _started(start_gateway_process, slow_demo_llm, direct)
-        sweeper = _started(start_gateway_process, slow_demo_llm, proxied)
+    with partition(live_log_dir, slow_demo_llm, behind_proxy="sweeper") as cut:
+        owner, sweeper, proxy = cut.owner, cut.sweeper, cut.proxy
         key = await owner.api_key("steady")
         text, ends, healed = "", [], False
         async with owner.client(key, timeout=60) as a, sweeper.client(key, timeout=60) as b:

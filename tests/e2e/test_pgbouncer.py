@@ -62,13 +62,17 @@ def _clean(gateways: list[GatewayProcess]) -> None:
         assert "Traceback" not in text, text[-3000:]
 
 
-async def _follow_up_reaches(other: httpx.AsyncClient, thread_id: str) -> dict[str, object]:
+async def _follow_up_reaches(other: httpx.AsyncClient, thread_id: str, ready: asyncio.Event
+                             ) -> dict[str, object]:
     """The second answer the other gateway's events stream announces: the follow-up after
-    the turn's own, stored by whichever gateway's worker claimed it."""
+    the turn's own, stored by whichever gateway's worker claimed it. `ready` is set once
+    the stream is subscribed (its `ready` event)."""
     answers = 0
     async with other.stream("GET", f"/api/threads/{thread_id}/events") as response:
         assert response.status_code == 200
         async for event in iter_sse(response):
+            if event.event == "ready":
+                ready.set()
             message: dict[str, object] = event.data.get("message") or {}
             if message.get("role") == "assistant":
                 answers += 1
@@ -93,8 +97,9 @@ async def test_two_gateways_behind_pgbouncer_turn_resume_follow_up_and_sweep(
     async with first.client(key, timeout=60) as a, second.client(key, timeout=60) as b:
         # A turn, and its follow-up announced on the other gateway's events stream.
         thread_id = await new_thread(a, "t")
-        listening = asyncio.ensure_future(_follow_up_reaches(b, thread_id))
-        await asyncio.sleep(0.5)  # the stream is open (its `ready` is not awaited here)
+        subscribed = asyncio.Event()
+        listening = asyncio.ensure_future(_follow_up_reaches(b, thread_id, subscribed))
+        await asyncio.wait_for(subscribed.wait(), 30)
         async with a.stream("POST", f"/api/threads/{thread_id}/messages",
                             json={"content": "[awaiting:question] Shall we talk?"}) as response:
             ends = [event.data for event in [e async for e in iter_sse(response)]

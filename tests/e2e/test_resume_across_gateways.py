@@ -6,6 +6,7 @@ turn the first runs."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,6 +17,7 @@ from tests.support.gateway import (
     StartGatewayProcesses,
     iter_sse,
     post_turn,
+    start_demo_llm,
 )
 from tests.support.redis_keys import REDIS_URL
 from tests.support.resume import delta_ids, delta_text, leave_after, read_first, rest, resume
@@ -24,6 +26,16 @@ from tests.support.tcp_proxy import running_proxy
 pytestmark = pytest.mark.postgres
 LONG = "[long] tell me everything"
 K = 30
+
+
+@pytest.fixture(scope="module")
+def brisk_demo_llm() -> Iterator[DemoLlm]:
+    """2 ms a delta: a [long] answer takes a few seconds, not slow_demo_llm's nine (10 ms a
+    delta), and is still running when its client leaves one gateway and resumes on the
+    other, whose resume then reads it to its end."""
+    demo = start_demo_llm(delay_ms=2, slow_first_s=2.0)
+    yield demo
+    demo.stop()
 
 
 def two_gateways(start: StartGatewayProcesses, upstream: DemoLlm, prefix: str,
@@ -37,9 +49,9 @@ def two_gateways(start: StartGatewayProcesses, upstream: DemoLlm, prefix: str,
 
 
 async def test_a_client_that_drops_on_one_gateway_resumes_on_the_other(
-    slow_demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses, redis_prefix: str
+    brisk_demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses, redis_prefix: str
 ) -> None:
-    first, second = two_gateways(start_gateway_processes, slow_demo_llm, redis_prefix)
+    first, second = two_gateways(start_gateway_processes, brisk_demo_llm, redis_prefix)
     key = await first.api_key("roamer")
     async with first.client(key) as a, second.client(key) as b:
         left = await leave_after(a, await new_thread(a, "t"), LONG, K)
@@ -91,9 +103,8 @@ async def test_a_stop_sent_to_the_other_gateway_ends_the_turn(
                for line in first.logs())
 
 
-
 async def test_the_first_turn_after_redis_returns_resumes_on_the_other_gateway(
-    slow_demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses, redis_prefix: str
+    brisk_demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses, redis_prefix: str
 ) -> None:
     """Redis (through a proxy the test owns) goes away while both gateways run, long enough
     for their stop listeners to fail; once it is back, the next turn is mirrored, though its
@@ -101,7 +112,7 @@ async def test_the_first_turn_after_redis_returns_resumes_on_the_other_gateway(
     host, port = REDIS_URL.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
     with running_proxy(host, int(port)) as proxy:
         url = f"redis://127.0.0.1:{proxy.port}/{REDIS_URL.rsplit('/', 1)[1]}"
-        first, second = two_gateways(start_gateway_processes, slow_demo_llm, redis_prefix,
+        first, second = two_gateways(start_gateway_processes, brisk_demo_llm, redis_prefix,
                                      CHATGATE_REDIS_URL=url)
         key = await first.api_key("returning")
         async with first.client(key) as a, second.client(key) as b:

@@ -12,12 +12,7 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import new_thread, race_native_and_thread_less, wait_for_status
-from tests.support.gateway import (
-    DemoLlm,
-    StartGatewayProcess,
-    StartGatewayProcesses,
-    iter_sse,
-)
+from tests.support.gateway import DemoLlm, StartGatewayProcesses, iter_sse
 
 pytestmark = pytest.mark.postgres
 LONG = "[long] tell me everything"
@@ -48,12 +43,10 @@ async def open_stream(client: httpx.AsyncClient, thread_id: str) -> AsyncIterato
 
 
 async def test_two_gateways_share_one_users_stream_cap(
-    slow_demo_llm: DemoLlm, start_gateway_process: StartGatewayProcess
+    slow_demo_llm: DemoLlm, start_gateway_processes: StartGatewayProcesses
 ) -> None:
-    env = {"CHATGATE_MAX_STREAMS_PER_USER": "2"}
-    first = start_gateway_process("postgresql", upstream=slow_demo_llm, env=env)
-    second = start_gateway_process("postgresql", upstream=slow_demo_llm, env=env,
-                           database_url=first.database_url)
+    first, second = start_gateway_processes("postgresql", 2, upstream=slow_demo_llm,
+                                            env={"CHATGATE_MAX_STREAMS_PER_USER": "2"})
     key = await first.api_key("alice")
     async with first.client(key) as a, second.client(key) as b:
         threads = [await new_thread(a) for _ in range(3)]

@@ -31,7 +31,11 @@ from tests.support.gateway import (
     start_demo_llm,
 )
 
-CONTENDED_ENV = {**FAST_ENV, "CHATGATE_FOLLOWUP_POLL_S": "0.05"}
+#: Both processes poll often, to contend for every claim. The lease is long: a run outliving
+#: FAST_ENV's 2 s on a loaded machine would be claimed again by the other process as a dead
+#: worker's (the killed process's test below), which is not what this test counts.
+CONTENDED_ENV = {**FAST_ENV, "CHATGATE_FOLLOWUP_POLL_S": "0.05",
+                 "CHATGATE_FOLLOWUP_LEASE_S": "30"}
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +129,8 @@ async def test_a_process_killed_mid_followup_leaves_no_duplicate(
         assert uuid.UUID(thread_id) == followup.thread_id
     finally:
         await rows.close()
+    # before the doomed process's pool drops the database they share: a clean stop
+    survivor.stop()
 
 
 async def test_events_reach_a_client_of_another_process(

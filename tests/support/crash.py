@@ -11,14 +11,21 @@ import httpx
 
 from tests.support.gateway import iter_sse
 
+#: A dead process noticed soon: a beat every 0.25 s, dead 3.5 s after its last one. A live
+#: process fences its own answers once its lease runs out unrenewed, and a loaded machine
+#: (each beat also sweeps) must not stall it that long: the fence is 3 s, not the derived
+#: half of dead-after, and the takeover follows it by the least margin the settings allow
+#: (app.config.fencing), which is all a crash test waits for after the kill.
+FAST_DETECTION_ENV = {
+    "CHATGATE_HEARTBEAT_S": "0.25",
+    "CHATGATE_PROCESS_FENCE_AFTER_S": "3.0",
+    "CHATGATE_PROCESS_DEAD_AFTER_S": "3.5",
+}
 #: Heartbeat, dead-after and checkpoint settings short enough for a test to wait on.
 #: `CG_CRASH_DEFAULT_SETTINGS=1` keeps the production defaults instead (2 s, 10 s, 1 s), to
 #: measure the figures docs/production.md gives.
 FAST_RECOVERY_ENV = {
-    "CHATGATE_HEARTBEAT_S": "0.25",
-    # dead after 6 s: a live process fences its own answers once its lease (half of it) runs
-    # out unrenewed, and a loaded machine (each beat also sweeps) must not stall it that long
-    "CHATGATE_PROCESS_DEAD_AFTER_S": "6.0",
+    **FAST_DETECTION_ENV,
     "CHATGATE_CHECKPOINT_INTERVAL_S": "1.0",
     "CHATGATE_TITLE_CALLS": "false",
     "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",  # a loaded machine must not fail the turn first

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -78,11 +79,13 @@ def _config(directory: Path, port: int) -> str:
     ])
 
 
-def _as_postgres() -> list[str]:
-    """PgBouncer will not run as root: under root, as the `postgres` user."""
+def _as_postgres() -> dict[str, Any]:
+    """PgBouncer will not run as root: under root, as the `postgres` user. Popen switches
+    user itself rather than through `runuser`, whose SIGTERM handling waits 2 s before it
+    returns (`Session terminated, killing shell...`): every stop would take that long."""
     if os.geteuid() != 0:
-        return []
-    return ["runuser", "-u", "postgres", "--"]
+        return {}
+    return {"user": "postgres", "group": "postgres", "extra_groups": []}
 
 
 def _listening(port: int) -> bool:
@@ -103,8 +106,9 @@ def running_pgbouncer() -> Iterator[PgBouncer]:
         shutil.chown(directory, "postgres")
         for path in directory.iterdir():
             shutil.chown(path, "postgres")
-    process = subprocess.Popen([*_as_postgres(), PGBOUNCER, str(directory / "pgbouncer.ini")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([PGBOUNCER, str(directory / "pgbouncer.ini")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               **_as_postgres())
     bouncer = PgBouncer(port, directory, process)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

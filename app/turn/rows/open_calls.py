@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, update
+from sqlalchemy import Select, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.answer.interruptions import PROCESS_DIED
@@ -35,9 +35,13 @@ async def checkpoint_calls(s: AsyncSession, calls: Mapping[uuid.UUID, list[dict[
 async def sweep_open_calls(s: AsyncSession, live: Select[Any]) -> list[SweptAnswer]:
     """The open calls of processes not in `live` (their ids), deleted, with the calls their
     last checkpoint carried: the caller bills them in the same transaction. A DELETE takes
-    each row once, however many processes sweep at once."""
+    each row once, however many processes sweep at once. A row another transaction holds
+    (a checkpoint of a process cut off from the database before its COMMIT) is left to a
+    later sweep (SKIP LOCKED), as the answers are: a sweep never waits on a lock."""
+    orphans = (select(OPEN_CALLS.c.id).where(OPEN_CALLS.c.process_id.not_in(live))
+               .with_for_update(skip_locked=True))
     gone = await s.execute(
-        delete(OPEN_CALLS).where(OPEN_CALLS.c.process_id.not_in(live))
+        delete(OPEN_CALLS).where(OPEN_CALLS.c.id.in_(orphans))
         .returning(OPEN_CALLS.c.user_id, OPEN_CALLS.c.calls))
     return [SweptAnswer(None, None, user_id, [call_of_checkpoint(entry, error=PROCESS_DIED)
                                               for entry in calls or ()])

@@ -371,8 +371,26 @@ class GatewayPool:
     ) -> list[GatewayProcess]:
         """`count` gateway processes on one database, started side by side (each takes
         a moment to start; they need not wait for each other)."""
-        url, extra = self._prepare(backend, upstream, env, database_url)
-        gateways = [spawn_gateway(url, extra, self.log_dir) for _ in range(count)]
+        if database_url is None:
+            database_url = make_fresh_database_url(backend)
+            self.databases.append(database_url)
+        return self.start_processes_on(backend, [database_url] * count, upstream=upstream,
+                                       env=env)
+
+    def start_processes_on(
+        self,
+        backend: str,
+        database_urls: list[str],
+        *,
+        upstream: DemoLlm | str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> list[GatewayProcess]:
+        """A gateway process on each of `database_urls`, started side by side: processes
+        that reach one database different ways (directly, through a proxy of the test's)."""
+        gateways = []
+        for database_url in database_urls:
+            url, extra = self._prepare(backend, upstream, env, database_url)
+            gateways.append(spawn_gateway(url, extra, self.log_dir))
         self.gateways.extend(gateways)
         wait_until_up(gateways)
         return gateways

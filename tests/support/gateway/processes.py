@@ -4,10 +4,11 @@
 
 A gateway subprocess spends most of its start importing (about 1.3 s: openai's types,
 SQLAlchemy, Starlette) before uvicorn serves. A multiprocessing fork server imports app.gateway.main
-and uvicorn once per test process; each gateway is then a fork of that server: a process of
-its own (own pid, signals, SIGKILL, exit status, log file), the way `python -m uvicorn
-app.gateway.main:create_app --factory` runs it, started in a fraction of the time. Nothing the app
-reads is read at import time except what `spawn_needed` names: those gateways are spawned.
+and uvicorn once per test process, and freezes what it imported (tests/support/fork_preload.py);
+each gateway is then a fork of that server: a process of its own (own pid, signals, SIGKILL,
+exit status, log file), the way `python -m uvicorn app.gateway.main:create_app --factory` runs
+it, started in a fraction of the time. Nothing the app reads is read at import time except what
+`spawn_needed` names: those gateways are spawned.
 
 `ForkedProcess` answers what the tests ask of a subprocess.Popen: pid, poll, returncode,
 wait, terminate, kill.
@@ -47,7 +48,8 @@ def _fork_server() -> ForkServerContext:
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["app.gateway.main", "uvicorn"])
+        _context.set_forkserver_preload(["app.gateway.main", "uvicorn",
+                                         "tests.support.fork_preload"])
     return _context
 
 
