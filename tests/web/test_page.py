@@ -96,9 +96,10 @@ async def test_stop_keeps_the_partial_answer_as_stopped(
     assert shown and long_answer_text().startswith(shown)
     # What the page shows once stopped is the stored row, so a reload says the same.
     await expect(page.locator(".message.assistant .status")).to_have_text("stopped")
+    thread_id = await page.locator(".thread-item.active").get_attribute("data-thread-id")
 
     await page.reload()
-    await page.click(".thread-item")
+    await page.click(f'.thread-item[data-thread-id="{thread_id}"]')
     stored = page.locator(".message.assistant .content")
     await expect(stored).to_have_count(1)
     stored_text = await stored.inner_text()

@@ -5,6 +5,7 @@ system. Each test saves screenshots of its states in its tmp_path."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from playwright.async_api import Browser, Page, expect
 
 from app.keys import repository as api_keys
 from app.store.db import Database
-from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
+from tests.support.gateway import DemoLlm, GatewayPool, LiveGateway
 from tests.web.page_helpers import (
     AUTH_OFF,
     BROWSER_TESTS,
@@ -172,10 +173,10 @@ async def test_the_theme_follows_the_system_and_stays_legible(
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
 async def test_the_list_shows_plain_titles_and_previews(
-    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+    browser: Browser, fresh_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
 ) -> None:
     async with sized_page(browser, viewport) as page:
-        await page.goto(web_gateway.url + "/")
+        await page.goto(fresh_gateway.url + "/")
         await page.click("#new-thread")
         await send(page, "# **Bold** heading and `code`")
         if viewport.name == "phone":
@@ -231,12 +232,18 @@ async def use_key(page: Page, key: str) -> None:
     await page.press("#api-key", "Enter")
 
 
+@pytest.fixture(scope="module")
+def keys_gateway(module_gateways: GatewayPool, demo_llm: DemoLlm) -> LiveGateway:
+    """The module's gateway in auth mode `keys`, shared: each test's key is of a user of its
+    own, as a key's daily budget counts everything its user spent that day."""
+    return module_gateways.start_process("sqlite", upstream=demo_llm)
+
+
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
 async def test_missing_wrong_revoked_keys_and_a_spent_budget_each_say_so(
-    browser: Browser, start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm,
-    viewport: Viewport, tmp_path: Path,
+    browser: Browser, keys_gateway: LiveGateway, viewport: Viewport, tmp_path: Path,
 ) -> None:
-    gateway = start_gateway_process("sqlite", upstream=demo_llm)  # auth mode: keys
+    gateway = keys_gateway
     async with sized_page(browser, viewport) as page:
         await page.goto(gateway.url + "/")
         await refused_with(page, NEEDS_KEY, "First question")
@@ -246,7 +253,7 @@ async def test_missing_wrong_revoked_keys_and_a_spent_budget_each_say_so(
         await refused_with(page, NOT_ACCEPTED, "First question")
         await shot(page, tmp_path, f"key-wrong-{viewport.name}")
 
-        key = await gateway.api_key("alice", tokens=1)
+        key = await gateway.api_key(f"alice-{viewport.name}", tokens=1)
         await use_key(page, key)
         await page.click("#send")
         await wait_turns_over(page, 1)
@@ -282,15 +289,21 @@ async def test_a_long_paste_is_refused_in_characters_not_bytes(
 
 # ---------- an answer cut at the token limit; regenerate ----------
 
+@pytest.fixture(scope="module")
+def cut_gateway(module_gateways: GatewayPool, demo_llm: DemoLlm) -> LiveGateway:
+    """The module's gateway whose answers are cut at 300 tokens, shared: each test asks in a
+    thread of its own."""
+    return module_gateways.start_process(
+        "sqlite", upstream=demo_llm, env={**AUTH_OFF, "CHATGATE_UPSTREAM_MAX_TOKENS": "300"})
+
+
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
 async def test_an_answer_cut_at_the_limit_says_so_and_continue_finishes_it_in_place(
-    browser: Browser, start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm,
-    viewport: Viewport, tmp_path: Path
+    browser: Browser, cut_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
 ) -> None:
     """Continue adds no question: the rest of the answer streams onto the same bubble, which
     ends as one whole answer (a 300-token limit cuts the long demo answer twice)."""
-    gateway = start_gateway_process("sqlite", upstream=demo_llm,
-                                    env={**AUTH_OFF, "CHATGATE_UPSTREAM_MAX_TOKENS": "300"})
+    gateway = cut_gateway
     async with sized_page(browser, viewport) as page:
         await page.goto(gateway.url + "/")
         await page.click("#new-thread")
@@ -412,16 +425,28 @@ async def test_edit_and_resend_a_question(
 # ---------- search ----------
 
 
+@pytest.fixture(scope="module")
+def three_threads_gateway(module_gateways: GatewayPool, demo_llm: DemoLlm) -> LiveGateway:
+    """A gateway holding three stored threads and nothing else: the search tests only
+    search them, so they share it."""
+    gateway = module_gateways.start_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
+
+    async def store() -> None:
+        await store_answers(gateway.database_url, ["The **derailleur** needs oil."],
+                            title="Bike repair")
+        await store_answers(gateway.database_url, ["Because of the Moon."], title="Tides")
+        await store_answers(gateway.database_url, ["Bread needs time."], title="Baking")
+
+    asyncio.run(store())
+    return gateway
+
+
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
 async def test_search_threads_by_title_and_text(
-    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+    browser: Browser, three_threads_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
 ) -> None:
-    await store_answers(web_gateway.database_url, ["The **derailleur** needs oil."],
-                        title="Bike repair")
-    await store_answers(web_gateway.database_url, ["Because of the Moon."], title="Tides")
-    await store_answers(web_gateway.database_url, ["Bread needs time."], title="Baking")
     async with sized_page(browser, viewport) as page:
-        await page.goto(web_gateway.url + "/")
+        await page.goto(three_threads_gateway.url + "/")
         if viewport.name == "phone":
             await page.click("[data-testid=toggle-threads]")
         titles = page.locator(".thread-item .title")

@@ -41,10 +41,10 @@ def stored_threads(gateway: LiveGateway) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
 async def test_a_new_thread_is_stored_with_its_first_message_and_a_refusal_leaves_none(
-    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+    browser: Browser, fresh_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
 ) -> None:
     async with sized_page(browser, viewport) as page:
-        await page.goto(web_gateway.url + "/")
+        await page.goto(fresh_gateway.url + "/")
         await page.click("#new-thread")
         draft = page.locator(".thread-item.active")
         await expect(draft).to_have_count(1)
@@ -52,7 +52,7 @@ async def test_a_new_thread_is_stored_with_its_first_message_and_a_refusal_leave
         await expect(page.locator("#thread-title")).to_have_text("New thread")
         await expect(page.locator("[data-testid=empty-state]")).to_have_text(
             "No messages yet. Write one below to start.")
-        assert stored_threads(web_gateway) == []  # the button stored nothing
+        assert stored_threads(fresh_gateway) == []  # the button stored nothing
         await shot(page, tmp_path, f"new-thread-draft-{viewport.name}")
 
         await page.fill("#message-input", "é" * 40_000)  # refused by the gateway
@@ -60,17 +60,17 @@ async def test_a_new_thread_is_stored_with_its_first_message_and_a_refusal_leave
         await expect(page.locator("#notice")).to_have_text(TOO_LONG)
         await expect(page.locator("#message-input")).to_have_value("é" * 40_000)
         await expect(page.locator(".thread-item.active .title")).to_have_text("New thread")
-        assert stored_threads(web_gateway) == []  # no "Untitled thread · 0 messages"
+        assert stored_threads(fresh_gateway) == []  # no "Untitled thread · 0 messages"
         await shot(page, tmp_path, f"refused-first-send-{viewport.name}")
 
         await send(page, "Hello there")
         thread_id = await active_thread_id(page)
-        [thread] = stored_threads(web_gateway)
+        [thread] = stored_threads(fresh_gateway)
         assert thread["id"] == thread_id and thread["message_count"] == 2
         await page.click("#new-thread")  # twice more: still one stored thread
         await page.click("#new-thread")
         await expect(page.locator("[data-testid=thread-draft]")).to_have_count(1)
-        assert len(stored_threads(web_gateway)) == 1
+        assert len(stored_threads(fresh_gateway)) == 1
         if viewport.name == "phone":  # the thread list is a drawer there
             await page.click("[data-testid=toggle-threads]")
         await page.locator(f'.thread-item[data-thread-id="{thread_id}"]').click()

@@ -5,6 +5,7 @@ screenshots of its states in its tmp_path."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, Route, expect
 
-from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
+from tests.support.gateway import DemoLlm, GatewayPool, LiveGateway, StartGatewayProcess
 from tests.web.page_helpers import (
     AUTH_OFF,
     BROWSER_TESTS,
@@ -127,16 +128,28 @@ async def test_every_conformance_answer_renders_without_losing_a_word(
 # ---------- layout ----------
 
 
+#: Wider than any phone: a 300-character word, a long code line and a 20-column table.
+WIDE_ANSWER = (
+    f"{'A' * 300}\n\n```\n{'x = 1; ' * 60}\n```\n\n| {' | '.join('col' for _ in range(20))} |\n"
+    f"|{'---|' * 20}\n| {' | '.join(str(n) for n in range(20))} |"
+)
+
+
+@pytest.fixture(scope="module")
+def wide_thread_gateway(module_gateways: GatewayPool, demo_llm: DemoLlm) -> LiveGateway:
+    """A gateway whose only thread is WIDE_ANSWER under a 200-character title: the phone
+    layout tests only look at it, so they share it."""
+    gateway = module_gateways.start_process("sqlite", upstream=demo_llm, env=AUTH_OFF)
+    asyncio.run(store_answers(gateway.database_url, [WIDE_ANSWER], title="T" * 200))
+    return gateway
+
+
 @pytest.mark.parametrize("width", [360, 390, 430])
 async def test_phone_layout_never_scrolls_sideways(
-    browser: Browser, web_gateway: LiveGateway, width: int, tmp_path: Path
+    browser: Browser, wide_thread_gateway: LiveGateway, width: int, tmp_path: Path
 ) -> None:
-    wide = "A" * 300
-    answer = f"{wide}\n\n```\n{'x = 1; ' * 60}\n```\n\n| {' | '.join('col' for _ in range(20))} |\n"
-    answer += f"|{'---|' * 20}\n| {' | '.join(str(n) for n in range(20))} |"
-    await store_answers(web_gateway.database_url, [answer], title="T" * 200)
     async with sized_page(browser, Viewport(f"w{width}", width, 844)) as page:
-        await page.goto(web_gateway.url + "/")
+        await page.goto(wide_thread_gateway.url + "/")
         toggle = page.locator("[data-testid=toggle-threads]")
         await expect(toggle).to_be_visible()
         await expect(page.locator("#thread-list")).to_be_hidden()
@@ -159,11 +172,11 @@ async def test_phone_layout_never_scrolls_sideways(
 
 
 async def test_desktop_layout_shows_the_list_without_a_toggle(
-    browser: Browser, web_gateway: LiveGateway, tmp_path: Path
+    browser: Browser, fresh_gateway: LiveGateway, tmp_path: Path
 ) -> None:
-    await store_answers(web_gateway.database_url, ["Hi"], title="T" * 200)
+    await store_answers(fresh_gateway.database_url, ["Hi"], title="T" * 200)
     async with sized_page(browser, DESKTOP) as page:
-        await page.goto(web_gateway.url + "/")
+        await page.goto(fresh_gateway.url + "/")
         await expect(page.locator("[data-testid=toggle-threads]")).to_be_hidden()
         await expect(page.locator(".thread-item")).to_be_visible()
         await assert_no_sideways_scroll(page)
@@ -208,12 +221,10 @@ async def test_finished_turns_show_what_a_reload_shows(
 
 
 async def test_stop_shows_the_stored_partial_answer(
-    browser: Browser, start_gateway_process: StartGatewayProcess, slow_demo_llm: DemoLlm,
-    tmp_path: Path,
+    browser: Browser, slow_gateway: LiveGateway, tmp_path: Path
 ) -> None:
-    web_gateway = start_gateway_process("sqlite", upstream=slow_demo_llm, env=AUTH_OFF)
     async with sized_page(browser, DESKTOP) as page:
-        await page.goto(web_gateway.url + "/")
+        await page.goto(slow_gateway.url + "/")
         await page.click("#new-thread")
         await page.fill("#message-input", "[long] tell me everything")
         await page.click("#send")
@@ -223,7 +234,7 @@ async def test_stop_shows_the_stored_partial_answer(
         live = await footers(page)
         await shot(page, tmp_path, "stopped-live")
         thread_id = await active_thread_id(page)
-        async with web_gateway.client() as client:
+        async with slow_gateway.client() as client:
             stored = (await client.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
         assert stored[1]["status"] == "interrupted"
         assert stored[1]["metadata"]["interrupted_reason"] == "stop_request"
@@ -241,11 +252,11 @@ async def test_stop_shows_the_stored_partial_answer(
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
 async def test_rename_and_delete_a_thread(
-    browser: Browser, web_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
+    browser: Browser, fresh_gateway: LiveGateway, viewport: Viewport, tmp_path: Path
 ) -> None:
-    thread_id, _ = await store_answers(web_gateway.database_url, ["Hi"], title="Old name")
+    thread_id, _ = await store_answers(fresh_gateway.database_url, ["Hi"], title="Old name")
     async with sized_page(browser, viewport) as page:
-        await open_thread(page, web_gateway.url, thread_id)
+        await open_thread(page, fresh_gateway.url, thread_id)
         await page.click("[data-testid=rename-thread]")
         await page.fill("[data-testid=rename-input]", "   ")
         await page.click("[data-testid=rename-save]")
@@ -258,7 +269,7 @@ async def test_rename_and_delete_a_thread(
         await expect(page.locator("#thread-title")).to_have_text("Tides and moons")
         await expect(page.locator(".thread-item .title")).to_have_text("Tides and moons")
         await shot(page, tmp_path, f"renamed-{viewport.name}")
-        async with web_gateway.client() as client:
+        async with fresh_gateway.client() as client:
             listed = (await client.get("/api/threads")).json()["threads"]
         assert listed[0]["title"] == "Tides and moons"
 
@@ -268,16 +279,16 @@ async def test_rename_and_delete_a_thread(
         await expect(page.locator("[data-testid=empty-state]")).to_contain_text("No thread open")
         await expect(page.locator("[data-testid=delete-thread]")).to_be_hidden()
         await shot(page, tmp_path, f"deleted-{viewport.name}")
-        async with web_gateway.client() as client:
+        async with fresh_gateway.client() as client:
             gone = await client.get(f"/api/threads/{thread_id}/messages")
         assert gone.status_code == 404
 
 
 async def test_a_dismissed_delete_keeps_the_thread(
-    page: Page, web_gateway: LiveGateway
+    page: Page, fresh_gateway: LiveGateway
 ) -> None:
-    thread_id, _ = await store_answers(web_gateway.database_url, ["Hi"])
-    await open_thread(page, web_gateway.url, thread_id)
+    thread_id, _ = await store_answers(fresh_gateway.database_url, ["Hi"])
+    await open_thread(page, fresh_gateway.url, thread_id)
     page.once("dialog", lambda dialog: dialog.dismiss())
     await page.click("[data-testid=delete-thread]")
     await expect(page.locator(".thread-item")).to_have_count(1)
@@ -477,8 +488,8 @@ async def test_when_the_stored_row_cannot_be_read_the_streamed_answer_stays(
     await expect(page.locator(".message.assistant .usage").nth(1)).to_contain_text("tokens")
     await expect(page.locator(".message.assistant .status")).to_have_count(1)  # complete
     assert "Line 40" in await page.locator(".message.assistant .content").nth(1).inner_text()
+    thread_id = await active_thread_id(page)
     async with web_gateway.client() as client:
-        threads = (await client.get("/api/threads")).json()["threads"]
-        stored = (await client.get(f"/api/threads/{threads[0]['id']}/messages")).json()
+        stored = (await client.get(f"/api/threads/{thread_id}/messages")).json()
     assert [m["status"] for m in stored["messages"]][1::2] == ["failed", "complete"]
     await shot(page, tmp_path, "stored-row-unreadable")

@@ -10,8 +10,8 @@ import pytest
 from playwright.async_api import Browser, BrowserContext, Locator, Page, expect
 
 from app.demo_llm.scenarios import long_answer_text
-from tests.support.gateway import DemoLlm, StartGatewayProcess, start_demo_llm
-from tests.web.page_helpers import BROWSER_TESTS
+from tests.support.gateway import DemoLlm, GatewayPool, start_demo_llm
+from tests.web.page_helpers import BROWSER_TESTS, active_thread_id
 from tests.web.test_page import wait_turn_over
 
 pytestmark = BROWSER_TESTS
@@ -36,12 +36,13 @@ def brisk_demo_llm() -> Iterator[DemoLlm]:
     demo.stop()
 
 
-@pytest.fixture
-def resumable_gateway_url(start_gateway_process: StartGatewayProcess,
-                          brisk_demo_llm: DemoLlm) -> Iterator[str]:
-    gateway = start_gateway_process("sqlite", upstream=brisk_demo_llm, env={
+@pytest.fixture(scope="module")
+def resumable_gateway_url(module_gateways: GatewayPool, brisk_demo_llm: DemoLlm) -> str:
+    """The module's gateway with a resume grace, shared: each test asks in a thread of its
+    own and opens that thread again by its id."""
+    gateway = module_gateways.start_process("sqlite", upstream=brisk_demo_llm, env={
         "CHATGATE_AUTH_MODE": "off", "CHATGATE_RESUME_GRACE_S": "30"})
-    yield gateway.url
+    return gateway.url
 
 
 async def test_the_page_finishes_an_answer_across_a_dropped_connection(
@@ -72,9 +73,16 @@ async def offline_and_back(page: Page, context: BrowserContext, url: str) -> Non
     await expect(page.locator("#notice")).to_have_text("")
     live: list[str] = await page.evaluate("window.__liveTexts")
     assert live and all(full.startswith(text) for text in live)  # nothing twice or skipped
+    thread = await thread_item(page)
     await page.reload()
-    await page.click(".thread-item")
+    await page.click(thread)
     await expect(page.locator(".message.assistant .content")).to_have_text(full)
+
+
+async def thread_item(page: Page) -> str:
+    """The open thread's item in the list: what a test clicks to open it again after a
+    reload, whatever other threads the module's gateway holds."""
+    return f'.thread-item[data-thread-id="{await active_thread_id(page)}"]'
 
 
 async def start_long_answer(page: Page) -> Locator:
@@ -99,8 +107,9 @@ async def test_stop_ends_the_answer_at_once_despite_the_grace(
     await expect(page.locator(".message.assistant .status")).to_have_text("stopped")
     shown = await answer.inner_text()
     assert shown and len(shown) < len(long_answer_text())
+    thread = await thread_item(page)
     await page.reload()
-    await page.click(".thread-item")
+    await page.click(thread)
     await expect(page.locator(".message.assistant .content")).to_have_text(shown)
     await expect(page.locator(".message.assistant .status")).to_have_text("stopped")
 
@@ -112,9 +121,10 @@ async def test_a_reload_mid_answer_follows_the_answer_to_its_end(
     still streaming, and follows it to the end from its first delta, in the one bubble."""
     await page.goto(resumable_gateway_url + "/")
     answer = await start_long_answer(page)
+    thread = await thread_item(page)
     await page.reload()
     await page.evaluate(RECORD_LIVE_TEXT)
-    await page.click(".thread-item")
+    await page.click(thread)
     await wait_turn_over(page)
     full = long_answer_text()
     await expect(answer).to_have_text(full)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, Locator, Page, expect
 
-from tests.support.gateway import DemoLlm, LiveGateway, StartGatewayProcess
+from tests.support.gateway import DemoLlm, GatewayPool, LiveGateway
 from tests.web.page_helpers import (
     AUTH_OFF,
     BROWSER_TESTS,
@@ -73,15 +73,23 @@ async def no_sideways_scroll(page: Page) -> None:
     assert width <= inner
 
 
+@pytest.fixture(scope="module")
+def two_models_gateway(module_gateways: GatewayPool, demo_llm: DemoLlm,
+                       tmp_path_factory: pytest.TempPathFactory) -> LiveGateway:
+    """The module's gateway offering `full` and `brief`, shared: each test asks in a thread of
+    its own."""
+    models = two_models(tmp_path_factory.mktemp("two_models"), demo_llm)
+    return module_gateways.start_process("sqlite", upstream=demo_llm, env={
+        **AUTH_OFF, "CHATGATE_MODELS_FILE": models})
+
+
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=viewport_ids)
 async def test_regenerate_puts_a_new_answer_beside_the_old_one(
-    browser: Browser, start_gateway_process: StartGatewayProcess, demo_llm: DemoLlm,
-    viewport: Viewport, tmp_path: Path,
+    browser: Browser, two_models_gateway: LiveGateway, viewport: Viewport,
 ) -> None:
     """The new answer comes from the model picked now (`brief`), so the two versions read
     differently; the question is asked once, and the version last shown stays shown."""
-    gateway = start_gateway_process("sqlite", upstream=demo_llm, env={
-        **AUTH_OFF, "CHATGATE_MODELS_FILE": two_models(tmp_path, demo_llm)})
+    gateway = two_models_gateway
     async with sized_page(browser, viewport) as page:
         await page.goto(gateway.url + "/")
         await page.click("#new-thread")
