@@ -5,9 +5,12 @@ upstream, is logged in one line and counted in /metrics."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +38,7 @@ from tests.support.gateway import (
     same_loop_gateway,
 )
 from tests.support.redis_keys import REDIS_URL, redis_missing
+from tests.support.scripted_upstream import finish_chunk, read_request, sse_body, usage_chunk
 from tests.support.statements import recorded_statements, statements_in_transaction
 
 ASK = [{"role": "user", "content": "Hello"}]
@@ -289,28 +293,74 @@ async def test_a_turn_past_the_opening_places_waits_in_line_and_opens_once_one_f
         assert await gw.refusals() == {}
 
 
+HELD = "[held]"
+
+
+#: The first chunk of an answer, as the demo model sends it before its first token.
+ROLE = json.dumps({"id": "held", "object": "chat.completion.chunk", "created": 0,
+                   "model": "scripted-1", "choices": [
+                       {"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+
+
+@asynccontextmanager
+async def holding_model_server(release: asyncio.Event) -> AsyncIterator[tuple[str, list[bytes]]]:
+    """A model server in the test's loop: the answer to a request that says HELD is its
+    headers and first chunk (the role) at once and the rest once `release` is set (at the
+    latest when this ends); any other answer comes whole. Yields its base URL and the
+    bodies of the requests so far."""
+    seen: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, request = await read_request(reader)
+        seen.append(request)
+        first = f"data: {ROLE}\n\n".encode()
+        rest = sse_body(["Hello ", "there."], tail=f"data: {finish_chunk()}\n\n"
+                        f"data: {usage_chunk(11, 2, 13)}\n\ndata: [DONE]\n\n")
+        with contextlib.suppress(ConnectionError):
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"content-length: " + str(len(first + rest)).encode() + b"\r\n"
+                         b"connection: close\r\n\r\n" + first)
+            await writer.drain()
+            if HELD.encode() in request:
+                await release.wait()
+            writer.write(rest)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    async with server:
+        try:
+            yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", seen
+        finally:
+            release.set()
+
+
 async def test_an_answer_waiting_for_its_first_token_leaves_its_opening_place(
     database_url: str, demo_llm: DemoLlm
 ) -> None:
-    """[slow-first]: the demo model sends its headers, then holds the first token 1.5 s.
-    The one opening place is free again once the headers are in, so another turn opens and
-    ends while that answer still waits for its model."""
-    async with same_loop_gateway(database_url, demo_llm, max_opening_turns=1,
-                                 opening_wait_s=0, title_calls=False) as gw:
+    """The model server sends its headers, then holds the first token until the test lets
+    it go (a clock would be too short for a loaded machine, or a wait for everyone). The one
+    opening place is free again once the headers are in, so another turn opens and ends
+    while that answer still waits for its model."""
+    release = asyncio.Event()
+    # the holding server in the demo model's place; the first token waits as long as it must
+    async with holding_model_server(release) as (url, seen), same_loop_gateway(
+            database_url, demo_llm, upstream_base_url=url, first_token_timeout_s=60,
+            max_opening_turns=1, opening_wait_s=0, title_calls=False) as gw:
         openings = gw.runtime.turn_deps.openings
         assert openings is not None
         async with gw.client(await gw.api_key("alice")) as alice, \
                 gw.client(await gw.api_key("bob")) as bob:
             slow_thread, thread = await new_thread(alice), await new_thread(bob)
-            upstream_before = demo_llm.stats()["requests"]
-            slow = asyncio.create_task(post(alice, slow_thread, "Hi [slow-first]"))
+            slow = asyncio.create_task(post(alice, slow_thread, f"Hi {HELD}"))
             for _ in range(500):  # until the slow answer's headers are in (about 0.1 s)
                 await asyncio.sleep(0.01)
-                if openings.free == 1 and demo_llm.stats()["requests"] > upstream_before:
+                if openings.free == 1 and seen:
                     break
             assert openings.free == 1 and not slow.done()
             assert (await post(bob, thread)).last_event == "message_end"
             assert not slow.done()
+            release.set()
             assert (await slow).last_event == "message_end"
 
 

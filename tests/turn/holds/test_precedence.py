@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 
 import pytest
 
@@ -100,15 +100,30 @@ async def test_the_watch_says_busy_while_the_loop_lags_behind_its_timers() -> No
         watch.cancel()
 
 
-@pytest.fixture
-async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
-    rt = build_runtime(Settings(database_url=database_url,
-                                upstream_base_url=slow_demo_llm.base_url,
+@asynccontextmanager
+async def runtime_on(database_url: str, demo: DemoLlm) -> AsyncIterator[Runtime]:
+    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo.base_url,
                                 upstream_max_retries=0, title_calls=False))
     rt.turn_deps.precedence = Precedence(max_wait_s=60)
-    yield rt
-    await rt.http.aclose()
-    await rt.db.dispose()
+    try:
+        yield rt
+    finally:
+        await rt.http.aclose()
+        await rt.db.dispose()
+
+
+@pytest.fixture
+async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """On the demo model at 10 ms a delta: an answer still streams while the test acts."""
+    async with runtime_on(database_url, slow_demo_llm) as rt:
+        yield rt
+
+
+@pytest.fixture
+async def quick_runtime(database_url: str, demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """On the demo model at full speed, for a test that only reads an answer to its end."""
+    async with runtime_on(database_url, demo_llm) as rt:
+        yield rt
 
 
 async def test_an_answer_pauses_for_an_opening_turn_and_loses_nothing(runtime: Runtime) -> None:
@@ -153,7 +168,10 @@ async def test_an_answer_pauses_for_an_opening_turn_and_loses_nothing(runtime: R
     assert len(texts) > paused_at
 
 
-async def test_an_openai_style_call_stops_opening_at_its_first_delta(runtime: Runtime) -> None:
+async def test_an_openai_style_call_stops_opening_at_its_first_delta(
+    quick_runtime: Runtime,
+) -> None:
+    runtime = quick_runtime
     precedence = runtime.turn_deps.precedence
     assert precedence is not None
     model = runtime.settings.offered_models[0]

@@ -4,13 +4,31 @@ thinking (docs/demo_scenarios.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.e2e.helpers import keyed_client, new_thread
 from tests.e2e.helpers import messages as thread_messages
-from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway, post_turn
+from tests.support.gateway import (
+    DemoLlm,
+    InProcessGateway,
+    StartGateway,
+    post_turn,
+    start_demo_llm,
+)
+
+
+@pytest.fixture(scope="module")
+def demo_llm() -> Iterator[DemoLlm]:
+    """The session's demo model (and so the module's `gateway`) without the pause before
+    each piece of thinking: its 30 ms a piece, there so that a page shows "Thinking…" a
+    moment, made every turn here seconds of sleep, and nothing checked here depends on how
+    long the thinking took."""
+    demo = start_demo_llm(delay_ms=0, slow_first_s=1.5, think_ms=0)
+    yield demo
+    demo.stop()
 
 
 async def think(gateway: InProcessGateway, scenario: str) -> tuple[Any, dict[str, Any]]:

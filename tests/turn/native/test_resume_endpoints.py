@@ -9,6 +9,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,14 @@ from tests.e2e.helpers import (
     wait_for_status,
     wait_upstream_cancelled,
 )
-from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway, iter_sse, start_demo_llm
+from tests.support.gateway import (
+    DemoLlm,
+    GatewayPool,
+    InProcessGateway,
+    StartGateway,
+    iter_sse,
+    start_demo_llm,
+)
 from tests.support.resume import delta_ids, delta_text, leave_after, read_first, rest, resume
 
 LONG = "[long] tell me everything"
@@ -34,15 +42,25 @@ def paced_llm() -> Iterator[DemoLlm]:
     demo.stop()
 
 
+RESUMABLE = {"CHATGATE_RESUME_GRACE_S": "30", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10"}
+
+
 def resumable(start_gateway: StartGateway, upstream: DemoLlm, **env: str) -> InProcessGateway:
-    settings = {"CHATGATE_RESUME_GRACE_S": "30", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10", **env}
-    return start_gateway("sqlite", upstream=upstream, env=settings)
+    """A gateway of the test's own, for a test that changes a setting of resuming."""
+    return start_gateway("sqlite", upstream=upstream, env={**RESUMABLE, **env})
+
+
+@pytest.fixture(scope="module")
+def gateway(paced_llm: DemoLlm, live_log_dir: Path) -> Iterator[InProcessGateway]:
+    """The module's gateway, for the tests that change no setting of resuming: each has
+    users of its own and waits until its turn has ended."""
+    with GatewayPool(live_log_dir) as pool:
+        yield pool.start("sqlite", upstream=paced_llm, env=RESUMABLE)
 
 
 async def test_a_client_that_drops_after_k_deltas_gets_the_whole_answer_once(
-    paced_llm: DemoLlm, start_gateway: StartGateway
+    gateway: InProcessGateway,
 ) -> None:
-    gateway = resumable(start_gateway, paced_llm)
     async with await keyed_client(gateway, "dropper", over_http=True) as client:
         left = await leave_after(client, await new_thread(client, "t"), LONG, K)
         assert [int(e.id or 0) for e in left.deltas] == list(range(1, K + 1))
@@ -59,9 +77,8 @@ async def test_a_client_that_drops_after_k_deltas_gets_the_whole_answer_once(
 
 
 async def test_last_event_id_works_as_a_query_parameter_and_no_id_replays_all(
-    paced_llm: DemoLlm, start_gateway: StartGateway
+    gateway: InProcessGateway,
 ) -> None:
-    gateway = resumable(start_gateway, paced_llm)
     async with await keyed_client(gateway, "query", over_http=True) as client:
         left = await leave_after(client, await new_thread(client, "t"), LONG, K)
         _, by_query, _ = await resume(client, left, query=True)
@@ -125,9 +142,8 @@ async def test_nobody_resuming_within_the_grace_stores_interrupted(
 
 
 async def test_stop_ends_the_turn_now_and_the_open_stream_says_so(
-    paced_llm: DemoLlm, start_gateway: StartGateway
+    paced_llm: DemoLlm, gateway: InProcessGateway
 ) -> None:
-    gateway = resumable(start_gateway, paced_llm)
     before = paced_llm.stats()["streams_cancelled"]
     async with await keyed_client(gateway, "stopper", over_http=True) as client:
         thread_id = await new_thread(client, "t")
@@ -153,9 +169,8 @@ async def test_stop_ends_the_turn_now_and_the_open_stream_says_so(
 
 
 async def test_bad_resumes_get_precise_json_errors(
-    paced_llm: DemoLlm, start_gateway: StartGateway
+    gateway: InProcessGateway,
 ) -> None:
-    gateway = resumable(start_gateway, paced_llm)
     async with await keyed_client(gateway, "owner", over_http=True) as client, \
             await keyed_client(gateway, "stranger", over_http=True) as stranger:
         thread_id = await new_thread(client, "t")

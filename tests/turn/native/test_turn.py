@@ -40,14 +40,31 @@ from tests.support.scripted_upstream import scripted_upstream, sse_body, usage_c
 from tests.turn.wire import WireEvent, on_the_wire
 
 
-@pytest.fixture
-async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
-    settings = Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
+@asynccontextmanager
+async def runtime_on(database_url: str, demo: DemoLlm) -> AsyncIterator[Runtime]:
+    settings = Settings(database_url=database_url, upstream_base_url=demo.base_url,
                         upstream_max_retries=0, first_token_timeout_s=5)
     rt = build_runtime(settings)
-    yield rt
-    await rt.http.aclose()
-    await rt.db.dispose()
+    try:
+        yield rt
+    finally:
+        await rt.http.aclose()
+        await rt.db.dispose()
+
+
+@pytest.fixture
+async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """On the demo model at 10 ms a delta: for a test that acts while an answer streams."""
+    async with runtime_on(database_url, slow_demo_llm) as rt:
+        yield rt
+
+
+@pytest.fixture
+async def quick_runtime(database_url: str, demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
+    """On the demo model at full speed: for a test that reads its turns to their end, which
+    at 10 ms a delta took a second or two each."""
+    async with runtime_on(database_url, demo_llm) as rt:
+        yield rt
 
 
 async def _thread(db: Database, user: str = "svc") -> Any:
@@ -90,8 +107,9 @@ class Spy(TurnHandler):
 
 
 async def test_hooks_run_in_order_and_before_main_shapes_the_context(
-    runtime: Runtime, slow_demo_llm: DemoLlm
+    quick_runtime: Runtime, demo_llm: DemoLlm
 ) -> None:
+    runtime = quick_runtime
     spy = Spy()
     runtime.turn_deps.observers.append(spy)
     thread = await _thread(runtime.db)
@@ -106,7 +124,7 @@ async def test_hooks_run_in_order_and_before_main_shapes_the_context(
     rows = await _rows(runtime.db, thread)
     deltas = "".join(e.data["text"] for e in events if e.event == "delta")
     assert rows[-1].content == deltas
-    sent = slow_demo_llm.requests(5)[-1]["body"]["messages"][-1]["content"]
+    sent = demo_llm.requests(5)[-1]["body"]["messages"][-1]["content"]
     body = sent[len("<!-- MSG_CONTEXT: "):sent.index(" -->\n")]
     assert json.loads(body)["summary"] == "SUMMARY <of> earlier & older turns"
     assert "<of>" not in body
@@ -303,7 +321,10 @@ class BrokenHook(TurnHandler):
         raise RuntimeError("hook failed")
 
 
-async def test_a_failing_hook_is_rolled_back_alone_and_costs_no_answer(runtime: Runtime) -> None:
+async def test_a_failing_hook_is_rolled_back_alone_and_costs_no_answer(
+    quick_runtime: Runtime,
+) -> None:
+    runtime = quick_runtime
     spy = Spy()
     runtime.turn_deps.observers[:0] = [BrokenHook()]
     runtime.turn_deps.observers.append(spy)
@@ -330,7 +351,8 @@ class BrokenAnnouncer(TurnHandler):
         raise RuntimeError("announcer failed")
 
 
-async def test_a_failing_announcer_costs_no_answer(runtime: Runtime) -> None:
+async def test_a_failing_announcer_costs_no_answer(quick_runtime: Runtime) -> None:
+    runtime = quick_runtime
     runtime.turn_deps.observers[:0] = [BrokenAnnouncer()]
     thread = await _thread(runtime.db)
     with structlog.testing.capture_logs() as logs:
@@ -370,7 +392,10 @@ async def test_a_thread_deleted_mid_stream_still_bills_the_call(runtime: Runtime
     assert [m for m in mismatches if m.user_id == "deleter"] == []
 
 
-async def test_a_thread_deleted_mid_stream_tells_the_client_so(runtime: Runtime) -> None:
+async def test_a_thread_deleted_mid_stream_tells_the_client_so(quick_runtime: Runtime) -> None:
+    """The thread goes as the client reads the first delta: the turn, whose events the
+    client pulls, finishes only after, whatever the model's pace."""
+    runtime = quick_runtime
     thread = await _thread(runtime.db, user="deleter")
     turn = await open_turn(runtime.turn_deps, "deleter", thread.id, "a short answer please")
     events: list[WireEvent] = []
@@ -395,6 +420,10 @@ async def test_an_answer_finished_during_a_database_outage_is_stored_later(
     attempts: the client is told `storage_error`, and once the database is back the answer
     is stored, complete, with the very text that was sent."""
     monkeypatch.setattr(turn_store, "LATE_STORE_PAUSE_S", 0.2)
+    # the inline attempts' pauses, about 5 s in all, waited for nothing: the database is
+    # away until the stream has ended, however soon the attempts come
+    monkeypatch.setattr(turn_store, "STORE_RETRY_PAUSE_S", 0.005)
+    monkeypatch.setattr(turn_store, "STORE_RETRY_PAUSE_MAX_S", 0.02)
     rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
                                 upstream_max_retries=0, title_calls=False))
     try:

@@ -1,5 +1,6 @@
 """One gateway per module in front of the scripted model server, keys on, side calls and the
-rate limit off (a test counts exactly its own calls; the limits have their own tests)."""
+rate limit off (a test counts exactly its own calls; the limits have their own tests); and
+one LiteLLM process for every test that drives LiteLLM (litellm_worker.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 
 from tests.support.gateway import GatewayPool, InProcessGateway
 from tests.turn.openai.model_server import ModelServer
+from tests.turn.openai.outside_clients import JobProcess
+
+HERE = Path(__file__).parent
 
 #: USD per million tokens of the scripted model: a call's cost is known, so it is checked.
 PRICES = {"scripted-1": {"prompt": 1.0, "completion": 2.0}}
@@ -37,3 +41,14 @@ def oa_gateway(live_backend: str, model_server: ModelServer, live_log_dir: Path,
             # a loaded 2-core machine must not turn a local answer into upstream_timeout
             "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
         })
+
+
+@pytest.fixture(scope="session")
+def litellm_worker() -> Iterator[JobProcess]:
+    """LiteLLM's SDK in a process of its own that takes one job after another: importing
+    litellm costs about 5 s of CPU, paid once per pytest process instead of once per test.
+    It starts at its first job, with the python the test names (the test skips, or fails
+    under CI, when LiteLLM's venv is missing)."""
+    worker = JobProcess(HERE / "litellm_worker.py")
+    yield worker
+    worker.stop()

@@ -1,13 +1,10 @@
-"""LiteLLM's Python SDK against Chatgate's /v1 as an OpenAI-compatible base: for each case tag
-given, one streamed and one whole `litellm.completion`; writes one JSON line per case with
-what an app on LiteLLM would show. Run by tests/turn/openai/test_litellm_client.py with
-the python of LiteLLM's own venv (scripts/test_clients.sh), so it imports nothing of ours."""
+"""LiteLLM's Python SDK against Chatgate's /v1 as an OpenAI-compatible base: for a case tag,
+one streamed and one whole `litellm.completion`, and what an app on LiteLLM would show of
+them. Run for tests/turn/openai/test_litellm_client.py by litellm_worker.py, with the python
+of LiteLLM's own venv (scripts/test_clients.sh), so it imports nothing of ours."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from typing import Any
 
 import litellm
@@ -40,14 +37,3 @@ def one_case(key: str, base: str, api_key: str, model: str) -> dict[str, Any]:
             "wholeWarnings": whole_ext.get("warnings"),
             "wholeUsage": whole.usage.model_dump() if whole.usage else None}
 
-
-def main() -> None:
-    base, api_key = os.environ["CHATGATE_BASE_URL"], os.environ["CHATGATE_API_KEY"]
-    model = os.environ["CHATGATE_MODEL"]
-    for key in json.loads(os.environ["CHATGATE_CASE_KEYS"]):
-        sys.stdout.write(json.dumps(one_case(key, base, api_key, model)) + "\n")
-        sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,14 +1,11 @@
-"""LiteLLM's Python SDK against Chatgate's /v1 for the reasoning cases: for each case tag
-given, one streamed and one whole `litellm.completion`; writes one JSON line per case with the
-answer and the thinking an app on LiteLLM would show (`content`, `reasoning_content`). Run by
-tests/turn/openai/test_litellm_reasoning.py with the python of LiteLLM's own venv, so it
-imports nothing of ours."""
+"""LiteLLM's Python SDK against Chatgate's /v1 for the reasoning cases: for a case tag, one
+streamed and one whole `litellm.completion`, with the answer and the thinking an app on
+LiteLLM would show (`content`, `reasoning_content`). Run for
+tests/turn/openai/test_litellm_reasoning.py by litellm_worker.py, with the python of
+LiteLLM's own venv, so it imports nothing of ours."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from typing import Any
 
 import litellm
@@ -28,14 +25,3 @@ def one_case(key: str, base: str, api_key: str, model: str) -> dict[str, Any]:
             "whole": whole.content or "",
             "wholeReasoning": getattr(whole, "reasoning_content", None) or ""}
 
-
-def main() -> None:
-    base, api_key = os.environ["CHATGATE_BASE_URL"], os.environ["CHATGATE_API_KEY"]
-    model = os.environ["CHATGATE_MODEL"]
-    for key in json.loads(os.environ["CHATGATE_CASE_KEYS"]):
-        sys.stdout.write(json.dumps(one_case(key, base, api_key, model)) + "\n")
-        sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,6 @@ CHATGATE_REQUIRE_BROWSER=1) it fails instead."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -17,9 +16,8 @@ import pytest
 from tests.support.gateway import InProcessGateway
 from tests.turn.openai.cases import CASES, expected, prepare
 from tests.turn.openai.model_server import ModelServer
-from tests.turn.openai.outside_clients import case_lines, missing_client
+from tests.turn.openai.outside_clients import JobProcess, case_lines, missing_client
 
-HERE = Path(__file__).parent
 VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / (
     "chatgate-clients/litellm-venv")
 RUN_TIMEOUT_S = 300
@@ -45,22 +43,28 @@ def litellm_python() -> Path:
     return python
 
 
-def client_env(base_url: str, api_key: str, keys: list[str]) -> dict[str, str]:
+def client_env() -> dict[str, str]:
+    """The environment of LiteLLM's process: ours without our venv or proxies, offline."""
     env = {name: value for name, value in os.environ.items()
            if name not in {"PYTHONPATH", "VIRTUAL_ENV"} and not name.lower().endswith("_proxy")}
-    return {**env, **OFFLINE_ENV, "CHATGATE_BASE_URL": base_url, "CHATGATE_API_KEY": api_key,
-            "CHATGATE_MODEL": "scripted-1", "CHATGATE_CASE_KEYS": json.dumps(keys)}
+    return {**env, **OFFLINE_ENV}
+
+
+def run_litellm(worker: JobProcess, client: str, base_url: str, api_key: str,
+                keys: list[str]) -> subprocess.CompletedProcess[str]:
+    """`client`'s cases (litellm_worker.py: "chat" or "reasoning") run by LiteLLM against
+    `base_url` for the model scripted-1, one line per case."""
+    job = {"client": client, "base": base_url, "api_key": api_key, "model": "scripted-1",
+           "keys": keys}
+    return worker.run(litellm_python(), client_env(), job, RUN_TIMEOUT_S)
 
 
 async def test_litellm_gets_every_case_clean(
-    oa_gateway: InProcessGateway, model_server: ModelServer
+    oa_gateway: InProcessGateway, model_server: ModelServer, litellm_worker: JobProcess
 ) -> None:
-    python = litellm_python()
     keys = {prepare(model_server, case, "litellm"): case for case in CASES}
-    env = client_env(oa_gateway.url + "/v1", await oa_gateway.api_key("litellm-sdk"),
-                     list(keys))
-    result = subprocess.run([str(python), str(HERE / "litellm_client.py")], env=env,
-                            text=True, capture_output=True, timeout=RUN_TIMEOUT_S, check=False)
+    result = run_litellm(litellm_worker, "chat", oa_gateway.url + "/v1",
+                         await oa_gateway.api_key("litellm-sdk"), list(keys))
     for case, line in case_lines(result, keys):
         text, metadata, warnings = expected(case)
         assert (line["streamed"], line["metadata"], line["warnings"]) == (

@@ -7,18 +7,16 @@ to be answer (the `none` format's tags, other tag names)."""
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from tests.support.gateway import InProcessGateway
 from tests.turn.openai.model_server import ModelServer
-from tests.turn.openai.test_litellm_client import RUN_TIMEOUT_S, client_env, litellm_python
+from tests.turn.openai.outside_clients import JobProcess
+from tests.turn.openai.test_litellm_client import run_litellm
 from tests.turn.openai.test_reasoning_formats import cases_of, formatted
 from tests.turn.openai.test_reasoning_surfaces import prepare
 
-HERE = Path(__file__).parent
 __all__ = ["formatted"]  # the fixture, one gateway per reasoning format
 
 
@@ -29,14 +27,13 @@ def live_backend() -> str:
 
 
 async def test_litellm_gets_every_reasoning_case_exact(
-    formatted: tuple[str, InProcessGateway], model_server: ModelServer
+    formatted: tuple[str, InProcessGateway], model_server: ModelServer,
+    litellm_worker: JobProcess
 ) -> None:
-    python = litellm_python()
     fmt, gateway = formatted
     keys = {prepare(model_server, case, f"litellm-{fmt}"): case for case in cases_of(fmt)}
-    env = client_env(gateway.url + "/v1", await gateway.api_key(f"litellm-{fmt}"), list(keys))
-    result = subprocess.run([str(python), str(HERE / "litellm_reasoning.py")], env=env,
-                            text=True, capture_output=True, timeout=RUN_TIMEOUT_S, check=False)
+    result = run_litellm(litellm_worker, "reasoning", gateway.url + "/v1",
+                         await gateway.api_key(f"litellm-{fmt}"), list(keys))
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     assert sorted(line["key"] for line in lines) == sorted(keys)

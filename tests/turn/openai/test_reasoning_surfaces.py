@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -24,7 +26,7 @@ from tests.e2e.helpers import messages as thread_messages
 from tests.e2e.helpers import new_thread
 from tests.stream.streaming import random_pieces
 from tests.stream.test_reasoning_conformance import CASES
-from tests.support.gateway import InProcessGateway, StartGateway
+from tests.support.gateway import GatewayPool, InProcessGateway, StartGateway
 from tests.support.gateway.sse import SseEvent, iter_sse, parse_sse, post_turn
 from tests.support.scripted_upstream import completion_chunk, finish_chunk, usage_chunk
 from tests.turn.openai.model_server import ModelServer, chunk, raw_body
@@ -127,9 +129,21 @@ async def test_the_wire_body_names_the_field_reasoning_content(
                    for c in lines if c["choices"]) == "I should greet them."
 
 
+@pytest.fixture(scope="module")
+def resuming(live_backend: str, model_server: ModelServer, live_log_dir: Path
+             ) -> Iterator[InProcessGateway]:
+    """A gateway whose turns a client may come back to (one for every place a client may
+    have dropped at: each test has a thread of its own and reads its turn to the end)."""
+    with GatewayPool(live_log_dir) as pool:
+        yield pool.start(live_backend, upstream=model_server.base_url, env={
+            "CHATGATE_RESUME_GRACE_S": "30", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
+            "CHATGATE_TITLE_CALLS": "false", "CHATGATE_SUMMARY_CALLS": "false",
+            "CHATGATE_UPSTREAM_MODEL": "scripted-1"})
+
+
 @pytest.mark.parametrize("after", ["in_reasoning", "at_the_turn", "in_answer"])
 async def test_resume_replays_both_channels_from_the_last_event_id(
-    start_gateway: StartGateway, live_backend: str, model_server: ModelServer, after: str
+    resuming: InProcessGateway, model_server: ModelServer, after: str
 ) -> None:
     """Last-Event-ID counts reasoning and deltas alike: a client that had events 1..N and
     dropped gets N+1.. of both channels from the running turn's log, each once, whichever
@@ -141,12 +155,8 @@ async def test_resume_replays_both_channels_from_the_last_event_id(
     model_server.bodies[key] = raw_body(events)
     model_server.paces[key] = 0.05  # the turn still runs when the client drops
     keep = {"in_reasoning": 1, "at_the_turn": 5, "in_answer": 6}[after]
-    gateway = start_gateway(live_backend, upstream=model_server.base_url, env={
-        "CHATGATE_RESUME_GRACE_S": "30", "CHATGATE_FIRST_TOKEN_TIMEOUT_S": "10",
-        "CHATGATE_TITLE_CALLS": "false", "CHATGATE_SUMMARY_CALLS": "false",
-        "CHATGATE_UPSTREAM_MODEL": "scripted-1"})
-    async with gateway.client(await gateway.api_key("resume-reasoning"),
-                              over_http=True) as client:
+    async with resuming.client(await resuming.api_key("resume-reasoning"),
+                               over_http=True) as client:
         thread_id = await new_thread(client)
         had: list[SseEvent] = []
         async with client.stream("POST", f"/api/threads/{thread_id}/messages",

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.gateway import InProcessGateway
+from tests.turn.native.test_reasoning_demo import demo_llm
 from tests.turn.openai.cases import CASES, prepare
 from tests.turn.openai.model_server import ModelServer, answer_body
 from tests.turn.openai.test_node_client import RUN_TIMEOUT_S, installed_clients, node_and_npm
@@ -24,6 +25,7 @@ from tests.turn.openai.test_sdk import tool_call_body
 #: A thinking model: the demo model's reasoning scenarios for the default reasoning format,
 #: inline, in the delta field, and with a draft METADATA inside the thinking.
 THINKING_PROMPTS = ["[think]", "[think-field]", "[think-markers]"]
+__all__ = ["demo_llm"]  # the demo model of `gateway`, thinking without a pause
 
 
 async def history_lines(gateway: InProcessGateway, user: str, model: str,
