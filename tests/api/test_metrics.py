@@ -24,13 +24,15 @@ from tests.support.gateway import (
     stop_process,
     wait_for_http,
 )
+from tests.support.http import LOOPBACK_TLS
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def scrape(url: str) -> Samples:
     # a new connection per scrape, so that with several workers any of them may answer
-    response = httpx.get(url + "/metrics", timeout=10, headers={"Connection": "close"})
+    response = httpx.get(url + "/metrics", timeout=10, headers={"Connection": "close"},
+                         verify=LOOPBACK_TLS)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     return {

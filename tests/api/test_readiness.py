@@ -18,12 +18,13 @@ from sqlalchemy.engine import make_url
 from app.store.migrations import alembic_config
 from tests.support.databases import PG_ADMIN_URL, require_postgres
 from tests.support.gateway import DemoLlm, LiveGateway, StartGateway, free_port
+from tests.support.http import LOOPBACK_TLS
 
 NOT_READY_WAIT_S = 10.0
 
 
 def get(gateway: LiveGateway, path: str) -> httpx.Response:
-    return httpx.get(gateway.url + path, timeout=10.0)
+    return httpx.get(gateway.url + path, timeout=10.0, verify=LOOPBACK_TLS)
 
 
 def wait_for_readyz(gateway: LiveGateway, status_code: int) -> httpx.Response:

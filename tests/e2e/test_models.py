@@ -34,6 +34,7 @@ from tests.support.gateway import (
     post_turn,
     start_demo_llm,
 )
+from tests.support.http import LOOPBACK_TLS
 
 PRICES = "{ prompt = 1.0, completion = 2.0 }"
 
@@ -202,7 +203,8 @@ def spawn_demo(port: int, delay_ms: int) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1,
+                         verify=LOOPBACK_TLS).status_code == 200:
                 return process
         except httpx.HTTPError:
             time.sleep(0.1)

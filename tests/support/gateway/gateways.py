@@ -54,6 +54,7 @@ from tests.support.gateway.servers import (
 )
 from tests.support.gateway.settings import gateway_env, gateway_settings, settings_from_env
 from tests.support.gateway.upstream import DemoLlm
+from tests.support.http import LOOPBACK_TLS
 
 T = TypeVar("T")
 
@@ -184,7 +185,8 @@ class LiveGateway(Gateway):
     def client(self, api_key: str | None = None, timeout: float = 30.0, *,
                over_http: bool = True) -> httpx.AsyncClient:
         """A client over real HTTP (the only way into a process)."""
-        return httpx.AsyncClient(base_url=self.url, headers=_auth(api_key), timeout=timeout)
+        return httpx.AsyncClient(base_url=self.url, headers=_auth(api_key), timeout=timeout,
+                                 verify=LOOPBACK_TLS)
 
     async def _with_db(self, use: Callable[[Database], Coroutine[Any, Any, T]]) -> T:
         db = Database(self.database_url)

@@ -30,6 +30,8 @@ from typing import Protocol
 
 import httpx
 
+from tests.support.http import LOOPBACK_TLS
+
 ROOT = Path(__file__).resolve().parents[3]
 START_TIMEOUT_S = 30.0
 
@@ -157,15 +159,15 @@ def start_gateway_process(port: int, env: Mapping[str, str], log_path: Path) -> 
 def wait_for_http(url: str, process: ProcessHandle, log_path: Path) -> None:
     """Poll url until 200; fail with the process's log if it dies or takes too long."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"{url}: process exited with {process.returncode}\n{log_path.read_text()[-4000:]}"
-            )
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        time.sleep(0.05)
+    with httpx.Client(timeout=1.0, verify=LOOPBACK_TLS) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{url}: process exited with {process.returncode}\n"
+                                   f"{log_path.read_text()[-4000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(url).status_code == 200:
+                    return
+            time.sleep(0.05)
     raise RuntimeError(f"{url} not up after {START_TIMEOUT_S} s\n{log_path.read_text()[-4000:]}")
 
 

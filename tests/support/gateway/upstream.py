@@ -10,6 +10,7 @@ import httpx
 from app.demo_llm import create_demo_app
 from tests.support.gateway.servers import InProcessServer, LogSink
 from tests.support.gateway.settings import ExplicitDemoSettings
+from tests.support.http import LOOPBACK_TLS
 
 
 class DemoLlm:
@@ -26,11 +27,13 @@ class DemoLlm:
         return self.url + "/v1"
 
     def stats(self) -> dict[str, int]:
-        data: dict[str, int] = httpx.get(self.url + "/v1/_debug/stats", timeout=5).json()
+        data: dict[str, int] = httpx.get(self.url + "/v1/_debug/stats", timeout=5,
+                                          verify=LOOPBACK_TLS).json()
         return data
 
     def requests(self, limit: int = 20) -> list[dict[str, Any]]:
-        data = httpx.get(self.url + f"/v1/_debug/requests?limit={limit}", timeout=5).json()
+        data = httpx.get(self.url + f"/v1/_debug/requests?limit={limit}", timeout=5,
+                         verify=LOOPBACK_TLS).json()
         requests: list[dict[str, Any]] = data["requests"]
         return requests
 

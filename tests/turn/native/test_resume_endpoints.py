@@ -32,6 +32,9 @@ from tests.support.resume import delta_ids, delta_text, leave_after, read_first,
 
 LONG = "[long] tell me everything"
 K = 25
+#: How long a test waits for the [long] answer to end: about 3 s at its pace, and past the
+#: default 10 s on a loaded machine. A bound, not a pause: the wait ends with the answer.
+LONG_ENDS_WITHIN_S = 120.0
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +68,7 @@ async def test_a_client_that_drops_after_k_deltas_gets_the_whole_answer_once(
         left = await leave_after(client, await new_thread(client, "t"), LONG, K)
         assert [int(e.id or 0) for e in left.deltas] == list(range(1, K + 1))
         status, events, raw = await resume(client, left)
-        stored = await wait_for_status(client, left.thread_id, "complete")
+        stored = await wait_for_status(client, left.thread_id, "complete", LONG_ENDS_WITHIN_S)
     assert status == 200
     assert delta_ids(events) == list(range(K + 1, K + 1 + len(delta_ids(events))))
     assert [e.event for e in events if e.event != "delta"] == ["metadata", "usage",
@@ -83,7 +86,7 @@ async def test_last_event_id_works_as_a_query_parameter_and_no_id_replays_all(
         left = await leave_after(client, await new_thread(client, "t"), LONG, K)
         _, by_query, _ = await resume(client, left, query=True)
         _, everything, _ = await resume(client, left, None)
-        stored = await wait_for_status(client, left.thread_id, "complete")
+        stored = await wait_for_status(client, left.thread_id, "complete", LONG_ENDS_WITHIN_S)
     assert left.text + delta_text(by_query) == stored["content"]
     assert everything[0].event == "message_start"
     assert everything[0].data["assistant_message_id"] == left.message_id
@@ -96,7 +99,7 @@ async def test_after_message_end_the_log_has_the_rest_then_one_catch_up_event(
     gateway = resumable(start_gateway, paced_llm, CHATGATE_RESUME_LOG_KEEP_S="0.5")
     async with await keyed_client(gateway, "late", over_http=True) as client:
         left = await leave_after(client, await new_thread(client, "t"), LONG, K)
-        stored = await wait_for_status(client, left.thread_id, "complete")
+        stored = await wait_for_status(client, left.thread_id, "complete", LONG_ENDS_WITHIN_S)
         _, rest, _ = await resume(client, left)  # the turn is over, its log still kept
         assert left.text + delta_text(rest) == stored["content"]
         assert rest[-1].event == "message_end"
@@ -176,7 +179,7 @@ async def test_bad_resumes_get_precise_json_errors(
         thread_id = await new_thread(client, "t")
         left = await leave_after(client, thread_id, LONG, K)
         other_thread = await new_thread(client, "other")
-        await wait_for_status(client, thread_id, "complete")
+        await wait_for_status(client, thread_id, "complete", LONG_ENDS_WITHIN_S)
         path = left.stream_path()
         answers = {
             "unknown message": await client.get(
@@ -209,7 +212,7 @@ async def test_a_resumed_reader_keeps_the_turn_alive_past_the_grace(
     async with await keyed_client(gateway, "back", over_http=True) as client:
         left = await leave_after(client, await new_thread(client, "t"), LONG, K)
         _, events, _ = await resume(client, left)
-        stored = await wait_for_status(client, left.thread_id, "complete")
+        stored = await wait_for_status(client, left.thread_id, "complete", LONG_ENDS_WITHIN_S)
     assert events[-1].data["status"] == "complete"
     assert left.text + delta_text(events) == stored["content"]
 
@@ -228,6 +231,6 @@ async def test_a_resume_behind_what_a_running_turns_log_keeps_is_410(
                 break
             await asyncio.sleep(0.01)
         status, _, body = await resume(client, left)
-        stored = await wait_for_status(client, left.thread_id, "complete")
+        stored = await wait_for_status(client, left.thread_id, "complete", LONG_ENDS_WITHIN_S)
     assert (status, json.loads(body)["error"]["code"]) == (410, "resume_expired")
     assert len(stored["content"]) > 3000  # the refusal did not touch the answer

@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from tests.support.gateway import InProcessGateway
+from tests.support.http import sdk
 
 LONG = [{"role": "user", "content": "[long] tell me everything"}]
 #: What a cut must take at most: the whole [long] answer at the slow demo model's 10 ms a
@@ -22,8 +23,7 @@ async def cut_mid_stream(gateway: InProcessGateway, key: str,
     """The text the client saw of a [long] streamed answer, `cut` once its first text came,
     and the error the SDK raised from the stream (within CUT_WITHIN_S)."""
     seen, done = "", False
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key,
-                                  max_retries=0) as client:
+    async with sdk(gateway.url + "/v1", key) as client:
         stream = await client.chat.completions.create(model="demo-1", messages=LONG,
                                                       stream=True)
         with pytest.raises(openai.APIError) as caught:

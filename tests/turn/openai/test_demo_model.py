@@ -10,17 +10,18 @@ from typing import Any
 import openai
 
 from tests.support.gateway import DemoLlm, GatewayPool, InProcessGateway
+from tests.support.http import sdk
 
 TOOLS = [{"type": "function", "function": {"name": "search", "parameters": {
     "type": "object", "properties": {"query": {"type": "string"}}}}}]
 
 
-def sdk(gateway: InProcessGateway, key: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0)
+def client_of(gateway: InProcessGateway, key: str) -> openai.AsyncOpenAI:
+    return sdk(gateway.url + "/v1", key)
 
 
 async def test_n_choices_stream_clean_text(gateway: InProcessGateway) -> None:
-    async with sdk(gateway, await gateway.api_key("demo-n")) as client:
+    async with client_of(gateway, await gateway.api_key("demo-n")) as client:
         stream = await client.chat.completions.create(
             model="demo-1", n=3, stream=True,
             messages=[{"role": "user", "content": "Three takes [split-markers]"}])
@@ -34,7 +35,7 @@ async def test_n_choices_stream_clean_text(gateway: InProcessGateway) -> None:
 
 async def test_a_tool_call_round_trip(gateway: InProcessGateway) -> None:
     messages: list[Any] = [{"role": "user", "content": "Look up tides [tool-call]"}]
-    async with sdk(gateway, await gateway.api_key("demo-tools")) as client:
+    async with client_of(gateway, await gateway.api_key("demo-tools")) as client:
         first = await client.chat.completions.create(model="demo-1", messages=messages,
                                                      tools=TOOLS)
         [call] = first.choices[0].message.tool_calls or []
@@ -62,7 +63,7 @@ async def test_the_inline_tool_call_scenarios_through_a_hermes_gateway(
     with GatewayPool(live_log_dir) as pool:
         hermes = pool.start(live_backend, upstream=demo_llm,
                             env={"CHATGATE_TOOL_FORMAT": "hermes"})
-        async with sdk(hermes, await hermes.api_key("demo-inline")) as client:
+        async with client_of(hermes, await hermes.api_key("demo-inline")) as client:
             for keyword, (names, text) in want.items():
                 whole = await client.chat.completions.create(
                     model="demo-1", tools=TOOLS,

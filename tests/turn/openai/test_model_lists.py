@@ -11,13 +11,14 @@ import openai
 import pytest
 
 from tests.support.gateway import InProcessGateway
+from tests.support.http import sdk
 
 #: The module's gateway offers these, in this order (tests/turn/openai/conftest.py).
 OFFERED = ["scripted-1", "other-1"]
 
 
-def sdk(gateway: InProcessGateway, key: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0)
+def client_of(gateway: InProcessGateway, key: str) -> openai.AsyncOpenAI:
+    return sdk(gateway.url + "/v1", key)
 
 
 async def not_found(client: openai.AsyncOpenAI, name: str) -> Any:
@@ -32,7 +33,7 @@ async def test_a_limited_key_lists_and_finds_only_the_models_it_may_use(
     oa_gateway: InProcessGateway,
 ) -> None:
     key = await oa_gateway.api_key("lists-limited", models=["other-1"])
-    async with sdk(oa_gateway, key) as client:
+    async with client_of(oa_gateway, key) as client:
         listed = [m.id async for m in client.models.list()]
         found = await client.models.retrieve("other-1")
         forbidden = await not_found(client, "scripted-1")
@@ -50,7 +51,7 @@ async def test_a_key_without_a_limit_lists_and_finds_every_model(
     oa_gateway: InProcessGateway,
 ) -> None:
     key = await oa_gateway.api_key("lists-all")
-    async with sdk(oa_gateway, key) as client:
+    async with client_of(oa_gateway, key) as client:
         listed = [m.id async for m in client.models.list()]
         found = [(await client.models.retrieve(name)).id for name in OFFERED]
         await not_found(client, "gpt-9")

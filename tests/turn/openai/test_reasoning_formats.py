@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 
 from tests.e2e.helpers import messages as thread_messages
@@ -19,6 +18,7 @@ from tests.e2e.helpers import new_thread
 from tests.stream.test_reasoning_conformance import CASES
 from tests.support.gateway import GatewayPool, InProcessGateway
 from tests.support.gateway.sse import post_turn
+from tests.support.http import sdk
 from tests.turn.openai.model_server import ModelServer
 from tests.turn.openai.test_reasoning_surfaces import ask, prepare
 from tests.turn.openai.test_responses_sdk import chatgate
@@ -67,8 +67,7 @@ async def test_openai_sdk_of_each_formats_cases(
     formatted: tuple[str, InProcessGateway], model_server: ModelServer
 ) -> None:
     fmt, gateway = formatted
-    client = openai.AsyncOpenAI(base_url=gateway.url + "/v1",
-                                api_key=await gateway.api_key(f"sdk-{fmt}"), max_retries=0)
+    client = sdk(gateway.url + "/v1", await gateway.api_key(f"sdk-{fmt}"))
     async with client:
         for case in cases_of(fmt):
             key = prepare(model_server, case, f"sdk-{fmt}")
@@ -102,9 +101,7 @@ async def test_responses_api_shows_each_formats_reasoning_as_a_reasoning_item(
     formatted: tuple[str, InProcessGateway], model_server: ModelServer
 ) -> None:
     fmt, gateway = formatted
-    client = openai.AsyncOpenAI(base_url=gateway.url + "/v1",
-                                api_key=await gateway.api_key(f"responses-{fmt}"),
-                                max_retries=0)
+    client = sdk(gateway.url + "/v1", await gateway.api_key(f"responses-{fmt}"))
     async with client:
         for case in cases_of(fmt):
             want = (case["reasoning"], case["text"])

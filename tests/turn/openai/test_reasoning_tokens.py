@@ -14,6 +14,7 @@ import pytest
 from tests.e2e.helpers import new_thread
 from tests.support.gateway import InProcessGateway
 from tests.support.gateway.sse import post_turn
+from tests.support.http import sdk
 from tests.support.scripted_upstream import completion_chunk, finish_chunk, usage_chunk
 from tests.turn.openai.model_server import ModelServer, raw_body
 
@@ -39,8 +40,7 @@ async def test_chat_completions_carry_the_reasoning_tokens_reported(
     oa_gateway: InProcessGateway, model_server: ModelServer, reported: int | None
 ) -> None:
     ask = prepare(model_server, f"tokens.chat.{reported}", reported)
-    client = openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1", max_retries=0,
-                                api_key=await oa_gateway.api_key(f"tokens-{reported}"))
+    client = sdk(oa_gateway.url + "/v1", await oa_gateway.api_key(f"tokens-{reported}"))
     async with client:
         whole = await client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": ask}])

@@ -15,6 +15,7 @@ import pytest
 
 from tests.e2e.helpers import messages as thread_messages
 from tests.support.gateway import InProcessGateway
+from tests.support.http import sdk
 from tests.turn.openai.cases import CASES, expected, prepare
 from tests.turn.openai.model_server import ModelServer, answer_body, chunk
 from tests.turn.openai.test_sdk import tool_call_body
@@ -36,8 +37,7 @@ def chatgate(obj: Any) -> dict[str, Any]:
 
 
 async def client_of(gateway: InProcessGateway, user: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gateway.url + "/v1",
-                              api_key=await gateway.api_key(user), max_retries=0)
+    return sdk(gateway.url + "/v1", await gateway.api_key(user))
 
 
 async def test_streamed_and_whole_responses_are_clean_for_every_case(

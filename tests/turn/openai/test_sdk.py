@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from tests.support.gateway import InProcessGateway
+from tests.support.http import sdk
 from tests.support.scripted_upstream import usage_chunk
 from tests.turn.openai.cases import CASES, ask, expected, prepare
 from tests.turn.openai.model_server import ModelServer, answer_body, chunk, raw_body
@@ -35,8 +36,7 @@ def streamed(chunks: list[Any]) -> tuple[str, Any, list[str]]:
 async def test_async_client_streams_every_case_clean(
     oa_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
-    client = openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1",
-                                api_key=await oa_gateway.api_key("async-sdk"), max_retries=0)
+    client = sdk(oa_gateway.url + "/v1", await oa_gateway.api_key("async-sdk"))
     async with client:
         for case in CASES:
             key = prepare(model_server, case, "async-stream")
@@ -101,8 +101,7 @@ async def test_a_tool_call_round_trips(
     model_server.bodies[key] = tool_call_body()
     model_server.bodies[f"{key}.after-tool"] = answer_body(
         ["It is sunny in Brno.", ' <!-- METADATA: {"language": "en"} -->'])
-    client = openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1",
-                                api_key=await oa_gateway.api_key("tools"), max_retries=0)
+    client = sdk(oa_gateway.url + "/v1", await oa_gateway.api_key("tools"))
     messages: list[Any] = [{"role": "user", "content": f"[case:{key}] weather in Brno?"}]
     async with client:
         if stream:
