@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -14,15 +13,14 @@ import uvicorn
 from starlette.applications import Starlette
 
 from app.demo_llm import DemoSettings, create_demo_app
+from tests.support.gateway.servers import bound_socket
 
 SLOW_FIRST_S = 0.3
 
 
 def serve_in_thread(app: Starlette) -> tuple[str, uvicorn.Server, threading.Thread]:
     """Start uvicorn for `app` on 127.0.0.1 with an OS-chosen port; return its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = bound_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
