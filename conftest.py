@@ -8,6 +8,7 @@ import structlog
 
 pytest_plugins = [
     "pytester",  # tests of the suite's own plugins (tests/support/test_skips.py)
+    "tests.support.browser",
     "tests.support.databases",
     "tests.support.gateway.fixtures",
     "tests.support.redis_keys",

@@ -9,7 +9,6 @@ from playwright.async_api import Page, expect
 from app.followups.triggers import TRIGGER_PROMPTS
 from tests.followups.helpers import FAST_ENV
 from tests.support.gateway import DemoLlm, StartGateway
-from tests.web.conftest import browser, page  # noqa: F401 - the shared Chromium fixtures
 from tests.web.page_helpers import BROWSER_TESTS
 
 pytestmark = BROWSER_TESTS
@@ -19,7 +18,7 @@ PROMPT = TRIGGER_PROMPTS["question_unanswered"]
 
 
 async def test_the_page_shows_a_followup_as_it_arrives(
-    start_gateway: StartGateway, demo_llm: DemoLlm, page: Page  # noqa: F811
+    start_gateway: StartGateway, demo_llm: DemoLlm, page: Page
 ) -> None:
     # The gateway is set up before the page, so the page (and its open /events stream) is
     # closed before the gateway stops.

@@ -11,16 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import pytest
 from playwright.async_api import Browser, Page, expect
 
 from app.store.db import Database
 from app.store.models import Message
 from app.threads import repository as thread_store
-
-#: The marks of every browser test module: its tests run on the module's event loop, where
-#: the module's one Chromium lives (tests/web/conftest.py).
-BROWSER_TESTS = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+from tests.support.browser import BROWSER_TESTS  # noqa: F401 (the page tests' marks)
 
 #: Locator-based waits: the page's CSP forbids eval, which wait_for_function() relies on.
 TURN_OVER = "body[data-turn=idle] .message.assistant:not(.streaming)"

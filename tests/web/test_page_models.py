@@ -13,7 +13,6 @@ from playwright.async_api import Browser, expect
 from app.demo_llm.scenarios import split_context
 from tests.support.gateway import DemoLlm, StartGateway
 from tests.support.models_files import two_models
-from tests.web.conftest import browser  # noqa: F401 - the shared Chromium fixture
 from tests.web.page_helpers import BROWSER_TESTS, VIEWPORTS, Viewport, send, sized_page
 
 pytestmark = BROWSER_TESTS
@@ -21,7 +20,7 @@ pytestmark = BROWSER_TESTS
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=[v.name for v in VIEWPORTS])
 async def test_the_picker_switches_a_threads_model(
-    start_gateway: StartGateway, demo_llm: DemoLlm, browser: Browser,  # noqa: F811
+    start_gateway: StartGateway, demo_llm: DemoLlm, browser: Browser,
     tmp_path: Path, viewport: Viewport,
 ) -> None:
     gateway = start_gateway("sqlite", upstream=demo_llm, env={
@@ -79,7 +78,7 @@ FIELD_LOOK = ("borderTopLeftRadius", "borderTopColor", "borderTopStyle", "fontFa
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=[v.name for v in VIEWPORTS])
 async def test_each_answer_names_its_model_and_the_picker_looks_like_the_page(
-    start_gateway: StartGateway, demo_llm: DemoLlm, browser: Browser,  # noqa: F811
+    start_gateway: StartGateway, demo_llm: DemoLlm, browser: Browser,
     tmp_path: Path, viewport: Viewport,
 ) -> None:
     gateway = start_gateway("sqlite", upstream=demo_llm, env={

@@ -8,7 +8,6 @@ import openai
 from playwright.async_api import Page, expect
 
 from tests.support.gateway import DemoLlm, StartGateway
-from tests.web.conftest import browser, page  # noqa: F401 - the shared Chromium fixtures
 from tests.web.page_helpers import BROWSER_TESTS
 
 pytestmark = BROWSER_TESTS
@@ -16,7 +15,7 @@ QUESTIONS = ["What are tides?", "Why twice a day?", "And spring tides?"]
 
 
 async def test_a_chain_of_three_responses_is_one_api_conversation_on_the_page(
-    start_gateway: StartGateway, demo_llm: DemoLlm, page: Page  # noqa: F811
+    start_gateway: StartGateway, demo_llm: DemoLlm, page: Page
 ) -> None:
     gateway = start_gateway("sqlite", upstream=demo_llm, env={
         "CHATGATE_AUTH_MODE": "off", "CHATGATE_TITLE_CALLS": "false"})
