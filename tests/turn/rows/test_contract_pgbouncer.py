@@ -40,9 +40,10 @@ def backend() -> str:
 
 
 @pytest.fixture
-def direct_url(backend: str) -> Iterator[str]:
+def direct_url(backend: str, bouncer: PgBouncer) -> Iterator[str]:
     url = make_fresh_database_url(backend)
     yield url
+    bouncer.release(url)
     drop_database(url)
 
 
