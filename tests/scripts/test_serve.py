@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from tests.e2e.helpers import HEADER, messages, new_thread
-from tests.scripts.conftest import SERVE, wait_until_answering
-from tests.support.gateway import clean_env, free_port, post_turn
+from tests.scripts.conftest import SERVE
+from tests.support.gateway import clean_env, free_port, post_turn, wait_for_http
 
 STOP_TIMEOUT_S = 15.0
 
@@ -87,7 +87,7 @@ async def test_serve_alone_gives_a_working_gateway_and_stops_cleanly(
     serve_process: tuple[subprocess.Popen[bytes], str, Path, Path],
 ) -> None:
     process, url, log_path, database = serve_process
-    wait_until_answering(url + "/readyz", process, log_path)
+    wait_for_http(url + "/readyz", process, log_path)
     log_text = log_path.read_text(errors="replace")
     assert "bootstrap: installing" not in log_text
     assert database.is_file(), "the database was not migrated where it was configured"

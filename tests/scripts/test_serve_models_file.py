@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 
 from tests.e2e.helpers import new_thread
-from tests.scripts.conftest import SERVE, wait_until_answering
+from tests.scripts.conftest import SERVE
 from tests.scripts.test_bad_settings import _run, assert_one_sentence
-from tests.support.gateway import clean_env, free_port, post_turn
+from tests.support.gateway import clean_env, free_port, post_turn, wait_for_http
 
 
 def test_serve_refuses_a_bad_models_file_in_one_sentence(installed_venv: None,
@@ -82,7 +82,7 @@ async def test_serve_starts_the_demo_model_server_a_models_file_names(
             env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_until_answering(url + "/readyz", process, log_path)
+        wait_for_http(url + "/readyz", process, log_path)
         async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
             thread_id = await new_thread(client)
             result = await post_turn(client, thread_id, "Hello")

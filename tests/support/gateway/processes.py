@@ -163,12 +163,13 @@ def wait_for_http(url: str, process: ProcessHandle, log_path: Path) -> None:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(f"{url}: process exited with {process.returncode}\n"
-                                   f"{log_path.read_text()[-4000:]}")
+                                   f"{log_path.read_text(errors='replace')[-4000:]}")
             with contextlib.suppress(httpx.HTTPError):
                 if client.get(url).status_code == 200:
                     return
             time.sleep(0.05)
-    raise RuntimeError(f"{url} not up after {START_TIMEOUT_S} s\n{log_path.read_text()[-4000:]}")
+    raise RuntimeError(f"{url} not up after {START_TIMEOUT_S} s\n"
+                       f"{log_path.read_text(errors='replace')[-4000:]}")
 
 
 def stop_process(process: ProcessHandle) -> None:
