@@ -10,10 +10,10 @@ import pytest
 
 from app.config.settings import Settings
 from app.core.clock import utcnow
-from app.gateway.main import build_runtime
 from app.gateway.runtime import Runtime
 from tests.followups.helpers import FAST_ENV, HandClock
 from tests.support.gateway import DemoLlm, GatewayPool, InProcessGateway
+from tests.support.runtimes import runtime_of
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +27,10 @@ def fast_gateway(live_backend: str, demo_llm: DemoLlm, live_log_dir: Path
 async def runtime(database_url: str, slow_demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
     """An in-process runtime on the slow demo model: a reply streams long enough to be cut
     mid-way, or to change the thread while it streams."""
-    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=slow_demo_llm.base_url,
-                                upstream_max_retries=0, title_calls=False))
-    yield rt
-    await rt.http.aclose()
-    await rt.db.dispose()
+    async with runtime_of(Settings(database_url=database_url,
+                                   upstream_base_url=slow_demo_llm.base_url,
+                                   upstream_max_retries=0, title_calls=False)) as rt:
+        yield rt
 
 
 @pytest.fixture

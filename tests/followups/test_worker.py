@@ -17,23 +17,21 @@ from app.followups import queue_repository as followup_queue
 from app.followups.queue_repository import Claim
 from app.followups.repository import schedule_followup
 from app.followups.worker import FollowupWorker
-from app.gateway.main import build_runtime
 from app.gateway.runtime import Runtime
 from app.store.models import Followup, Message, Thread
 from app.threads.repository import set_autonomy
 from tests.followups.helpers import HandClock
 from tests.store.factories import new_thread
 from tests.support.gateway import DemoLlm
+from tests.support.runtimes import runtime_of
 
 
 @pytest.fixture
 async def quick_runtime(database_url: str, demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
     """On the fast demo model: for tests that let every follow-up run to its end."""
-    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
-                                upstream_max_retries=0, title_calls=False))
-    yield rt
-    await rt.http.aclose()
-    await rt.db.dispose()
+    async with runtime_of(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
+                                   upstream_max_retries=0, title_calls=False)) as rt:
+        yield rt
 
 
 async def claimed(rt: Runtime, worker: FollowupWorker) -> tuple[Thread, Claim]:

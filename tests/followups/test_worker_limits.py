@@ -14,24 +14,22 @@ from app.core.clock import utcnow
 from app.followups import queue_repository as followup_queue
 from app.followups.queue_repository import Claim
 from app.followups.worker import FollowupWorker
-from app.gateway.main import build_runtime
 from app.gateway.runtime import Runtime
 from app.keys.service import Principal
 from app.turn.native.turn import admit_turn
 from tests.followups.test_worker import claimed, state
 from tests.store.factories import new_thread
 from tests.support.gateway import DemoLlm
+from tests.support.runtimes import runtime_of
 
 
 @pytest.fixture
 async def runtime(database_url: str, demo_llm: DemoLlm) -> AsyncIterator[Runtime]:
-    rt = build_runtime(Settings(
+    async with runtime_of(Settings(
         _env_file=None, database_url=database_url,  # type: ignore[call-arg]
         upstream_base_url=demo_llm.base_url, upstream_max_retries=0, title_calls=False,
-        max_streams_per_user=1, upstream_pool_size=1, upstream_slot_timeout_s=0))
-    yield rt
-    await rt.http.aclose()
-    await rt.db.dispose()
+        max_streams_per_user=1, upstream_pool_size=1, upstream_slot_timeout_s=0)) as rt:
+        yield rt
 
 
 async def claim_again(rt: Runtime, worker: FollowupWorker, *, later_s: float) -> Claim:

@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.answer.records import FinishedMessage
 from app.config.settings import Settings
-from app.gateway.main import build_runtime
 from app.gateway.runtime import Runtime
 from app.store.db import Database
 from app.store.models import Thread
@@ -24,6 +23,7 @@ from app.turn.rows import DayBudget, FinishedRow, Opened, Refused
 from tests.store.factories import new_thread, turn
 from tests.support.databases import postgres_only
 from tests.support.locks import until_a_lock_is_awaited
+from tests.support.runtimes import runtime_of
 from tests.support.statements import statements_in_transaction
 
 
@@ -55,11 +55,9 @@ STREAMING = ("streaming", "")
 
 @pytest.fixture
 async def runtime(database_url: str) -> AsyncIterator[Runtime]:
-    rt = build_runtime(Settings(database_url=database_url,
-                                upstream_base_url="http://127.0.0.1:9/v1"))
-    yield rt
-    await rt.http.aclose()
-    await rt.db.dispose()
+    async with runtime_of(Settings(database_url=database_url,
+                                   upstream_base_url="http://127.0.0.1:9/v1")) as rt:
+        yield rt
 
 
 async def _contents(db: Database, thread: Thread) -> list[tuple[str, str]]:

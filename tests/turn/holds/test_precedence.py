@@ -13,7 +13,6 @@ import pytest
 
 from app.answer.events import Delta, Ended
 from app.config.settings import Settings
-from app.gateway.main import build_runtime
 from app.gateway.runtime import Runtime
 from app.keys.service import Principal
 from app.threads import repository as thread_store
@@ -22,6 +21,7 @@ from app.turn.holds.precedence import Precedence
 from app.turn.native.turn import open_turn
 from app.turn.run.completion import CompletionRequest, open_completion
 from tests.support.gateway import DemoLlm
+from tests.support.runtimes import runtime_of
 from tests.support.waits import until
 
 
@@ -102,14 +102,10 @@ async def test_the_watch_says_busy_while_the_loop_lags_behind_its_timers() -> No
 
 @asynccontextmanager
 async def runtime_on(database_url: str, demo: DemoLlm) -> AsyncIterator[Runtime]:
-    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo.base_url,
-                                upstream_max_retries=0, title_calls=False))
-    rt.turn_deps.precedence = Precedence(max_wait_s=60)
-    try:
+    async with runtime_of(Settings(database_url=database_url, upstream_base_url=demo.base_url,
+                                   upstream_max_retries=0, title_calls=False)) as rt:
+        rt.turn_deps.precedence = Precedence(max_wait_s=60)
         yield rt
-    finally:
-        await rt.http.aclose()
-        await rt.db.dispose()
 
 
 @pytest.fixture

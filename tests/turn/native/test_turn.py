@@ -21,7 +21,6 @@ from app.answer.finish import TurnOutcome
 from app.answer.records import FinishedMessage
 from app.config.settings import Settings
 from app.core.clock import utcnow
-from app.gateway.main import build_runtime
 from app.gateway.runtime import Runtime
 from app.store.db import Database
 from app.store.errors import ThreadBusy
@@ -36,20 +35,16 @@ from app.turn.run import persist as turn_store
 from app.usage import rollups as usage_rollups
 from tests.support.databases import postgres_only, set_connections_allowed
 from tests.support.gateway import DemoLlm
+from tests.support.runtimes import runtime_of
 from tests.support.scripted_upstream import scripted_upstream, sse_body, usage_chunk
 from tests.turn.wire import WireEvent, on_the_wire
 
 
 @asynccontextmanager
 async def runtime_on(database_url: str, demo: DemoLlm) -> AsyncIterator[Runtime]:
-    settings = Settings(database_url=database_url, upstream_base_url=demo.base_url,
-                        upstream_max_retries=0, first_token_timeout_s=5)
-    rt = build_runtime(settings)
-    try:
+    async with runtime_of(Settings(database_url=database_url, upstream_base_url=demo.base_url,
+                                   upstream_max_retries=0, first_token_timeout_s=5)) as rt:
         yield rt
-    finally:
-        await rt.http.aclose()
-        await rt.db.dispose()
 
 
 @pytest.fixture
@@ -238,14 +233,12 @@ async def scripted_runtime(
 ) -> AsyncIterator[Runtime]:
     """A runtime whose model server streams exactly `texts`, or the raw SSE `body` (no title
     call)."""
-    async with scripted_upstream(sse_body(texts) if body is None else body) as base_url:
-        rt = build_runtime(Settings(database_url=database_url, upstream_base_url=base_url,
-                                    upstream_max_retries=0, title_calls=False))
-        try:
-            yield rt
-        finally:
-            await rt.http.aclose()
-            await rt.db.dispose()
+    async with (
+        scripted_upstream(sse_body(texts) if body is None else body) as base_url,
+        runtime_of(Settings(database_url=database_url, upstream_base_url=base_url,
+                            upstream_max_retries=0, title_calls=False)) as rt,
+    ):
+        yield rt
 
 
 async def _run_turn(rt: Runtime) -> tuple[str, Any]:
@@ -424,9 +417,8 @@ async def test_an_answer_finished_during_a_database_outage_is_stored_later(
     # away until the stream has ended, however soon the attempts come
     monkeypatch.setattr(turn_store, "STORE_RETRY_PAUSE_S", 0.005)
     monkeypatch.setattr(turn_store, "STORE_RETRY_PAUSE_MAX_S", 0.02)
-    rt = build_runtime(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
-                                upstream_max_retries=0, title_calls=False))
-    try:
+    async with runtime_of(Settings(database_url=database_url, upstream_base_url=demo_llm.base_url,
+                                   upstream_max_retries=0, title_calls=False)) as rt:
         thread = await _thread(rt.db)
         turn = await open_turn(rt.turn_deps, "svc", thread.id, "a short answer please")
         events = []
@@ -451,6 +443,3 @@ async def test_an_answer_finished_during_a_database_outage_is_stored_later(
         # One summary line for the turn, written when the late store succeeded.
         [summary] = [line for line in logs if line["event"] == "turn_finished"]
         assert summary["stored"] is True
-    finally:
-        await rt.http.aclose()
-        await rt.db.dispose()

@@ -16,12 +16,12 @@ import pytest
 import structlog
 
 from app.config.settings import Settings
-from app.gateway.main import build_runtime
 from app.gateway.runtime import Runtime
 from app.observe.logging import configure_logging
 from app.threads import repository as thread_store
 from app.threads import repository as threads_store
 from app.turn.native.turn import open_turn
+from tests.support.runtimes import runtime_of
 from tests.support.scripted_upstream import (
     finish_chunk,
     scripted_upstream,
@@ -38,14 +38,12 @@ TRUNCATED_MARKER = '<!-- METADATA: {"lang'
 @asynccontextmanager
 async def runtime_against(database_url: str, body: bytes, **answer: str
                           ) -> AsyncIterator[Runtime]:
-    async with scripted_upstream(body, **answer) as base_url:
-        rt = build_runtime(Settings(database_url=database_url, upstream_base_url=base_url,
-                                    upstream_max_retries=0, title_calls=False))
-        try:
-            yield rt
-        finally:
-            await rt.http.aclose()
-            await rt.db.dispose()
+    async with (
+        scripted_upstream(body, **answer) as base_url,
+        runtime_of(Settings(database_url=database_url, upstream_base_url=base_url,
+                            upstream_max_retries=0, title_calls=False)) as rt,
+    ):
+        yield rt
 
 
 async def run_turn(database_url: str, body: bytes, **answer: str
