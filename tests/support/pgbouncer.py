@@ -32,6 +32,8 @@ from tests.support.gateway import free_port
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 START_TIMEOUT_S = 10.0
+#: The test server's user: PgBouncer's one user (trust) and the admin of its console.
+USER = make_url(PG_ADMIN_URL).username or "postgres"
 #: Server connections per database and user: fewer than the clients' pools, so that clients
 #: share server connections and a statement prepared on one meets another.
 SERVER_POOL_SIZE = 8
@@ -69,8 +71,7 @@ class PgBouncer:
         asyncio.run(self._console(f'KILL "{name}"', f'RESUME "{name}"'))
 
     async def _console(self, *commands: str) -> None:
-        user = make_url(PG_ADMIN_URL).username or "postgres"
-        console = await asyncpg.connect(host="127.0.0.1", port=self.port, user=user,
+        console = await asyncpg.connect(host="127.0.0.1", port=self.port, user=USER,
                                         database="pgbouncer", statement_cache_size=0,
                                         timeout=5)
         try:
@@ -90,7 +91,7 @@ def _config(directory: Path, port: int) -> str:
         f"listen_port = {port}",
         "unix_socket_dir =",
         "auth_type = trust",
-        f"admin_users = {make_url(PG_ADMIN_URL).username or 'postgres'}",
+        f"admin_users = {USER}",
         f"auth_file = {directory / 'users.txt'}",
         "pool_mode = transaction",
         "max_client_conn = 1000",
@@ -121,8 +122,7 @@ def running_pgbouncer() -> Iterator[PgBouncer]:
     require_pgbouncer()
     directory = Path(tempfile.mkdtemp(prefix="cg-pgbouncer-"))
     port = free_port()
-    user = make_url(PG_ADMIN_URL).username or "postgres"
-    (directory / "users.txt").write_text(f'"{user}" ""\n')
+    (directory / "users.txt").write_text(f'"{USER}" ""\n')
     (directory / "pgbouncer.ini").write_text(_config(directory, port))
     if os.geteuid() == 0:
         shutil.chown(directory, "postgres")
