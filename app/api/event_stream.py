@@ -296,17 +296,23 @@ class FrameResponse(Response):
         if self._gone:
             log.info("sse_key_revoked", path=scope.get("path"), **self._log_ids)
             return
+        # What the source made before the revocation, not yet written, goes first, as a
+        # cut's does (_end_cut): the stopped call stores it, so its client must have it.
+        made = b"".join(self._pending)
+        self._pending.clear()
         await end_revoked(scope, receive, send, started=self._started, log_ids=self._log_ids,
-                          ending=self._revoked_ending)
+                          ending=self._revoked_ending, made=made)
 
 
 async def end_revoked(scope: Scope, receive: Receive, send: Send, *, started: bool,
                       log_ids: Mapping[str, str],
-                      ending: RevokedEnding = NATIVE_REVOKED) -> None:
-    """End an event stream whose key was revoked: the ending's last frame and the end of the
-    body, or, when no byte was sent yet, the refusal it would have got a moment before."""
+                      ending: RevokedEnding = NATIVE_REVOKED, made: bytes = b"") -> None:
+    """End an event stream whose key was revoked: the frames `made` and not yet sent, the
+    ending's last frame and the end of the body, or, when no byte was sent yet, the refusal
+    it would have got a moment before."""
     log.info("sse_key_revoked", path=scope.get("path"), **log_ids)
     if started:
-        await send({"type": "http.response.body", "body": ending.frame, "more_body": False})
+        await send({"type": "http.response.body", "body": made + ending.frame,
+                    "more_body": False})
     else:  # revoked between authentication and the first byte: as if refused then
         await ending.refusal()(scope, receive, send)

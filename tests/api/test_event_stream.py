@@ -5,12 +5,13 @@ closes its source."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import structlog
 
-from app.api.event_stream import PING_FRAME, FrameResponse
+from app.api.event_stream import NATIVE_REVOKED, PING_FRAME, FrameResponse
 
 SCOPE = {"type": "http", "method": "POST", "path": "/api/threads/x/messages", "headers": []}
 
@@ -38,6 +39,33 @@ async def test_frames_made_while_the_writer_waits_share_one_write() -> None:
     assert bodies == [b"data: 0.0\n\ndata: 0.1\n\ndata: 0.2\n\n",
                       b"data: 1.0\n\ndata: 1.1\n\ndata: 1.2\n\n"]
     assert sent[-1]["more_body"] is False and sent[0]["type"] == "http.response.start"
+
+
+async def test_frames_made_before_a_revocation_reach_the_client_before_its_ending() -> None:
+    """A revoked stream that does not drain (the /v1 calls) still writes what its source made
+    before the revocation and the writer had not yet taken: the stopped call stores it."""
+    sent: list[dict[str, Any]] = []
+    revoke: list[Callable[[], None]] = []
+
+    @contextmanager
+    def revocation(on_revoked: Callable[[], None]) -> Iterator[None]:
+        revoke.append(on_revoked)
+        yield
+
+    async def frames() -> AsyncGenerator[bytes, None]:
+        yield b"data: made\n\n"
+        revoke[0]()  # before the writer wakes for the frame
+        await asyncio.Event().wait()
+        yield b"data: never\n\n"
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    response = FrameResponse(frames(), ping_s=60, send_timeout_s=5, revocation=revocation)
+    await asyncio.wait_for(response(SCOPE, never_disconnects, send), 5)
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == (
+        b"data: made\n\n" + NATIVE_REVOKED.frame)
+    assert sent[-1]["more_body"] is False
 
 
 async def test_a_silence_gets_pings_and_a_leaving_client_closes_the_source() -> None:
