@@ -1310,7 +1310,7 @@ def measure_workers(run: Started, workers: int, concurrency: int, turns: int,
                 "CHATGATE_REDIS_PREFIX": f"bench_{os.getpid()}"}
     one_port, several_port = free_port(), free_port()
     one_url, several = f"http://127.0.0.1:{one_port}", f"http://127.0.0.1:{several_port}"
-    argv = [*gateway_argv(several_port), "--workers", str(workers)]
+    argv = gateway_argv(several_port, workers=workers)
     sampler = None
     if sample_waits and run.database_url.startswith("postgresql"):
         sampler = WaitSampler(run.database_url)
@@ -1438,13 +1438,16 @@ def factory_of(root: Path) -> str | None:
     return next((factory for path, factory in FACTORIES if (root / path).is_file()), None)
 
 
-def gateway_argv(port: int, factory: str = FACTORIES[0][1]) -> list[str]:
-    """The gateway under uvicorn. Its keep-alive outlasts a step: the load generator's pooled
-    connections sit idle between steps, and uvicorn's 5 s default closes some just as the
-    client reuses them (a reset that is the client's race, not a failed turn)."""
-    return [sys.executable, "-m", "uvicorn", factory, "--factory",
-            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-            "--no-access-log", "--timeout-keep-alive", "120"]
+def gateway_argv(port: int, factory: str = FACTORIES[0][1], workers: int = 1) -> list[str]:
+    """The gateway under uvicorn; several workers as `scripts/serve` and the container run
+    them (app.gateway.workers: a listening socket each). Its keep-alive outlasts a step: the
+    load generator's pooled connections sit idle between steps, and uvicorn's 5 s default
+    closes some just as the client reuses them (a reset that is the client's race, not a
+    failed turn)."""
+    runner = (["uvicorn", factory, "--factory"] if workers == 1
+              else ["app.gateway.workers", factory, "--workers", str(workers)])
+    return [sys.executable, "-m", *runner, "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "warning", "--no-access-log", "--timeout-keep-alive", "120"]
 
 
 def new_client() -> httpx.AsyncClient:

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Container entry point: bring the schema to head, then serve with N uvicorn workers.
+# Container entry point: bring the schema to head, then serve with N uvicorn workers, a
+# listening socket each (app.gateway.workers).
 #   CHATGATE_WORKERS (2 on PostgreSQL, 1 on SQLite)
 #                                      uvicorn worker processes; above 1 on SQLite is refused
 #                                      (app.gateway.serve.check_workers says why)
@@ -40,7 +41,7 @@ if [ -n "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
     mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
     find "$PROMETHEUS_MULTIPROC_DIR" -mindepth 1 -delete
 fi
-exec uvicorn app.gateway.main:create_app --factory \
+exec python -m app.gateway.workers app.gateway.main:create_app \
     --host 0.0.0.0 --port "${CHATGATE_PORT:-8000}" \
-    --workers "$workers" --proxy-headers --no-access-log \
+    --workers "$workers" --no-access-log \
     --timeout-graceful-shutdown "${CHATGATE_GRACEFUL_SHUTDOWN_S:-5}"

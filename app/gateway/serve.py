@@ -1,6 +1,7 @@
 """What `scripts/serve` runs: migrate the database to head, start the demo model server on a
 free loopback port when no upstream is configured (and say so), then run the gateway under
-uvicorn (CHATGATE_WORKERS worker processes, PostgreSQL only above 1). Auth is off when
+uvicorn (CHATGATE_WORKERS worker processes, PostgreSQL only above 1, each on a listening
+socket of its own: app.gateway.workers). Auth is off when
 binding to loopback unless CHATGATE_AUTH_MODE is set explicitly.
 
 Everything an operator can get wrong is checked before anything says it is listening: the
@@ -219,8 +220,11 @@ def run(host: str, port: int, demo_port: int | None = None) -> None:
                         timeout_graceful_shutdown=5)
             return
         _export_for_workers(settings)
-        uvicorn.run("app.gateway.main:create_app", factory=True, workers=settings.workers,
-                    host=host, port=port, log_config=None, timeout_graceful_shutdown=5)
+        from app.gateway.workers import serve_workers
+
+        serve_workers(uvicorn.Config("app.gateway.main:create_app", factory=True,
+                                     workers=settings.workers, host=host, port=port,
+                                     log_config=None, timeout_graceful_shutdown=5))
 
 
 def check_workers(workers: int, database_url: str) -> None:

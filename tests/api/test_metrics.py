@@ -90,7 +90,8 @@ async def test_metrics_count_turns_warnings_tokens_and_upstream_errors(
 
 @pytest.fixture
 def two_worker_gateway(demo_llm: DemoLlm, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """`uvicorn --workers 2` with PROMETHEUS_MULTIPROC_DIR, auth off, on a fresh SQLite."""
+    """Two workers (`python -m app.gateway.workers --workers 2`) with PROMETHEUS_MULTIPROC_DIR,
+    auth off, on a fresh SQLite."""
     database_url = make_fresh_database_url("sqlite")
     multiproc_dir = tmp_path / "prom"
     multiproc_dir.mkdir()

@@ -18,10 +18,14 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from sqlalchemy import text
 
+from app.store.db import Database
 from tests.e2e.helpers import HEADER, messages, new_thread
 from tests.scripts.conftest import SERVE
+from tests.support.databases import drop_database, make_fresh_database_url, require_postgres
 from tests.support.gateway import clean_env, free_port, post_turn, wait_for_http
+from tests.support.waits import until, until_sync
 
 STOP_TIMEOUT_S = 15.0
 
@@ -51,18 +55,17 @@ def wait_until_closed(port: int, timeout_s: float) -> bool:
     return True
 
 
-@pytest.fixture
-def serve_process(installed_venv: None, tmp_path: Path) -> Iterator[
-    tuple[subprocess.Popen[bytes], str, Path, Path]
+@contextlib.contextmanager
+def serving(tmp_path: Path, env: dict[str, str]) -> Iterator[
+    tuple[subprocess.Popen[bytes], str, Path]
 ]:
-    """`scripts/serve --port P` with no CHATGATE_UPSTREAM_BASE_URL and its SQLite file in
-    tmp_path; yields (process, url, log path, database path). Whatever is left of it (its
-    process group: the serve process and the demo child) is killed afterwards."""
+    """`scripts/serve --port P --demo-port D` with no CHATGATE_UPSTREAM_BASE_URL and `env`;
+    yields (process, url, log path). Whatever is left of it (its process group: the serve
+    process, its workers and the demo child) is killed afterwards."""
     port, demo_port = free_port(), free_port()
-    database = tmp_path / "var" / "chatgate.db"
     log_path = tmp_path / "serve.log"
     env = clean_env({
-        "CHATGATE_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
+        **env,
         "CHATGATE_DEMO_DELAY_MS": "2",  # the demo child's pace; the default 15 ms is slow
     })
     with log_path.open("wb") as log_file:
@@ -72,15 +75,27 @@ def serve_process(installed_venv: None, tmp_path: Path) -> Iterator[
             stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:
-        yield process, f"http://127.0.0.1:{port}", log_path, database
+        yield process, f"http://127.0.0.1:{port}", log_path
     finally:
         if process.poll() is None:
             process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=STOP_TIMEOUT_S)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # the group we made: serve + demo child
+            os.killpg(process.pid, signal.SIGKILL)  # the group we made
         process.wait(timeout=STOP_TIMEOUT_S)
+
+
+@pytest.fixture
+def serve_process(installed_venv: None, tmp_path: Path) -> Iterator[
+    tuple[subprocess.Popen[bytes], str, Path, Path]
+]:
+    """`scripts/serve` on a SQLite file in tmp_path; yields (process, url, log path, database
+    path)."""
+    database = tmp_path / "var" / "chatgate.db"
+    with serving(tmp_path, {"CHATGATE_DATABASE_URL": f"sqlite+aiosqlite:///{database}"}
+                 ) as (process, url, log_path):
+        yield process, url, log_path, database
 
 
 async def test_serve_alone_gives_a_working_gateway_and_stops_cleanly(
@@ -168,3 +183,42 @@ def test_several_workers_need_postgresql() -> None:
     check_workers(4, "postgresql+asyncpg://postgres@127.0.0.1/chatgate")
     with pytest.raises(ConfigError, match="CHATGATE_WORKERS=2 needs PostgreSQL"):
         check_workers(2, "sqlite+aiosqlite:///./var/chatgate.db")
+
+
+async def test_serve_with_two_workers_on_postgresql_answers_and_stops_them(
+    installed_venv: None, tmp_path: Path
+) -> None:
+    """CHATGATE_WORKERS=2: two worker processes (each registers itself), each on a listening
+    socket of its own (app.gateway.workers), answer turns; SIGTERM stops every one."""
+    require_postgres()
+    database_url = make_fresh_database_url("postgresql", migrated=False)
+    database = Database(database_url)
+    try:
+        with serving(tmp_path, {"CHATGATE_DATABASE_URL": database_url,
+                                "CHATGATE_WORKERS": "2"}) as (process, url, log_path):
+            wait_for_http(url + "/readyz", process, log_path)
+            await until(lambda: registered(database, 2), what="both workers registered")
+            async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+                for word in ("Hello", "Again"):
+                    result = await post_turn(client, await new_thread(client), word)
+                    assert result.one("message_end")["status"] == "complete", result.raw
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=STOP_TIMEOUT_S)
+            until_sync(lambda: not group_alive(process.pid), what="every worker stopped")
+            await until(lambda: registered(database, 0), what="both workers unregistered")
+    finally:
+        await database.dispose()
+        drop_database(database_url)
+
+
+async def registered(database: Database, count: int) -> bool:
+    async with database.transaction(read_only=True) as s:
+        return await s.scalar(text("SELECT count(*) FROM gateway_processes")) == count
+
+
+def group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True

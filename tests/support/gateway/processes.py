@@ -1,5 +1,6 @@
 """Gateway processes: forked from a server that has already imported the gateway, or spawned
-(`python -m uvicorn`) when a setting is read at import time; and what tests use of any process
+(`python -m app.gateway.workers`, the container's command) when a setting is read at
+import time; and what tests use of any process
 (a cleaned environment, waiting for it to answer, stopping it).
 
 A gateway subprocess spends most of its start importing (about 1.3 s: openai's types,
@@ -137,11 +138,12 @@ def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
 
 def spawn_uvicorn(port: int, env: Mapping[str, str], log_path: Path, *options: str
                   ) -> subprocess.Popen[bytes]:
-    """`python -m uvicorn app.gateway.main:create_app --factory` on 127.0.0.1:`port` with `env`
+    """The container's command, `python -m app.gateway.workers app.gateway.main:create_app`
+    (uvicorn; with `--workers N`, a listening socket each), on 127.0.0.1:`port` with `env`
     (cleaned), stdout and stderr into `log_path`, and uvicorn's `options`."""
     with log_path.open("wb") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.gateway.main:create_app", "--factory",
+            [sys.executable, "-m", "app.gateway.workers", "app.gateway.main:create_app",
              "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *options],
             cwd=ROOT, env=clean_env(env), stdout=log_file, stderr=subprocess.STDOUT,
         )
