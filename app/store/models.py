@@ -23,6 +23,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Numeric,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -317,7 +318,10 @@ class LlmCall(Base):
 
 
 class UserTokenUsage(Base):
-    """Rollup per (user, period, model), updated atomically with each finished message."""
+    """Rollup per (user, period, model), updated atomically with each finished message, in
+    up to ROLLUP_SHARDS rows (`shard`) that readers sum: each process adds to its own
+    (app.usage.repository.process_rollup_shard), so one busy user's finishes on different
+    processes do not wait on each other's row lock."""
 
     __tablename__ = "user_token_usage"
 
@@ -325,6 +329,8 @@ class UserTokenUsage(Base):
     period_type: Mapped[str] = mapped_column(String(8), primary_key=True)
     period_start: Mapped[dt.date] = mapped_column(Date, primary_key=True)
     model: Mapped[str] = mapped_column(String(255), primary_key=True)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, default=0,
+                                       server_default=text("0"))
     total_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -1,11 +1,12 @@
 """The SQL that reads usage back and rewrites the daily rollup: queries only.
 
 Two views of usage exist:
-- the rollup (`user_token_usage`, per user, UTC day and model), incremented by app.usage.repository
-  when a message is finished; `stored_rollups` reads it, `finished_calls` reads the raw
-  `llm_calls` rows it should add up to, and `replace_rollup_day` rewrites one day. What a
-  day should hold and whether it does is decided in app.usage.rollups (backfill
-  and verify), and how a report sums the rows in app.usage.reports;
+- the rollup (`user_token_usage`, per user, UTC day and model, in shards that sum),
+  incremented by app.usage.repository when a message is finished; `stored_rollups` reads
+  it, `finished_calls` reads the raw `llm_calls` rows it should add up to, and
+  `replace_rollup_day` rewrites one day. What a day should hold and whether it does is
+  decided in app.usage.rollups (backfill and verify), and how a report sums the rows in
+  app.usage.reports;
 - the messages themselves (`messages.tokens`, the generated column from metadata.tokens);
   `get_user_token_usage` summarises them (a SQL function on PostgreSQL, the same query in
   SQLAlchemy on SQLite).
@@ -116,8 +117,8 @@ def _figures_of(row: UserTokenUsage) -> UsageFigures:
 async def stored_rollups(
     s: AsyncSession, first_day: dt.date, last_day: dt.date, *, user_id: str | None = None,
 ) -> dict[RollupKey, UsageFigures]:
-    """The daily rollup rows of [first_day, last_day] as they are (one user's when given),
-    in (day, model, user) order."""
+    """The daily rollups of [first_day, last_day] as they are (one user's when given), in
+    (day, model, user) order: each the exact sum of its shards' rows."""
     query = select(UserTokenUsage).where(
         UserTokenUsage.period_type == PERIOD_DAY,
         UserTokenUsage.period_start >= first_day, UserTokenUsage.period_start <= last_day,
@@ -126,7 +127,11 @@ async def stored_rollups(
         query = query.where(UserTokenUsage.user_id == user_id)
     result = await s.execute(query.order_by(
         UserTokenUsage.period_start, UserTokenUsage.model, UserTokenUsage.user_id))
-    return {(r.user_id, r.period_start, r.model): _figures_of(r) for r in result.scalars()}
+    rollups: dict[RollupKey, UsageFigures] = {}
+    for row in result.scalars():
+        rollups.setdefault((row.user_id, row.period_start, row.model),
+                           UsageFigures()).add(_figures_of(row))
+    return rollups
 
 
 async def lock_rollups(s: AsyncSession) -> None:
@@ -146,8 +151,8 @@ _LOCK_ROLLUPS = PerDatabase(postgres=text("LOCK TABLE user_token_usage IN EXCLUS
 async def replace_rollup_day(
     s: AsyncSession, day: dt.date, figures: Mapping[RollupKey, UsageFigures]
 ) -> None:
-    """Delete every daily rollup row of `day` and insert `figures` (keys of that day) in
-    their place. Call lock_rollups first in the same transaction."""
+    """Delete every daily rollup row of `day` (every shard) and insert `figures` (keys of
+    that day) in their place, as shard 0. Call lock_rollups first in the same transaction."""
     await s.execute(
         delete(UserTokenUsage).where(UserTokenUsage.period_type == PERIOD_DAY,
                                      UserTokenUsage.period_start == day)

@@ -1,6 +1,11 @@
-"""The usage rollup: user_token_usage rows keyed by (user, period_type, period_start, model),
-incremented with one atomic INSERT ... ON CONFLICT DO UPDATE SET x = x + excluded.x per model,
-so concurrent writers never lose an increment (no read-modify-write in Python).
+"""The usage rollup: user_token_usage rows keyed by (user, period_type, period_start, model)
+and a shard, incremented with one atomic INSERT ... ON CONFLICT DO UPDATE SET x = x + excluded.x
+per model, so concurrent writers never lose an increment (no read-modify-write in Python).
+
+A (user, period, model) rollup is the sum of its shards' rows: every reader sums them. Each
+process adds to one shard of its own (process_rollup_shard), so one busy user's finishes on
+several processes each lock a different row: the upsert holds its row's lock until its
+commit, and with one row per user they took turns across every process of the deployment.
 
 How a turn is counted (which call carries the message, how costs add) is a pure rule in
 app.usage.figures, shared with the backfill; this module only writes what it says."""
@@ -8,6 +13,7 @@ app.usage.figures, shared with the backfill; this module only writes what it say
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +30,16 @@ from app.usage.figures import UsageFigures, deltas_by_model
 PERIOD_DAY = "day"
 _USAGE = table_of(UserTokenUsage)
 
+#: How many rows one (user, period, model) rollup is spread over, at most.
+ROLLUP_SHARDS = 16
+
+
+def process_rollup_shard() -> int:
+    """The shard this process adds to: its pid modulo ROLLUP_SHARDS, which sibling workers,
+    started one after another, mostly hold apart. Two processes that share one still count
+    right; they only wait on each other as every process did with one row."""
+    return os.getpid() % ROLLUP_SHARDS
+
 
 def utc_day(moment: dt.datetime) -> dt.date:
     """The UTC calendar day of an aware datetime (the rollup period)."""
@@ -36,13 +52,13 @@ _SUMMED = ("total_tokens", "prompt_tokens", "completion_tokens", "message_count"
 
 
 #: A rollup row's columns as an upsert writes them, the user first.
-ROLLUP_COLUMNS = ("user_id", "period_type", "period_start", "model", *_SUMMED, "cost_usd",
-                  "updated_at")
+ROLLUP_COLUMNS = ("user_id", "period_type", "period_start", "model", "shard", *_SUMMED,
+                  "cost_usd", "updated_at")
 
 
 def adding_on_conflict(row: UpsertT) -> UpsertT:
-    """The INSERT `row`, adding its figures to the (user, period, model) row when that row
-    exists already: the rollup's one rule, which each database's upsert of a turn's usage
+    """The INSERT `row`, adding its figures to the (user, period, model, shard) row when that
+    row exists already: the rollup's one rule, which each database's upsert of a turn's usage
     (app.turn.rows) is built with."""
     t, new = table_of(UserTokenUsage).c, row.excluded
     set_: dict[str, Any] = {name: t[name] + new[name] for name in _SUMMED}
@@ -50,14 +66,16 @@ def adding_on_conflict(row: UpsertT) -> UpsertT:
     set_["cost_usd"] = func.coalesce(t.cost_usd + new.cost_usd, t.cost_usd, new.cost_usd)
     set_["updated_at"] = new.updated_at
     return row.on_conflict_do_update(
-        index_elements=["user_id", "period_type", "period_start", "model"], set_=set_)
+        index_elements=["user_id", "period_type", "period_start", "model", "shard"],
+        set_=set_)
 
 
-def _rollup_values(*, period_start: dt.date, model: str, delta: UsageFigures,
-                  period_type: str = PERIOD_DAY) -> dict[str, Any]:
+def _rollup_values(*, period_start: dt.date, model: str, shard: int, delta: UsageFigures,
+                   period_type: str = PERIOD_DAY) -> dict[str, Any]:
     """An upsert's values but the user's."""
     return {
         "period_type": period_type, "period_start": period_start, "model": model,
+        "shard": shard,
         **{name: getattr(delta, name) for name in _SUMMED},
         # the column takes floats (Numeric asdecimal=False); the exact sum converts once here
         "cost_usd": None if delta.cost_usd is None else float(delta.cost_usd),
@@ -65,10 +83,12 @@ def _rollup_values(*, period_start: dt.date, model: str, delta: UsageFigures,
     }
 
 
-def turn_rollup_values(day: dt.date, calls: Sequence[CallRecord]) -> list[dict[str, Any]]:
-    """The values of each upsert one finished turn makes, one per model, sorted by model: the
-    upserts lock the user's rollup rows in that order, the same for every turn."""
-    return [_rollup_values(period_start=day, model=model, delta=delta)
+def turn_rollup_values(day: dt.date, calls: Sequence[CallRecord], shard: int
+                       ) -> list[dict[str, Any]]:
+    """The values of each upsert one finished turn makes into `shard`, one per model, sorted
+    by model: the upserts lock the user's rollup rows in that order, the same for every
+    turn."""
+    return [_rollup_values(period_start=day, model=model, shard=shard, delta=delta)
             for model, delta in sorted(deltas_by_model(calls).items())]
 
 

@@ -13,13 +13,8 @@ it rather than wait for the test's held transaction."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
-import asyncpg
 from sqlalchemy import select, text
-from sqlalchemy.engine import make_url
 
 from app.core.clock import utcnow
 from app.process import repository as processes
@@ -29,27 +24,11 @@ from app.turn.rows import SweptAnswer
 from app.turn.rows.sweeps import sweep_dead_answers
 from tests.store.factories import new_thread, open_rows
 from tests.support.databases import postgres_only
+from tests.support.locks import held
 
 pytestmark = postgres_only("SQLite serialises write transactions; row locks are PostgreSQL's")
 
 DEAD_AFTER = dt.timedelta(seconds=10)
-
-
-@asynccontextmanager
-async def held(database_url: str, statement: str, *args: Any) -> AsyncIterator[None]:
-    """`statement` run in a transaction of another connection, left open until the block
-    ends: what the server keeps of a process whose COMMIT a partition holds."""
-    dsn = make_url(database_url).set(drivername="postgresql").render_as_string(
-        hide_password=False)
-    connection = await asyncpg.connect(dsn)
-    try:
-        transaction = connection.transaction()
-        await transaction.start()
-        await connection.execute(statement, *args)
-        yield
-        await transaction.rollback()
-    finally:
-        await connection.close()
 
 
 async def _sweep(db: Database, now: dt.datetime) -> list[SweptAnswer]:

@@ -12,7 +12,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import (
     Boolean,
     Column,
+    Integer,
     MetaData,
+    Numeric,
     String,
     Table,
     Text,
@@ -31,7 +33,7 @@ from app.store.migrations import (
     is_at_head,
     upgrade_to_head,
 )
-from app.store.models import Base, Message
+from app.store.models import Base, Message, UserTokenUsage
 from app.store.search_schema import is_search_schema_object
 from app.store.types import JsonDocument, UtcDateTime
 from tests.support.databases import drop_database, make_fresh_database_url
@@ -146,3 +148,35 @@ async def test_the_tree_migration_makes_every_thread_one_branch(empty_url: str) 
         await db.dispose()
     assert found == {rows[0][1]: (None, True), tied[0]: (rows[0][1], True),
                      tied[1]: (tied[0], True), rows[3][1]: (None, True)}
+
+
+async def test_going_back_before_rollup_shards_merges_each_rollups_rows(empty_url: str) -> None:
+    """Down to one row per (user, period, model): the shards' sums, a cost NULL only where
+    every shard's was; up again, each merged row is shard 0."""
+    await upgrade_to_head(empty_url)
+    day = dt.date(2026, 11, 1)
+    key = {"user_id": "u", "period_type": "day", "period_start": day}
+    rows = [{**key, "model": "a", "shard": 0, "total_tokens": 10, "message_count": 1,
+             "cost_usd": None, "unpriced_call_count": 1},
+            {**key, "model": "a", "shard": 3, "total_tokens": 5, "message_count": 2,
+             "cost_usd": 0.5, "unpriced_call_count": 0},
+            {**key, "model": "b", "shard": 7, "total_tokens": 1, "message_count": 0,
+             "cost_usd": None, "unpriced_call_count": 1}]
+    db = Database(empty_url)
+    try:
+        async with db.transaction() as session:
+            session.add_all(UserTokenUsage(**row) for row in rows)
+        await _run_command(empty_url, "downgrade", "0016_message_tree")
+        old = Table("user_token_usage", MetaData(), Column("model", String),
+                    Column("total_tokens", Integer), Column("message_count", Integer),
+                    Column("cost_usd", Numeric(18, 9, asdecimal=False)),
+                    Column("unpriced_call_count", Integer))
+        async with db.engine.connect() as connection:
+            merged = (await connection.execute(select(old).order_by(old.c.model))).all()
+        await upgrade_to_head(empty_url)
+        async with db.transaction(read_only=True) as session:
+            shards = (await session.execute(select(UserTokenUsage.shard))).scalars().all()
+    finally:
+        await db.dispose()
+    assert [tuple(row) for row in merged] == [("a", 15, 3, 0.5, 1), ("b", 1, 0, None, 1)]
+    assert shards == [0, 0]

@@ -19,13 +19,16 @@ from app.turn.rows.shapes import (
     turn_times,
 )
 from app.turn.rows.sqlite import SqliteTurnRows
+from app.usage.repository import process_rollup_shard
 
 
-def turn_rows(db: Database) -> TurnRows:
-    """The turn's repository on `db`."""
+def turn_rows(db: Database, rollup_shard: int | None = None) -> TurnRows:
+    """The turn's repository on `db`, adding usage to the rollup's `rollup_shard` (this
+    process's: app.usage.repository.process_rollup_shard)."""
+    shard = process_rollup_shard() if rollup_shard is None else rollup_shard
     if db.backend == "sqlite":
-        return SqliteTurnRows(db)
-    return PostgresTurnRows(db)
+        return SqliteTurnRows(db, shard)
+    return PostgresTurnRows(db, shard)
 
 
 __all__ = ["MAX_CONTENT_CHARS", "CallOpening", "DayBudget", "FinishHook", "FinishedRow", "Fork",

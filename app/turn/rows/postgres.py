@@ -108,10 +108,12 @@ _LOCK_OWNED_THREAD = DriverStatement(LOCK_OWNED_THREAD)
 
 
 class PostgresTurnRows(AnswerThreads):
-    """The turn's repository on PostgreSQL (app.turn.rows.TurnRows)."""
+    """The turn's repository on PostgreSQL (app.turn.rows.TurnRows), adding usage to the
+    rollup's `rollup_shard`."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, rollup_shard: int) -> None:
         self.db = db
+        self.rollup_shard = rollup_shard
 
     async def open(self, request: OpeningRequest, guard: ThreadGuard | None = None
                    ) -> Opened | Refused | None:
@@ -161,9 +163,9 @@ class PostgresTurnRows(AnswerThreads):
                      hook: FinishHook | None = None) -> FinishedRow:
         if hook is None:
             async with self.db.one_statement() as connection:
-                return await _finish(connection, finished)
+                return await _finish(connection, finished, self.rollup_shard)
         async with self.db.transaction(quick=True) as session:
-            row = await _finish(session, finished)
+            row = await _finish(session, finished, self.rollup_shard)
             await hook(session, row)
             return row
 
@@ -182,13 +184,13 @@ class PostgresTurnRows(AnswerThreads):
         if not calls and open_call is None:
             return
         async with self.db.one_statement() as connection:
-            await _bill(connection, user_id, calls, None, None, open_call)
+            await _bill(connection, user_id, calls, self.rollup_shard, open_call=open_call)
 
     async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
         for answer in swept:
             if answer.calls:
-                await _bill(session, answer.user_id, answer.calls, answer.message_id,
-                            answer.thread_id)
+                await _bill(session, answer.user_id, answer.calls, self.rollup_shard,
+                            message_id=answer.message_id, thread_id=answer.thread_id)
 
 
 async def _open(runner: Runner, request: OpeningRequest) -> Outcome:
@@ -354,14 +356,15 @@ def _insert(who: str, at: Any, times: Any, admitted: list[tuple[Any, Any]], *,
             .returning(MESSAGES.c.created_at).cte(f"new_{who}"))
 
 
-async def _finish(runner: Runner, finished: FinishedMessage) -> FinishedRow:
-    """The finish's one statement. Raises MessageNotFound (its thread was deleted) or
-    MessageAlreadyFinished (its usage must not be counted twice), having stored nothing."""
+async def _finish(runner: Runner, finished: FinishedMessage, shard: int) -> FinishedRow:
+    """The finish's one statement, its usage added to the rollup's `shard`. Raises
+    MessageNotFound (its thread was deleted) or MessageAlreadyFinished (its usage must not be
+    counted twice), having stored nothing."""
     params = finish_params(finished)
     calls = finished.llm_calls
-    values = dict(params) | _recorded_values(calls, params["now"])
-    models = len(turn_rollup_values(utc_day(params["now"]), calls))
-    rows = await _finish_statement(len(calls), models).rows(runner, values)
+    rollups = turn_rollup_values(utc_day(params["now"]), calls, shard)
+    values = dict(params) | _recorded_values(calls, params["now"], rollups)
+    rows = await _finish_statement(len(calls), len(rollups)).rows(runner, values)
     if not rows:
         found = await DriverStatement(MESSAGE_EXISTS).rows(runner, params)
         raise not_finished(finished.message_id, found=bool(found))
@@ -385,18 +388,18 @@ def _finish_statement(calls: int, models: int) -> DriverStatement:
                                      finished.c.user_id, calls, models))
 
 
-async def _bill(runner: Runner, user_id: str, calls: Sequence[CallRecord],
-                message_id: uuid.UUID | None, thread_id: uuid.UUID | None,
+async def _bill(runner: Runner, user_id: str, calls: Sequence[CallRecord], shard: int, *,
+                message_id: uuid.UUID | None = None, thread_id: uuid.UUID | None = None,
                 open_call: uuid.UUID | None = None) -> None:
     """Calls recorded as a finish records a message's: their llm_calls rows (with the
     message and thread given; none for calls that belong to no message, as a deleted thread
     leaves its older calls) and the user's rollup, and the open call they were made under
     deleted, in one statement."""
     now = utcnow()
+    rollups = turn_rollup_values(utc_day(now), calls, shard)
     values = {"bill_user": user_id, "bill_message": message_id, "bill_thread": thread_id,
-              "open_call": open_call, **_recorded_values(calls, now)}
-    models = len(turn_rollup_values(utc_day(now), calls))
-    await _bill_statement(len(calls), models, open_call is not None).rows(runner, values)
+              "open_call": open_call, **_recorded_values(calls, now, rollups)}
+    await _bill_statement(len(calls), len(rollups), open_call is not None).rows(runner, values)
 
 
 @functools.lru_cache(maxsize=32)
@@ -467,11 +470,13 @@ def rollup_upsert_of(user_id: ColumnElement[str], prefix: str) -> postgresql.Ins
         postgresql.insert(table).from_select(ROLLUP_COLUMNS, select(user_id, *values)))
 
 
-def _recorded_values(calls: Sequence[CallRecord], now: dt.datetime) -> dict[str, Any]:
-    """The parameters of _recorded's CTEs."""
+def _recorded_values(calls: Sequence[CallRecord], now: dt.datetime,
+                     rollups: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The parameters of _recorded's CTEs: the calls' and the rollup upserts' (one a model,
+    turn_rollup_values)."""
     values: dict[str, Any] = {}
     for k, call in enumerate(calls):
         values |= {f"call{k}_{column}": value for column, value in call_values(call, now).items()}
-    for k, rollup in enumerate(turn_rollup_values(utc_day(now), calls)):
+    for k, rollup in enumerate(rollups):
         values |= {f"usage{k}_{column}": value for column, value in rollup.items()}
     return values

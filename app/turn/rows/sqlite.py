@@ -104,10 +104,12 @@ def _history(limit: int) -> DriverStatement:
 
 
 class SqliteTurnRows(AnswerThreads):
-    """The turn's repository on SQLite (app.turn.rows.TurnRows)."""
+    """The turn's repository on SQLite (app.turn.rows.TurnRows), adding usage to the
+    rollup's `rollup_shard`."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, rollup_shard: int) -> None:
         self.db = db
+        self.rollup_shard = rollup_shard
 
     async def open(self, request: OpeningRequest, guard: ThreadGuard | None = None
                    ) -> Opened | Refused | None:
@@ -138,10 +140,10 @@ class SqliteTurnRows(AnswerThreads):
                      hook: FinishHook | None = None) -> FinishedRow:
         if hook is None:
             async with self.db.sqlite_writes() as writes:
-                return _finish(writes, finished)
+                return _finish(writes, finished, self.rollup_shard)
         async with self.db.transaction(quick=True) as session:
             async with self.db.sqlite_writes(session) as writes:
-                row = _finish(writes, finished)
+                row = _finish(writes, finished, self.rollup_shard)
             await hook(session, row)
             return row
 
@@ -158,7 +160,7 @@ class SqliteTurnRows(AnswerThreads):
         if not calls and open_call is None:
             return
         async with self.db.sqlite_writes() as writes:
-            _record(writes, calls, user_id, utcnow())
+            _record(writes, calls, user_id, utcnow(), self.rollup_shard)
             if open_call is not None:
                 writes.run(_DELETE_OPEN_CALL, {"open_call": open_call})
 
@@ -166,7 +168,7 @@ class SqliteTurnRows(AnswerThreads):
         now = utcnow()
         async with self.db.sqlite_writes(session) as writes:
             for answer in swept:
-                _record(writes, answer.calls, answer.user_id, now,
+                _record(writes, answer.calls, answer.user_id, now, self.rollup_shard,
                         message_id=answer.message_id, thread_id=answer.thread_id)
 
 
@@ -220,7 +222,7 @@ def _refusal(writes: SqliteWrites, user_id: str, stream_cap: int | None,
     return None
 
 
-def _finish(writes: SqliteWrites, finished: FinishedMessage) -> FinishedRow:
+def _finish(writes: SqliteWrites, finished: FinishedMessage, shard: int) -> FinishedRow:
     """The answer stored as finished, its calls and the day's rollup. Raises MessageNotFound
     or MessageAlreadyFinished; the transaction then stores nothing."""
     params = finish_params(finished)
@@ -230,19 +232,19 @@ def _finish(writes: SqliteWrites, finished: FinishedMessage) -> FinishedRow:
         found = writes.scalar(_MESSAGE_EXISTS, params) is not None
         raise not_finished(finished.message_id, found=found)
     message = unattached(Message, stored[0])
-    _record(writes, finished.llm_calls, message.user_id, params["now"],
+    _record(writes, finished.llm_calls, message.user_id, params["now"], shard,
             message_id=message.id, thread_id=message.thread_id)
     return FinishedRow(message, (touched[0]["autonomy"] if touched else None) or {})
 
 
 def _record(writes: SqliteWrites, calls: Sequence[CallRecord], user_id: str,
-            now: dt.datetime, *, message_id: uuid.UUID | None = None,
+            now: dt.datetime, shard: int, *, message_id: uuid.UUID | None = None,
             thread_id: uuid.UUID | None = None) -> None:
-    """One llm_calls row per call and the day's rollup, one upsert per model; the message's
-    id and its thread's, None for calls without a message."""
+    """One llm_calls row per call and the day's rollup (its `shard`), one upsert per model;
+    the message's id and its thread's, None for calls without a message."""
     if calls:
         writes.run_many(_INSERT_CALL, call_rows(
             calls, user_id, now, message_id=message_id, thread_id=thread_id))
-    for values in turn_rollup_values(utc_day(now), calls):
+    for values in turn_rollup_values(utc_day(now), calls, shard):
         writes.run(_ADD_TO_ROLLUP, {"user_id": user_id, **values})
 
