@@ -181,11 +181,18 @@ def _warn_unknown_model_price(model: str) -> None:
     log.warning("unknown_model_price", model=model)
 
 
+#: A transaction of the gateway's left idle this many statement timeouts is its process's,
+#: cut off before its COMMIT: none of the gateway's transactions waits on anything but the
+#: database between its statements.
+IDLE_TRANSACTION_STATEMENTS = 3
+
+
 def database_timeouts(settings: Settings) -> DatabaseTimeouts:
     """The operator's bounds on every wait for the database (the store reads no settings)."""
+    statement_s = settings.database_statement_timeout_s
     return DatabaseTimeouts(connect_s=settings.database_connect_timeout_s,
-                            statement_s=settings.database_statement_timeout_s,
-                            pool_s=settings.database_pool_timeout_s)
+                            statement_s=statement_s, pool_s=settings.database_pool_timeout_s,
+                            idle_in_transaction_s=IDLE_TRANSACTION_STATEMENTS * statement_s)
 
 
 def fence_after(settings: Settings) -> float | None:

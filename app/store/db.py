@@ -76,11 +76,18 @@ class DatabaseTimeouts:
 
     connect_s: a new PostgreSQL connection, handshake and authentication included.
     statement_s: each PostgreSQL statement's answer (a transaction's BEGIN and COMMIT too).
-    pool_s: a free pooled connection (both databases); past it, DatabaseBusy."""
+    pool_s: a free pooled connection (both databases); past it, DatabaseBusy.
+    idle_in_transaction_s: how long PostgreSQL keeps a transaction whose client sent nothing
+    more (a process cut off between a statement and its COMMIT) before it ends the session
+    and releases its row locks; otherwise a thread row such a transaction locked refuses new
+    turns until the server drops the connection, hours without keepalive. Set on each direct
+    connection, the server's own value kept when it is stricter; through a transaction
+    pooler the pooler's `idle_transaction_timeout` applies instead."""
 
     connect_s: float = 5.0
     statement_s: float | None = 10.0
     pool_s: float = 30.0
+    idle_in_transaction_s: float | None = None
 
 #: What a store function that writes with one statement runs it on: a session in a
 #: transaction, or, in Database.one_statement's block on PostgreSQL, a bare connection.
@@ -170,7 +177,31 @@ def create_engine_for(
     if not engine_kwargs.get("pool_pre_ping"):
         _install_closed_check(engine)
     _install_bounded_waits(engine)
+    if timeouts.idle_in_transaction_s is not None and not transaction_pooler:
+        _install_idle_transaction_bound(engine, round(timeouts.idle_in_transaction_s * 1000))
     return engine
+
+
+#: The session's idle-in-transaction bound: `bound` milliseconds, or the server's own value
+#: when that is set and stricter. A plain statement, not a startup parameter: PgBouncer in
+#: session mode refuses startup parameters it does not know.
+_BOUND_IDLE_TRANSACTIONS = """
+SELECT set_config('idle_in_transaction_session_timeout',
+                  (CASE WHEN setting::int = 0 THEN {bound} ELSE least(setting::int, {bound})
+                   END)::text, false)
+FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'
+"""
+
+
+def _install_idle_transaction_bound(engine: AsyncEngine, bound_ms: int) -> None:
+    """DatabaseTimeouts.idle_in_transaction_s on every new connection."""
+    statement = _BOUND_IDLE_TRANSACTIONS.format(bound=int(bound_ms))
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(statement)
+        cursor.close()
 
 
 def _postgres_connect_args(timeouts: DatabaseTimeouts, given: dict[str, Any]

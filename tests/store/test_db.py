@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from pathlib import Path
 
+import asyncpg
 import pytest
 from sqlalchemy import select, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from app.keys import limits_repository as limits_store
-from app.store.db import Database
+from app.store.db import Database, DatabaseTimeouts
 from app.store.models import RateLimitWindow, Thread
 from app.threads import repository as threads_store
 from tests.store.factories import new_thread
 from tests.support.databases import postgres_only
 from tests.support.statements import statements_in_transaction
+from tests.support.waits import WITHIN_S
 
 
 async def test_timestamps_are_aware_utc_whatever_zone_goes_in(db: Database) -> None:
@@ -215,3 +219,35 @@ async def test_more_transactions_than_pooled_connections_wait_for_one_on_postgre
         assert len(set(await asyncio.gather(*burst))) == 2
     finally:
         await small.dispose()
+
+
+@postgres_only("a SQLite transaction is a file lock of this process, no server session")
+async def test_a_transaction_its_process_left_idle_is_ended_by_the_server(
+    db: Database, database_url: str,
+) -> None:
+    """A process cut off between a statement and its COMMIT leaves its transaction open on
+    the server, with the thread row it locked. With idle_in_transaction_s the server ends that
+    session, so another process may lock the row (a new turn in the thread); without it the
+    row stayed locked until the server dropped the connection."""
+    thread = await new_thread(db)
+    cut_off = Database(database_url, timeouts=DatabaseTimeouts(idle_in_transaction_s=0.3))
+    other = await asyncpg.connect(
+        make_url(database_url).set(drivername="postgresql").render_as_string(
+            hide_password=False))
+    try:
+        connection = await cut_off.engine.connect()
+        await connection.begin()
+        assert await connection.scalar(text("SHOW idle_in_transaction_session_timeout")) \
+            == "300ms"
+        await connection.execute(select(Thread.id).where(Thread.id == thread.id)
+                                 .with_for_update())
+        # nothing more from the cut-off process: the other one's lock is granted once the
+        # server has ended the idle transaction (bounded, in case it never does)
+        locked = await other.fetchval("SELECT id FROM threads WHERE id = $1 FOR UPDATE",
+                                      thread.id, timeout=WITHIN_S)
+        assert locked == thread.id
+        with contextlib.suppress(Exception):
+            await connection.close()
+    finally:
+        await other.close()
+        await cut_off.dispose()
