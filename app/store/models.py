@@ -319,9 +319,9 @@ class LlmCall(Base):
 
 class UserTokenUsage(Base):
     """Rollup per (user, period, model), updated atomically with each finished message, in
-    up to ROLLUP_SHARDS rows (`shard`) that readers sum: each process adds to its own
-    (app.usage.repository.process_rollup_shard), so one busy user's finishes on different
-    processes do not wait on each other's row lock."""
+    up to 16 rows (`shard`) that readers sum: a process's finishes take the shards in turn
+    (app.usage.repository.RollupShards), so one busy user's finishes running at once do not
+    wait on each other's row lock."""
 
     __tablename__ = "user_token_usage"
 

@@ -2,10 +2,10 @@
 and a shard, incremented with one atomic INSERT ... ON CONFLICT DO UPDATE SET x = x + excluded.x
 per model, so concurrent writers never lose an increment (no read-modify-write in Python).
 
-A (user, period, model) rollup is the sum of its shards' rows: every reader sums them. Each
-process adds to one shard of its own (process_rollup_shard), so one busy user's finishes on
-several processes each lock a different row: the upsert holds its row's lock until its
-commit, and with one row per user they took turns across every process of the deployment.
+A (user, period, model) rollup is the sum of its shards' rows: every reader sums them. The
+finishes of a process take the shards in turn (RollupShards), so one busy user's finishes
+running at once each lock a different row: the upsert holds its row's lock until its
+commit, and with one row per user they took turns, in a process and across processes.
 
 How a turn is counted (which call carries the message, how costs add) is a pure rule in
 app.usage.figures, shared with the backfill; this module only writes what it says."""
@@ -13,6 +13,7 @@ app.usage.figures, shared with the backfill; this module only writes what it say
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -34,11 +35,17 @@ _USAGE = table_of(UserTokenUsage)
 ROLLUP_SHARDS = 16
 
 
-def process_rollup_shard() -> int:
-    """The shard this process adds to: its pid modulo ROLLUP_SHARDS, which sibling workers,
-    started one after another, mostly hold apart. Two processes that share one still count
-    right; they only wait on each other as every process did with one row."""
-    return os.getpid() % ROLLUP_SHARDS
+class RollupShards:
+    """The shards a process's finishes add to: the next one at each finish, from `first` (the
+    process's pid by default, so that processes start apart). Up to ROLLUP_SHARDS finishes
+    of a process running at once never share a row; two processes' finishes meet on one by
+    chance only, and then count right all the same, one waiting for the other's commit."""
+
+    def __init__(self, first: int | None = None) -> None:
+        self._next = itertools.count(os.getpid() if first is None else first)
+
+    def take(self) -> int:
+        return next(self._next) % ROLLUP_SHARDS
 
 
 def utc_day(moment: dt.datetime) -> dt.date:

@@ -19,16 +19,16 @@ from app.turn.rows.shapes import (
     turn_times,
 )
 from app.turn.rows.sqlite import SqliteTurnRows
-from app.usage.repository import process_rollup_shard
+from app.usage.repository import RollupShards
 
 
-def turn_rows(db: Database, rollup_shard: int | None = None) -> TurnRows:
-    """The turn's repository on `db`, adding usage to the rollup's `rollup_shard` (this
-    process's: app.usage.repository.process_rollup_shard)."""
-    shard = process_rollup_shard() if rollup_shard is None else rollup_shard
+def turn_rows(db: Database, rollup_shards: RollupShards | None = None) -> TurnRows:
+    """The turn's repository on `db`, adding usage to the rollup's shards in turn (from the
+    process's own start unless `rollup_shards` says: app.usage.repository.RollupShards)."""
+    shards = RollupShards() if rollup_shards is None else rollup_shards
     if db.backend == "sqlite":
-        return SqliteTurnRows(db, shard)
-    return PostgresTurnRows(db, shard)
+        return SqliteTurnRows(db, shards)
+    return PostgresTurnRows(db, shards)
 
 
 __all__ = ["MAX_CONTENT_CHARS", "CallOpening", "DayBudget", "FinishHook", "FinishedRow", "Fork",

@@ -92,6 +92,7 @@ from app.turn.rows.threads_of_answers import AnswerThreads
 from app.usage.repository import (
     ROLLUP_COLUMNS,
     SPENT_ON_DAY,
+    RollupShards,
     adding_on_conflict,
     turn_rollup_values,
     utc_day,
@@ -109,11 +110,11 @@ _LOCK_OWNED_THREAD = DriverStatement(LOCK_OWNED_THREAD)
 
 class PostgresTurnRows(AnswerThreads):
     """The turn's repository on PostgreSQL (app.turn.rows.TurnRows), adding usage to the
-    rollup's `rollup_shard`."""
+    rollup's `rollup_shards` in turn."""
 
-    def __init__(self, db: Database, rollup_shard: int) -> None:
+    def __init__(self, db: Database, rollup_shards: RollupShards) -> None:
         self.db = db
-        self.rollup_shard = rollup_shard
+        self.rollup_shards = rollup_shards
 
     async def open(self, request: OpeningRequest, guard: ThreadGuard | None = None
                    ) -> Opened | Refused | None:
@@ -163,9 +164,9 @@ class PostgresTurnRows(AnswerThreads):
                      hook: FinishHook | None = None) -> FinishedRow:
         if hook is None:
             async with self.db.one_statement() as connection:
-                return await _finish(connection, finished, self.rollup_shard)
+                return await _finish(connection, finished, self.rollup_shards.take())
         async with self.db.transaction(quick=True) as session:
-            row = await _finish(session, finished, self.rollup_shard)
+            row = await _finish(session, finished, self.rollup_shards.take())
             await hook(session, row)
             return row
 
@@ -184,12 +185,13 @@ class PostgresTurnRows(AnswerThreads):
         if not calls and open_call is None:
             return
         async with self.db.one_statement() as connection:
-            await _bill(connection, user_id, calls, self.rollup_shard, open_call=open_call)
+            await _bill(connection, user_id, calls, self.rollup_shards.take(),
+                        open_call=open_call)
 
     async def bill_swept(self, session: AsyncSession, swept: Sequence[SweptAnswer]) -> None:
         for answer in swept:
             if answer.calls:
-                await _bill(session, answer.user_id, answer.calls, self.rollup_shard,
+                await _bill(session, answer.user_id, answer.calls, self.rollup_shards.take(),
                             message_id=answer.message_id, thread_id=answer.thread_id)
 
 

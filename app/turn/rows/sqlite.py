@@ -72,6 +72,7 @@ from app.turn.rows.threads_of_answers import AnswerThreads
 from app.usage.repository import (
     ROLLUP_COLUMNS,
     SPENT_ON_DAY,
+    RollupShards,
     adding_on_conflict,
     turn_rollup_values,
     utc_day,
@@ -105,11 +106,11 @@ def _history(limit: int) -> DriverStatement:
 
 class SqliteTurnRows(AnswerThreads):
     """The turn's repository on SQLite (app.turn.rows.TurnRows), adding usage to the
-    rollup's `rollup_shard`."""
+    rollup's `rollup_shards` in turn."""
 
-    def __init__(self, db: Database, rollup_shard: int) -> None:
+    def __init__(self, db: Database, rollup_shards: RollupShards) -> None:
         self.db = db
-        self.rollup_shard = rollup_shard
+        self.rollup_shards = rollup_shards
 
     async def open(self, request: OpeningRequest, guard: ThreadGuard | None = None
                    ) -> Opened | Refused | None:
@@ -140,10 +141,10 @@ class SqliteTurnRows(AnswerThreads):
                      hook: FinishHook | None = None) -> FinishedRow:
         if hook is None:
             async with self.db.sqlite_writes() as writes:
-                return _finish(writes, finished, self.rollup_shard)
+                return _finish(writes, finished, self.rollup_shards.take())
         async with self.db.transaction(quick=True) as session:
             async with self.db.sqlite_writes(session) as writes:
-                row = _finish(writes, finished, self.rollup_shard)
+                row = _finish(writes, finished, self.rollup_shards.take())
             await hook(session, row)
             return row
 
@@ -160,7 +161,7 @@ class SqliteTurnRows(AnswerThreads):
         if not calls and open_call is None:
             return
         async with self.db.sqlite_writes() as writes:
-            _record(writes, calls, user_id, utcnow(), self.rollup_shard)
+            _record(writes, calls, user_id, utcnow(), self.rollup_shards.take())
             if open_call is not None:
                 writes.run(_DELETE_OPEN_CALL, {"open_call": open_call})
 
@@ -168,7 +169,7 @@ class SqliteTurnRows(AnswerThreads):
         now = utcnow()
         async with self.db.sqlite_writes(session) as writes:
             for answer in swept:
-                _record(writes, answer.calls, answer.user_id, now, self.rollup_shard,
+                _record(writes, answer.calls, answer.user_id, now, self.rollup_shards.take(),
                         message_id=answer.message_id, thread_id=answer.thread_id)
 
 

@@ -31,6 +31,8 @@ from app.turn.rows import (
     turn_rows,
 )
 from app.turn.rows import messages as messages_store
+from app.usage import reports_repository as usage_reports
+from app.usage.repository import utc_day
 from tests.store.factories import (
     call,
     finish,
@@ -556,7 +558,8 @@ async def test_a_bill_and_a_swept_bill_count_reasoning_tokens(db: Database) -> N
     async with db.transaction(read_only=True) as s:
         tokens = sorted((await s.scalars(select(LlmCall.reasoning_tokens))).all(),
                         key=lambda n: -1 if n is None else n)
-        [usage] = (await s.execute(select(UserTokenUsage))).scalars().all()
+        day = utc_day(utcnow())  # the bill and the swept bill: a rollup in two shards
+        [usage] = (await usage_reports.stored_rollups(s, day, day)).values()
     assert tokens == [None, 4, 12]
     assert (usage.llm_call_count, usage.reasoning_tokens) == (3, 16)
 

@@ -1,7 +1,7 @@
-"""The day's rollup in shards: the turn repository of each process adds to its own shard, every
-reader (verify, the budget, the admin reports) sees their sum, and a finish never waits on
-another shard's row, which a finish of the same user on another process holds until its
-commit (the one row a user had made every process's finishes of that user take turns)."""
+"""The day's rollup in shards: a process's finishes take the shards in turn, every reader
+(verify, the budget, the admin reports) sees their sum, and a finish never waits on another
+shard's row, which a finish of the same user running at the same time holds until its
+commit (the one row a user had made all of that user's finishes take turns)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from app.store.models import Thread, UserTokenUsage
 from app.turn.rows import turn_rows
 from app.usage import admin_repository as admin
 from app.usage import reports_repository as usage_reports
-from app.usage.repository import usage_of_day, utc_day
+from app.usage.repository import RollupShards, usage_of_day, utc_day
 from app.usage.rollups import verify_day
 from tests.store.factories import call, new_thread, open_rows
 from tests.support.databases import postgres_only
@@ -27,9 +27,9 @@ from tests.support.waits import until
 
 async def finished_on(db: Database, shard: int, thread: Thread, calls: list[CallRecord]
                       ) -> None:
-    """One turn of `thread` finished by a turn repository that adds to `shard`."""
+    """One turn of `thread` finished by a new turn repository, whose first shard is `shard`."""
     opened = await open_rows(db, thread, "q")
-    await turn_rows(db, shard).finish(
+    await turn_rows(db, RollupShards(shard)).finish(
         FinishedMessage(opened.assistant.id, "a", {}, "complete", calls))
 
 
@@ -58,8 +58,8 @@ async def test_finishes_on_two_shards_are_one_rollup_to_every_reader(db: Databas
 async def test_a_finish_never_waits_on_another_shards_row(db: Database,
                                                          database_url: str) -> None:
     """Shard 1's row held by an open transaction (a finish of the same user, not yet
-    committed, on another process): a finish on shard 2 completes meanwhile; one on shard 1
-    waits for it, as every finish of the user did when the user had one row."""
+    committed): a finish on shard 2 completes meanwhile; one on shard 1 waits for it, as
+    every finish of the user did when the user had one row."""
     thread = await new_thread(db)
     await finished_on(db, 1, thread, [call()])
     await finished_on(db, 2, thread, [call()])
@@ -78,3 +78,20 @@ async def test_a_finish_never_waits_on_another_shards_row(db: Database,
         counts = sorted((row.shard, row.message_count)
                         for row in (await s.execute(select(UserTokenUsage))).scalars())
     assert counts == [(1, 2), (2, 2)]
+
+
+async def test_a_process_finishes_take_the_shards_in_turn(db: Database) -> None:
+    """One turn repository (a process's), one user, seventeen finishes: sixteen rows, the
+    first shard taken twice, and one rollup."""
+    rows = turn_rows(db, RollupShards(14))
+    thread = await new_thread(db)
+    for _ in range(17):
+        opened = await open_rows(db, thread, "q")
+        await rows.finish(FinishedMessage(opened.assistant.id, "a", {}, "complete", [call()]))
+    day = utc_day(utcnow())
+    async with db.transaction(read_only=True) as s:
+        shards = {row.shard: row.message_count
+                  for row in (await s.execute(select(UserTokenUsage))).scalars()}
+        [figures] = (await usage_reports.stored_rollups(s, day, day)).values()
+    assert shards == {shard: 2 if shard == 14 else 1 for shard in range(16)}
+    assert figures.message_count == 17
