@@ -320,7 +320,7 @@ class LlmCall(Base):
 class UserTokenUsage(Base):
     """Rollup per (user, period, model), updated atomically with each finished message, in
     up to 16 rows (`shard`) that readers sum: a process's finishes take the shards in turn
-    (app.usage.repository.RollupShards), so one busy user's finishes running at once do not
+    (app.usage.shards), so one busy user's finishes running at once do not
     wait on each other's row lock."""
 
     __tablename__ = "user_token_usage"

@@ -3,7 +3,7 @@ and a shard, incremented with one atomic INSERT ... ON CONFLICT DO UPDATE SET x 
 per model, so concurrent writers never lose an increment (no read-modify-write in Python).
 
 A (user, period, model) rollup is the sum of its shards' rows: every reader sums them. The
-finishes of a process take the shards in turn (RollupShards), so one busy user's finishes
+finishes of a process take the shards in turn (app.usage.shards), so one busy user's finishes
 running at once each lock a different row: the upsert holds its row's lock until its
 commit, and with one row per user they took turns, in a process and across processes.
 
@@ -13,8 +13,6 @@ app.usage.figures, shared with the backfill; this module only writes what it say
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,23 +28,6 @@ from app.usage.figures import UsageFigures, deltas_by_model
 
 PERIOD_DAY = "day"
 _USAGE = table_of(UserTokenUsage)
-
-#: How many rows one (user, period, model) rollup is spread over, at most.
-ROLLUP_SHARDS = 16
-
-
-class RollupShards:
-    """The shards a process's finishes add to: the next one at each finish, from `first` (the
-    process's pid by default, so that processes start apart). Up to ROLLUP_SHARDS finishes
-    of a process running at once never share a row; two processes' finishes meet on one by
-    chance only, and then count right all the same, one waiting for the other's commit."""
-
-    def __init__(self, first: int | None = None) -> None:
-        self._next = itertools.count(os.getpid() if first is None else first)
-
-    def take(self) -> int:
-        return next(self._next) % ROLLUP_SHARDS
-
 
 def utc_day(moment: dt.datetime) -> dt.date:
     """The UTC calendar day of an aware datetime (the rollup period)."""

@@ -19,12 +19,12 @@ from app.turn.rows.shapes import (
     turn_times,
 )
 from app.turn.rows.sqlite import SqliteTurnRows
-from app.usage.repository import RollupShards
+from app.usage.shards import RollupShards
 
 
 def turn_rows(db: Database, rollup_shards: RollupShards | None = None) -> TurnRows:
     """The turn's repository on `db`, adding usage to the rollup's shards in turn (from the
-    process's own start unless `rollup_shards` says: app.usage.repository.RollupShards)."""
+    process's own start unless `rollup_shards` says: app.usage.shards)."""
     shards = RollupShards() if rollup_shards is None else rollup_shards
     if db.backend == "sqlite":
         return SqliteTurnRows(db, shards)

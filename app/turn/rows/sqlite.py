@@ -72,11 +72,11 @@ from app.turn.rows.threads_of_answers import AnswerThreads
 from app.usage.repository import (
     ROLLUP_COLUMNS,
     SPENT_ON_DAY,
-    RollupShards,
     adding_on_conflict,
     turn_rollup_values,
     utc_day,
 )
+from app.usage.shards import RollupShards
 
 _OPEN_THREAD = DriverStatement(OPEN_THREAD)
 _BRANCH_TO = DriverStatement(BRANCH_TO)

@@ -17,8 +17,9 @@ from app.store.models import Thread, UserTokenUsage
 from app.turn.rows import turn_rows
 from app.usage import admin_repository as admin
 from app.usage import reports_repository as usage_reports
-from app.usage.repository import RollupShards, usage_of_day, utc_day
+from app.usage.repository import usage_of_day, utc_day
 from app.usage.rollups import verify_day
+from app.usage.shards import RollupShards
 from tests.store.factories import call, new_thread, open_rows
 from tests.support.databases import postgres_only
 from tests.support.locks import a_lock_is_awaited, held, until_a_lock_is_awaited
