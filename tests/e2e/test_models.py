@@ -6,7 +6,6 @@ model server dies mid-answer finished by the next one, seamlessly, on the native
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,12 +28,13 @@ from tests.support.gateway import (
     DemoLlm,
     LiveGateway,
     StartGateway,
+    clean_env,
     free_port,
     iter_sse,
     post_turn,
     start_demo_llm,
+    wait_for_http,
 )
-from tests.support.http import LOOPBACK_TLS
 
 PRICES = "{ prompt = 1.0, completion = 2.0 }"
 
@@ -193,30 +193,22 @@ async def test_an_answer_cut_mid_way_is_finished_by_the_next_model_without_a_sea
                         to_model="second") == 3
 
 
-def spawn_demo(port: int, delay_ms: int) -> subprocess.Popen[bytes]:
+def spawn_demo(port: int, delay_ms: int, log_path: Path) -> subprocess.Popen[bytes]:
     """The demo model server as a process of its own, to be killed mid-answer."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.demo_llm", "--port", str(port), "--delay-ms",
-         str(delay_ms), "--log-level", "warning"],
-        env={k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1,
-                         verify=LOOPBACK_TLS).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise AssertionError("the demo model server did not start")
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.demo_llm", "--port", str(port), "--delay-ms",
+             str(delay_ms), "--log-level", "warning"],
+            env=clean_env({}), stdout=log_file, stderr=subprocess.STDOUT)
+    wait_for_http(f"http://127.0.0.1:{port}/healthz", process, log_path)
+    return process
 
 
 async def test_a_model_server_killed_mid_answer_is_continued_on_the_native_api(
     live_backend: str, start_gateway: StartGateway, demos: list[DemoLlm], tmp_path: Path
 ) -> None:
     port = free_port()
-    doomed = spawn_demo(port, delay_ms=20)
+    doomed = spawn_demo(port, delay_ms=20, log_path=tmp_path / "doomed.log")
     try:
         healthy = demo(demos)
         gateway = start_gateway(live_backend, env=models_file(

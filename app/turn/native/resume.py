@@ -8,7 +8,9 @@ what it received gets every event of both once.
 
 Refusals (`ResumeRefused`, rendered as JSON errors):
   404 not_found               no such assistant message in this thread for this user
-  409 last_event_id_ahead     the id is past the last event of the turn's log
+  409 last_event_id_ahead     the id is past the last event of the turn's log (of a turn
+                              this process runs, or one that is over: another process's copy
+                              to Redis may lag what its client read, and is waited for)
   410 resume_expired          the turn still runs but the events after the id were dropped
                               (the log keeps `resume_log_max_events`)
   409 answer_elsewhere        still streaming on a process this one cannot reach (no Redis)
@@ -124,7 +126,11 @@ class TurnResumes:
         span = await self._shared_span(message.id)
         if span is not None and self.shared is not None:
             first, last = span
-            if _readable(start, first, last + 1, finished=finished):
+            # While the answer streams, the owner's copy to Redis may be behind what its own
+            # client read (a batch still on its way, a reconnect after an outage): its end
+            # is not known yet, and the follower waits for `start` to come.
+            end = last + 1 if finished else max(last + 1, start)
+            if _readable(start, first, end, finished=finished):
                 return SharedStream(self, self.shared, message, start), "shared"
         if finished:
             return StoredStream(message), "stored"
