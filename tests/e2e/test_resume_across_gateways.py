@@ -122,9 +122,9 @@ async def test_the_first_turn_after_redis_returns_resumes_on_the_other_gateway(
             await until_logged([first, second], "turn_share_failed")
             proxy.restore()
             left = await leave_after(a, thread_id, LONG, K)
-            status, events, _ = await resume(b, left)
+            status, events, body = await resume(b, left)
             stored = await wait_for_status(b, left.thread_id, "complete")
-    assert status == 200
+    assert status == 200, body
     assert events[-1].event == "message_end" and events[-1].data["status"] == "complete"
     assert left.text + delta_text(events) == stored["content"]
 
