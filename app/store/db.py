@@ -194,14 +194,15 @@ FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'
 
 
 def _install_idle_transaction_bound(engine: AsyncEngine, bound_ms: int) -> None:
-    """DatabaseTimeouts.idle_in_transaction_s on every new connection."""
+    """DatabaseTimeouts.idle_in_transaction_s on every new connection, set on the driver's
+    connection outside any transaction: through SQLAlchemy's cursor it would open one, which
+    a first transaction rolled back would take the setting back with, and which a LISTEN
+    connection (app.store.notify) would keep open until the bound ended it."""
     statement = _BOUND_IDLE_TRANSACTIONS.format(bound=int(bound_ms))
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute(statement)
-        cursor.close()
+        dbapi_connection.run_async(lambda driver: driver.execute(statement))
 
 
 def _postgres_connect_args(timeouts: DatabaseTimeouts, given: dict[str, Any]

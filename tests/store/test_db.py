@@ -235,7 +235,12 @@ async def test_a_transaction_its_process_left_idle_is_ended_by_the_server(
         make_url(database_url).set(drivername="postgresql").render_as_string(
             hide_password=False))
     try:
+        # set outside any transaction: a first transaction rolled back keeps it, and a
+        # connection taken for LISTEN is not left in a transaction the bound would end
         connection = await cut_off.engine.connect()
+        driver = (await connection.get_raw_connection()).driver_connection
+        assert driver is not None and not driver.is_in_transaction()
+        await connection.rollback()
         await connection.begin()
         assert await connection.scalar(text("SHOW idle_in_transaction_session_timeout")) \
             == "300ms"
