@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from app.gateway.workers import reuse_port_listeners
-from tests.support.gateway import ROOT, clean_env, free_port, stop_process, wait_for_http
+from tests.support.gateway import free_port, spawn_uvicorn, stop_process, wait_for_http
 from tests.support.waits import until_sync
 
 #: The test's bound on one connection's answer (a replacement worker's start included).
@@ -36,12 +35,8 @@ def two_workers(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]
     its process's pid."""
     port = free_port()
     log_path = tmp_path / "workers.log"
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.gateway.workers", "tests.support.pid_app:create_app",
-             "--workers", "2", "--host", "127.0.0.1", "--port", str(port),
-             "--log-level", "warning"],
-            cwd=ROOT, env=clean_env({}), stdout=log_file, stderr=subprocess.STDOUT)
+    process = spawn_uvicorn(port, {}, log_path, "--workers", "2",
+                            app="tests.support.pid_app:create_app")
     try:
         wait_for_http(f"http://127.0.0.1:{port}/", process, log_path)
         # A worker's socket takes connections once the worker listens, after its start.

@@ -136,14 +136,15 @@ def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def spawn_uvicorn(port: int, env: Mapping[str, str], log_path: Path, *options: str
-                  ) -> subprocess.Popen[bytes]:
-    """The container's command, `python -m app.gateway.workers app.gateway.main:create_app`
-    (uvicorn; with `--workers N`, a listening socket each), on 127.0.0.1:`port` with `env`
-    (cleaned), stdout and stderr into `log_path`, and uvicorn's `options`."""
+def spawn_uvicorn(port: int, env: Mapping[str, str], log_path: Path, *options: str,
+                  app: str = "app.gateway.main:create_app") -> subprocess.Popen[bytes]:
+    """The container's command, `python -m app.gateway.workers` (uvicorn; with `--workers N`,
+    a listening socket each), serving the factory `app` (the gateway's by default) on
+    127.0.0.1:`port` with `env` (cleaned), stdout and stderr into `log_path`, and uvicorn's
+    `options`."""
     with log_path.open("wb") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", "app.gateway.workers", "app.gateway.main:create_app",
+            [sys.executable, "-m", "app.gateway.workers", app,
              "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", *options],
             cwd=ROOT, env=clean_env(env), stdout=log_file, stderr=subprocess.STDOUT,
         )
