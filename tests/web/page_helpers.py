@@ -11,12 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, ConsoleMessage, Page, ViewportSize, expect
 
 from app.store.db import Database
 from app.store.models import Message
 from app.threads import repository as thread_store
-from tests.support.browser import BROWSER_TESTS  # noqa: F401 (the page tests' marks)
+from tests.support.browser import (
+    BROWSER_TESTS,  # noqa: F401 (the page tests' marks)
+    lent_page,
+)
 
 #: Locator-based waits: the page's CSP forbids eval, which wait_for_function() relies on.
 TURN_OVER = "body[data-turn=idle] .message.assistant:not(.streaming)"
@@ -41,23 +44,29 @@ async def sized_page(
     browser: Browser, viewport: Viewport, *, clipboard: bool = False,
     color_scheme: Literal["light", "dark"] = "light",
 ) -> AsyncIterator[Page]:
-    """A fresh page of that size, in a system set to that colour scheme; uncaught page errors
-    and anything the page's CSP refuses fail the test."""
-    context = await browser.new_context(
-        viewport={"width": viewport.width, "height": viewport.height},
-        color_scheme=color_scheme,
-        permissions=["clipboard-read", "clipboard-write"] if clipboard else [],
-    )
-    page = await context.new_page()
+    """A page of that size, in a system set to that colour scheme, holding nothing of another
+    test's (`lent_page`); uncaught page errors and anything the page's CSP refuses fail the
+    test."""
     errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    # Whatever the page does, its strict CSP never has to refuse it.
-    page.on("console", lambda message: errors.append(message.text)
-            if "Content Security Policy" in message.text else None)
-    try:
+
+    def page_error(error: Exception) -> None:
+        errors.append(str(error))
+
+    def console(message: ConsoleMessage) -> None:
+        # Whatever the page does, its strict CSP never has to refuse it.
+        if "Content Security Policy" in message.text:
+            errors.append(message.text)
+
+    async with lent_page(
+        browser, viewport=ViewportSize(width=viewport.width, height=viewport.height),
+        color_scheme=color_scheme,
+        permissions=["clipboard-read", "clipboard-write"] if clipboard else None,
+    ) as page:
+        page.on("pageerror", page_error)
+        page.on("console", console)
         yield page
-    finally:
-        await context.close()
+        page.remove_listener("pageerror", page_error)
+        page.remove_listener("console", console)
     assert errors == [], f"uncaught errors or CSP refusals in the page: {errors}"
 
 
