@@ -1,9 +1,9 @@
-"""The slowest modules first, so two workers end together.
+"""The slowest modules first, so the workers end together.
 
 scripts/test runs the suite with `--dist loadscope`: each module is one unit of work, handed
 to the next free worker in collection order. In path order the heaviest modules (the browser,
 gateway processes, the fuzz, the bench scripts, the properties) came last, and one worker
-could be left alone with a minute-long module while the other had finished. Handed out
+could be left alone with a minute-long module while the others had finished. Handed out
 longest first, the many short modules fill the gaps at the end (the longest-first rule for
 scheduling jobs on identical machines).
 
