@@ -14,8 +14,10 @@ import openai
 LOOPBACK_TLS = ssl.create_default_context()
 
 
-def sdk(base_url: str, api_key: str) -> openai.AsyncOpenAI:
-    """The openai SDK's async client of `base_url`, no retries, on LOOPBACK_TLS."""
+def sdk(base_url: str, api_key: str, *, headers: dict[str, str] | None = None
+        ) -> openai.AsyncOpenAI:
+    """The openai SDK's async client of `base_url`, no retries, on LOOPBACK_TLS, sending
+    `headers` with every request."""
     http = openai.DefaultAsyncHttpxClient(verify=LOOPBACK_TLS)
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                              http_client=http)
+                              http_client=http, default_headers=headers)

@@ -4,10 +4,10 @@ questions, three answers, in order."""
 
 from __future__ import annotations
 
-import openai
 from playwright.async_api import Page, expect
 
 from tests.support.gateway import DemoLlm, StartGateway
+from tests.support.http import sdk
 from tests.web.page_helpers import BROWSER_TESTS
 
 pytestmark = BROWSER_TESTS
@@ -20,8 +20,7 @@ async def test_a_chain_of_three_responses_is_one_api_conversation_on_the_page(
     gateway = start_gateway("sqlite", upstream=demo_llm, env={
         "CHATGATE_AUTH_MODE": "off", "CHATGATE_TITLE_CALLS": "false"})
     answers = []
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key="local",
-                                  max_retries=0) as client:
+    async with sdk(gateway.url + "/v1", "local") as client:
         previous = None
         for question in QUESTIONS:
             reply = await client.responses.create(

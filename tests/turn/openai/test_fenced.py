@@ -16,6 +16,7 @@ import pytest
 
 from tests.e2e.helpers import new_thread, wait_for_status
 from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway
+from tests.support.http import sdk
 from tests.support.waits import until
 from tests.turn.openai.cut_streams import CUT_WITHIN_S, LONG, cut_mid_stream
 
@@ -54,9 +55,8 @@ async def test_a_whole_reply_in_a_thread_is_a_503_and_stored_interrupted(
     async with gateway.client(key) as native:
         thread_id = await new_thread(native)
     before = slow_demo_llm.stats()["streams_started"]
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0,
-                                  default_headers={"X-Chatgate-Thread-Id": thread_id}
-                                  ) as client:
+    async with sdk(gateway.url + "/v1", key,
+                   headers={"X-Chatgate-Thread-Id": thread_id}) as client:
         call = asyncio.ensure_future(client.chat.completions.create(model="demo-1",
                                                                     messages=LONG))
         for _ in range(200):  # the model server is answering: the call is in flight

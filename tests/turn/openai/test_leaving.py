@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-import openai
 import pytest
 
 from tests.e2e.helpers import new_thread, wait_for_status
 from tests.support.gateway import DemoLlm, StartGateway, start_demo_llm
+from tests.support.http import sdk
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,7 @@ async def test_leaving_mid_stream_keeps_what_was_sent(
     key = await gateway.api_key("leaver")
     async with gateway.client(key) as native:
         thread_id = await new_thread(native)
-        client = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0,
-                                    default_headers={"X-Chatgate-Thread-Id": thread_id})
+        client = sdk(gateway.url + "/v1", key, headers={"X-Chatgate-Thread-Id": thread_id})
         before = paced_demo_llm.stats()["streams_cancelled"]
         seen = ""
         async with client:

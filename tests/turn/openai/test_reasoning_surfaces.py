@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 
 from app.answer.trace_replay import replay
@@ -28,6 +27,7 @@ from tests.stream.streaming import random_pieces
 from tests.stream.test_reasoning_conformance import CASES
 from tests.support.gateway import GatewayPool, InProcessGateway, StartGateway
 from tests.support.gateway.sse import SseEvent, iter_sse, parse_sse, post_turn
+from tests.support.http import sdk
 from tests.support.scripted_upstream import completion_chunk, finish_chunk, usage_chunk
 from tests.turn.openai.model_server import ModelServer, chunk, raw_body
 
@@ -84,9 +84,7 @@ async def test_native_stream_shows_the_reasoning_then_the_answer(
 async def test_openai_sdk_streams_and_returns_the_reasoning_of_every_case(
     oa_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
-    client = openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1",
-                                api_key=await oa_gateway.api_key("sdk-reasoning"),
-                                max_retries=0)
+    client = sdk(oa_gateway.url + "/v1", await oa_gateway.api_key("sdk-reasoning"))
     async with client:
         for case in THINK_CASES:
             key = prepare(model_server, case, "sdk")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import openai
 import pytest
 
 from tests.e2e.helpers import new_thread
@@ -86,8 +85,7 @@ async def test_the_responses_api_reports_them_as_output_tokens_details(
     oa_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
     ask = prepare(model_server, "tokens.responses", 23)
-    client = openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1", max_retries=0,
-                                api_key=await oa_gateway.api_key("tokens-responses"))
+    client = sdk(oa_gateway.url + "/v1", await oa_gateway.api_key("tokens-responses"))
     async with client:
         whole = await client.responses.create(model=MODEL, input=ask)
         stored = await client.responses.retrieve(whole.id)

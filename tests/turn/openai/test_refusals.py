@@ -7,6 +7,7 @@ import openai
 import pytest
 
 from tests.support.gateway import StartGateway, free_port
+from tests.support.http import sdk
 from tests.support.scripted_upstream import scripted_upstream
 
 ASK = [{"role": "user", "content": "hello"}]
@@ -15,8 +16,7 @@ ASK = [{"role": "user", "content": "hello"}]
 async def test_the_rate_limit_is_a_429_the_sdk_understands(start_gateway: StartGateway) -> None:
     gateway = start_gateway("sqlite", upstream=f"http://127.0.0.1:{free_port()}/v1",
                             env={"CHATGATE_RATE_LIMIT_PER_MINUTE": "1"})
-    client = openai.AsyncOpenAI(base_url=gateway.url + "/v1", max_retries=0,
-                                api_key=await gateway.api_key("hasty"))
+    client = sdk(gateway.url + "/v1", await gateway.api_key("hasty"))
     async with client:
         with pytest.raises(openai.InternalServerError) as first:  # nobody listens upstream
             await client.chat.completions.create(model="demo-1", messages=ASK)
@@ -37,8 +37,7 @@ async def test_a_model_server_429_is_passed_on_with_its_retry_after(
                                  content_type="application/json",
                                  headers={"Retry-After": "7"}) as url:
         gateway = start_gateway("sqlite", upstream=url)
-        client = openai.AsyncOpenAI(base_url=gateway.url + "/v1", max_retries=0,
-                                    api_key=await gateway.api_key("crowded"))
+        client = sdk(gateway.url + "/v1", await gateway.api_key("crowded"))
         async with client:
             with pytest.raises(openai.RateLimitError) as caught:
                 await client.chat.completions.create(model="demo-1", messages=ASK,
@@ -52,7 +51,6 @@ async def test_a_model_server_429_is_passed_on_with_its_retry_after(
 async def test_with_auth_off_any_key_will_do(start_gateway: StartGateway) -> None:
     gateway = start_gateway("sqlite", upstream=f"http://127.0.0.1:{free_port()}/v1",
                             env={"CHATGATE_AUTH_MODE": "off"})
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key="anything",
-                                  max_retries=0) as client:
+    async with sdk(gateway.url + "/v1", "anything") as client:
         models = await client.models.list()
     assert [m.id for m in models.data] == ["demo-1"]

@@ -195,8 +195,7 @@ async def test_refusals_are_openai_errors(oa_gateway: InProcessGateway) -> None:
     assert (bad.value.body or {}).get("param") == "input[0].type"  # type: ignore[union-attr]
     assert empty.value.code == "invalid_request_error"
     assert (no_question.value.body or {}).get("param") == "input"  # type: ignore[union-attr]
-    bad_key = openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1", api_key="wrong",
-                                 max_retries=0)
+    bad_key = sdk(oa_gateway.url + "/v1", "wrong")
     async with bad_key:
         with pytest.raises(openai.AuthenticationError):
             await bad_key.responses.create(model=MODEL, input="hi")
@@ -269,8 +268,7 @@ async def test_the_daily_budget_refuses_in_openai_terms(
 ) -> None:
     model_server.bodies["budget"] = answer_body(["Spent."])
     key = await oa_gateway.api_key("responses-budget", tokens=10)
-    async with openai.AsyncOpenAI(base_url=oa_gateway.url + "/v1", api_key=key,
-                                  max_retries=0) as client:
+    async with sdk(oa_gateway.url + "/v1", key) as client:
         first = await client.responses.create(model=MODEL, input="[case:budget] x")
         with pytest.raises(openai.RateLimitError) as refused:
             await client.responses.create(model=MODEL, input="[case:budget] again",

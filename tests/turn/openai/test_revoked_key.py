@@ -14,6 +14,7 @@ from app.keys import repository as api_keys
 from app.store.db import Database
 from tests.e2e.helpers import new_thread, wait_for_status
 from tests.support.gateway import DemoLlm, InProcessGateway, StartGateway
+from tests.support.http import sdk
 from tests.turn.openai.cut_streams import CUT_WITHIN_S, LONG, cut_mid_stream
 
 
@@ -64,9 +65,8 @@ async def test_a_whole_reply_in_flight_when_its_key_is_revoked_is_refused_and_bi
     async with gateway.client(await gateway.api_key("eve")) as native:
         thread_id = await new_thread(native)
     before = slow_demo_llm.stats()["streams_started"]
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0,
-                                  default_headers={"X-Chatgate-Thread-Id": thread_id}
-                                  ) as client:
+    async with sdk(gateway.url + "/v1", key,
+                   headers={"X-Chatgate-Thread-Id": thread_id}) as client:
         call = asyncio.ensure_future(client.chat.completions.create(model="demo-1",
                                                                     messages=LONG))
         for _ in range(200):  # the model server is answering: the call is in flight
@@ -94,8 +94,7 @@ async def test_a_responses_stream_whose_key_is_revoked_raises_and_is_stored_inte
     gateway = started(start_gateway, live_backend, slow_demo_llm)
     key = await gateway.api_key("trudy")
     seen, revoked, response_id = "", False, ""
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=key,
-                                  max_retries=0) as client:
+    async with sdk(gateway.url + "/v1", key) as client:
         stream = await client.responses.create(model="demo-1", input=LONG[0]["content"],
                                                stream=True)
         with pytest.raises(openai.APIError) as caught:
@@ -111,8 +110,7 @@ async def test_a_responses_stream_whose_key_is_revoked_raises_and_is_stored_inte
     assert type(caught.value) is openai.APIError  # raised from the stream, not a status
     assert caught.value.code == "key_revoked"
     assert 0 < len(seen) < 2000  # far from the whole [long] answer
-    async with openai.AsyncOpenAI(base_url=gateway.url + "/v1", max_retries=0,
-                                  api_key=await gateway.api_key("trudy")) as again:
+    async with sdk(gateway.url + "/v1", await gateway.api_key("trudy")) as again:
         for _ in range(600):  # stored once the finish ran (bounded: 30 s on a loaded machine)
             stored = await again.responses.retrieve(response_id)
             if stored.status != "in_progress":

@@ -24,6 +24,7 @@ from tests.stream.streaming import random_pieces
 from tests.stream.test_tools_conformance import CASES
 from tests.support.gateway import GatewayPool, InProcessGateway
 from tests.support.gateway.sse import post_turn
+from tests.support.http import sdk
 from tests.support.scripted_upstream import completion_chunk, finish_chunk, usage_chunk
 from tests.turn.openai.model_server import ModelServer, answer_body, raw_body
 from tests.turn.openai.test_responses_sdk import chatgate
@@ -68,15 +69,14 @@ def calls_of(case: dict[str, Any]) -> list[tuple[str, str]]:
     return [(c["name"], c["arguments"]) for c in case["tool_calls"]]
 
 
-async def sdk(gateway: InProcessGateway, user: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=gateway.url + "/v1",
-                              api_key=await gateway.api_key(user), max_retries=0)
+async def sdk_of(gateway: InProcessGateway, user: str) -> openai.AsyncOpenAI:
+    return sdk(gateway.url + "/v1", await gateway.api_key(user))
 
 
 async def test_chat_completions_stream_each_call_with_the_sdk(
     hermes_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
-    async with await sdk(hermes_gateway, "tools-stream") as client:
+    async with await sdk_of(hermes_gateway, "tools-stream") as client:
         for case in HERMES:
             key = prepare(model_server, case, "stream")
             stream = await client.chat.completions.create(
@@ -104,7 +104,7 @@ async def test_chat_completions_stream_each_call_with_the_sdk(
 async def test_chat_completions_return_message_tool_calls_with_the_sdk(
     hermes_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
-    async with await sdk(hermes_gateway, "tools-whole") as client:
+    async with await sdk_of(hermes_gateway, "tools-whole") as client:
         for case in HERMES:
             key = prepare(model_server, case, "whole")
             whole = await client.chat.completions.create(
@@ -123,7 +123,7 @@ async def test_chat_completions_return_message_tool_calls_with_the_sdk(
 async def test_responses_give_function_call_items_with_their_events(
     hermes_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
-    async with await sdk(hermes_gateway, "tools-responses") as client:
+    async with await sdk_of(hermes_gateway, "tools-responses") as client:
         for case in HERMES:
             key = prepare(model_server, case, "responses")
             events = [e async for e in await client.responses.create(
@@ -153,7 +153,7 @@ async def test_responses_give_function_call_items_with_their_events(
 async def test_without_tools_offered_the_text_alone_and_a_warning(
     hermes_gateway: InProcessGateway, model_server: ModelServer
 ) -> None:
-    async with await sdk(hermes_gateway, "tools-unrequested") as client:
+    async with await sdk_of(hermes_gateway, "tools-unrequested") as client:
         for case in HERMES:
             key = prepare(model_server, case, "unrequested")
             whole = await client.chat.completions.create(
@@ -190,7 +190,7 @@ async def test_a_stored_inline_call_goes_back_to_the_model_and_its_result_round_
         completion_chunk("\"arguments\": {\"city\": \"Brno\"}}\n</tool_call>"),
         finish_chunk("stop"), usage_chunk(11, 7, 18)])
     model_server.bodies[f"{key}.after-tool"] = answer_body(["It is sunny in Brno."])
-    async with await sdk(hermes_gateway, "tools-round-trip") as client:
+    async with await sdk_of(hermes_gateway, "tools-round-trip") as client:
         first = await client.responses.create(
             model=MODEL, input=f"[case:{key}] weather in Brno?", tools=RESPONSES_TOOLS)
         [call] = [i for i in first.output if i.type == "function_call"]
@@ -223,7 +223,7 @@ async def test_chat_completions_round_trip_a_tool_result(
                          "{\"city\": \"Brno\"}}</tool_call>"),
         finish_chunk("stop"), usage_chunk(11, 7, 18)])
     model_server.bodies[f"{key}.after-tool"] = answer_body(["Sunny."])
-    async with await sdk(hermes_gateway, "tools-chat-round-trip") as client:
+    async with await sdk_of(hermes_gateway, "tools-chat-round-trip") as client:
         messages: list[Any] = [{"role": "user", "content": f"[case:{key}] weather?"}]
         first = await client.chat.completions.create(model=MODEL, messages=messages,
                                                      tools=TOOLS)
@@ -244,7 +244,7 @@ async def test_a_model_servers_own_tool_calls_pass_through(
 ) -> None:
     key = "native-tool-deltas"
     model_server.bodies[key] = tool_call_body()
-    async with await sdk(hermes_gateway, "tools-native-deltas") as client:
+    async with await sdk_of(hermes_gateway, "tools-native-deltas") as client:
         whole = await client.chat.completions.create(
             model=MODEL, messages=ask(key), tools=TOOLS)  # type: ignore[arg-type]
     [call] = whole.choices[0].message.tool_calls or []
@@ -260,7 +260,7 @@ async def test_without_the_format_a_call_is_text_as_before(
     offered or not, streamed or whole."""
     [case] = [c for c in CASES if c["tool_format"] == "none"]
     key = prepare(model_server, case, "format-none")
-    async with await sdk(oa_gateway, "tools-none") as client:
+    async with await sdk_of(oa_gateway, "tools-none") as client:
         stream = await client.chat.completions.create(
             model=MODEL, messages=ask(key), tools=TOOLS, stream=True)  # type: ignore
         chunks = [c async for c in stream]
