@@ -4,14 +4,11 @@ the wipe cannot see into is closed instead of lent again."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 from playwright.async_api import Browser, Page, ViewportSize
 
 from tests.support.browser import BROWSER_TESTS, DEFAULT_VIEWPORT, lent_page
+from tests.support.scripted_upstream import scripted_upstream
 
 pytestmark = BROWSER_TESTS
 
@@ -20,56 +17,33 @@ STATE = """() => [localStorage.length, sessionStorage.length, document.cookie,
 LEAVE_STATE = """() => { localStorage.setItem('key', 'sk-1'); sessionStorage.setItem('s', '1');
                          document.cookie = 'c=1; max-age=3600'; }"""
 CLIPBOARD = "() => navigator.permissions.query({name: 'clipboard-read'}).then(p => p.state)"
-
-
-class _Blank(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"<!doctype html><title>blank</title>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Cache-Control", "max-age=3600")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def site() -> Iterator[str]:
-    """An origin to keep storage in: a loopback server answering every GET with a blank
-    page."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Blank)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+#: An origin to keep storage in: a loopback server answering every request with a blank page
+#: that the cache may keep.
+BLANK = b"<!doctype html><title>blank</title>"
 
 
 async def test_the_next_test_gets_the_same_tab_with_nothing_of_the_test_before(
-    browser: Browser, site: str
+    browser: Browser
 ) -> None:
-    async with lent_page(browser, viewport=ViewportSize(width=390, height=844),
-                         color_scheme="dark", permissions=["clipboard-read"]) as page:
-        first = page
-        await page.goto(site)
-        await page.evaluate(LEAVE_STATE)
-        assert await page.evaluate(STATE) == [1, 1, "c=1", True]
-        assert await page.evaluate(CLIPBOARD) == "granted"
-        await page.route("**/*", lambda route: route.abort())
-        await page.context.set_offline(True)
+    async with scripted_upstream(BLANK, content_type="text/html",
+                                 headers={"Cache-Control": "max-age=3600"}) as site:
+        async with lent_page(browser, viewport=ViewportSize(width=390, height=844),
+                             color_scheme="dark", permissions=["clipboard-read"]) as page:
+            first = page
+            await page.goto(site)
+            await page.evaluate(LEAVE_STATE)
+            assert await page.evaluate(STATE) == [1, 1, "c=1", True]
+            assert await page.evaluate(CLIPBOARD) == "granted"
+            await page.route("**/*", lambda route: route.abort())
+            await page.context.set_offline(True)
 
-    async with lent_page(browser) as page:
-        assert page is first
-        assert page.url == "about:blank"
-        await page.goto(site)  # neither routed away nor offline
-        assert await page.evaluate(STATE) == [0, 0, "", False]
-        assert await page.evaluate(CLIPBOARD) == "prompt"
-        assert page.viewport_size == DEFAULT_VIEWPORT
+        async with lent_page(browser) as page:
+            assert page is first
+            assert page.url == "about:blank"
+            await page.goto(site)  # neither routed away nor offline
+            assert await page.evaluate(STATE) == [0, 0, "", False]
+            assert await page.evaluate(CLIPBOARD) == "prompt"
+            assert page.viewport_size == DEFAULT_VIEWPORT
 
 
 async def test_a_tab_with_a_listener_the_test_left_is_not_lent_again(browser: Browser) -> None:

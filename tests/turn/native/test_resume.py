@@ -9,6 +9,8 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
+import pytest
+
 from app.answer.events import Delta, Ended, Started
 from app.store.db import Database
 from app.turn.native.event_log import TurnLog
@@ -17,6 +19,7 @@ from app.turn.native.runs import TurnRuns
 from app.turn.native.share import SharedTurns
 from tests.store.factories import finish, new_thread, open_rows
 from tests.support.redis_keys import REDIS_URL
+from tests.support.waits import until
 
 #: The test's bound on reading a resumed stream to its end.
 READ_WITHIN_S = 30.0
@@ -39,8 +42,10 @@ async def test_a_resume_past_the_copy_of_a_streaming_answer_waits_for_it(
     log.append(Delta("a", 1))
     mirror = asyncio.create_task(owner.mirror(message_id, log))
     try:
-        while await here.span(message_id) != (0, 1):  # the copy holds positions 0 and 1
-            await asyncio.sleep(0.01)
+        async def copied() -> bool:
+            return await here.span(message_id) == (0, 1)
+
+        await until(copied, what="the copy to hold positions 0 and 1")
         resumes = TurnResumes(db, TurnRuns(grace_s=1, keep_s=60, max_events=1000, shared=here))
         # the owner's client read up to position 3 before it left
         stream = await resumes.resume(thread.user_id, thread.id, message_id, last_event_id=3)
@@ -73,12 +78,9 @@ async def test_a_resume_past_the_end_of_a_finished_answer_is_refused(
     try:
         await asyncio.wait_for(owner.mirror(message_id, log), READ_WITHIN_S)
         resumes = TurnResumes(db, TurnRuns(grace_s=1, keep_s=60, max_events=1000, shared=here))
-        try:
+        with pytest.raises(ResumeRefused) as refused:
             await resumes.resume(thread.user_id, thread.id, message_id, last_event_id=5)
-        except ResumeRefused as refused:
-            assert (refused.status, refused.code) == (409, "last_event_id_ahead")
-        else:
-            raise AssertionError("a resume past the end of a finished answer was served")
+        assert (refused.value.status, refused.value.code) == (409, "last_event_id_ahead")
     finally:
         await owner.aclose()
         await here.aclose()
